@@ -1,0 +1,97 @@
+//! `Database.status`, derived from the observed StatefulSet and pods.
+
+use kubeplug_sdk::k8s_openapi::api::apps::v1::StatefulSet;
+use kubeplug_sdk::k8s_openapi::api::core::v1::Pod;
+use kubeplug_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kubeplug_sdk::{Context, set_condition, time};
+use serde::{Deserialize, Serialize};
+
+use crate::Database;
+
+/// `Database.status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseStatus {
+    /// Pending, Creating, Running or Failed.
+    pub phase: String,
+    /// Names of the database's pods, sorted.
+    pub pods: Vec<String>,
+    /// Pods that exist (for the scale subresource).
+    pub replicas: i32,
+    pub ready_replicas: i32,
+    /// Label selector of the pods (for the scale subresource and HPA).
+    pub selector: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn phase_of(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+pub fn status(ctx: &Context<serde_json::Value>, db: &Database) -> DatabaseStatus {
+    let name = ctx.name();
+    let mut pods: Vec<Pod> = ctx
+        .related::<Pod>()
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let ready = pods.iter().filter(|p| is_ready(p)).count() as i32;
+    let failed = pods.iter().any(|p| phase_of(p) == "Failed");
+    let sts = ctx.observed_named::<StatefulSet>(name);
+    let want = db.spec.replicas;
+
+    let (phase, reason, message) = if failed {
+        ("Failed", "PodFailed", "a database pod has failed".to_string())
+    } else if sts.is_none() {
+        ("Pending", "Provisioning", "waiting for the StatefulSet".to_string())
+    } else if ready == want && pods.len() as i32 == want {
+        ("Running", "AllReplicasReady", format!("{ready}/{want} replicas ready"))
+    } else {
+        ("Creating", "ReplicasNotReady", format!("{ready}/{want} replicas ready"))
+    };
+
+    let previous: DatabaseStatus =
+        serde_json::from_value(ctx.status().clone()).unwrap_or_default();
+    let mut conditions = previous.conditions;
+    if let Some(now) = time(&ctx.now) {
+        set_condition(
+            &mut conditions,
+            Condition {
+                type_: "Ready".into(),
+                status: if phase == "Running" { "True" } else { "False" }.into(),
+                reason: reason.into(),
+                message,
+                last_transition_time: now,
+                observed_generation: ctx.generation(),
+            },
+        );
+    }
+
+    DatabaseStatus {
+        phase: phase.into(),
+        pods: pods.iter().filter_map(|p| p.metadata.name.clone()).collect(),
+        replicas: pods.len() as i32,
+        ready_replicas: ready,
+        selector: format!(
+            "{}=database,{}={name}",
+            crate::NAME_LABEL,
+            crate::INSTANCE_LABEL
+        ),
+        observed_generation: ctx.generation(),
+        conditions,
+    }
+}

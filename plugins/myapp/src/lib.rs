@@ -1,0 +1,166 @@
+//! `myapp`: a `MyApp` (`example.com/v1alpha1`) becomes a Deployment named
+//! `<name>-deploy`; its status reports the phase and available replicas.
+
+use std::collections::BTreeMap;
+
+use kubeplug_sdk::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use kubeplug_sdk::k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use kubeplug_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition, LabelSelector, ObjectMeta,
+};
+use kubeplug_sdk::{Context, Error, Manifest, Plugin, Resource, Response, set_condition, time};
+use serde::{Deserialize, Serialize};
+
+/// Image used when `spec.image` is empty: a pinned, widely mirrored tag.
+pub const DEFAULT_IMAGE: &str = "nginx:1.27";
+
+/// `MyApp.spec`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MyAppSpec {
+    #[serde(default = "one")]
+    pub replicas: i32,
+    #[serde(default)]
+    pub image: Option<String>,
+}
+
+fn one() -> i32 {
+    1
+}
+
+/// A `MyApp` object.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MyApp {
+    pub metadata: ObjectMeta,
+    pub spec: MyAppSpec,
+}
+
+/// `MyApp.status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MyAppStatus {
+    /// Pending, Progressing or Running.
+    pub phase: String,
+    pub available_replicas: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// Name of the Deployment of MyApp `name`.
+pub fn deployment_name(name: &str) -> String {
+    format!("{name}-deploy")
+}
+
+fn deployment(ctx: &Context<serde_json::Value>, app: &MyApp) -> Deployment {
+    let selector = BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), "myapp".to_string()),
+        ("app.kubernetes.io/instance".to_string(), ctx.name().to_string()),
+    ]);
+    let mut labels = selector.clone();
+    labels.insert("app.kubernetes.io/managed-by".into(), "kubeplug".into());
+    let image = app
+        .spec
+        .image
+        .clone()
+        .filter(|i| !i.is_empty())
+        .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(deployment_name(ctx.name())),
+            namespace: Some(ctx.namespace().to_string()),
+            labels: Some(labels.clone()),
+            ..Default::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(app.spec.replicas),
+            selector: LabelSelector {
+                match_labels: Some(selector),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "app".into(),
+                        image: Some(image),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn status(ctx: &Context<serde_json::Value>, app: &MyApp) -> MyAppStatus {
+    let observed = ctx.observed_named::<Deployment>(&deployment_name(ctx.name()));
+    let available = observed
+        .as_ref()
+        .and_then(|d| d.status.as_ref())
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0);
+    let want = app.spec.replicas;
+    let phase = match observed {
+        None => "Pending",
+        Some(_) if available >= want => "Running",
+        Some(_) => "Progressing",
+    };
+    let previous: MyAppStatus = serde_json::from_value(ctx.status().clone()).unwrap_or_default();
+    let mut conditions = previous.conditions;
+    if let Some(now) = time(&ctx.now) {
+        set_condition(
+            &mut conditions,
+            Condition {
+                type_: "Available".into(),
+                status: if phase == "Running" { "True" } else { "False" }.into(),
+                reason: phase.into(),
+                message: format!("{available}/{want} replicas available"),
+                last_transition_time: now,
+                observed_generation: ctx.generation(),
+            },
+        );
+    }
+    MyAppStatus {
+        phase: phase.into(),
+        available_replicas: available,
+        observed_generation: ctx.generation(),
+        conditions,
+    }
+}
+
+/// The plugin.
+pub struct MyAppPlugin;
+
+impl Plugin for MyAppPlugin {
+    type Config = serde_json::Value;
+
+    fn manifest(_config: &Self::Config) -> Result<Manifest, Error> {
+        Ok(Manifest::composite(
+            "myapp",
+            env!("CARGO_PKG_VERSION"),
+            Resource::namespaced("example.com", "v1alpha1", "MyApp", "myapps"),
+        )
+        .child(Resource::of::<Deployment>()))
+    }
+
+    fn reconcile(ctx: &Context<Self::Config>) -> Result<Response, Error> {
+        let app: MyApp = ctx.parent()?;
+        if app.spec.replicas < 0 {
+            return Err(Error::InvalidInput(format!(
+                "spec.replicas must not be negative, got {}",
+                app.spec.replicas
+            )));
+        }
+        Response::default()
+            .child(&deployment(ctx, &app))?
+            .status(&status(ctx, &app))
+    }
+}
+
+kubeplug_sdk::export_plugin!(MyAppPlugin);

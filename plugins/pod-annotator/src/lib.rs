@@ -1,0 +1,83 @@
+//! `pod-annotator`: a decorator that stamps Pods in the configured namespaces
+//! with `example.com/injected: "true"` and the time it did so, once.
+//!
+//! Configuration: `{"namespaces": ["team-a", "team-b"]}`. An empty or missing
+//! list is refused: stamping every Pod of a cluster is never what was meant.
+
+use kubeplug_sdk::k8s_openapi::api::core::v1::Pod;
+use kubeplug_sdk::{Context, Error, Event, Manifest, Plugin, Resource, Response};
+use serde::Deserialize;
+
+/// Set to `"true"` on stamped pods.
+pub const INJECTED: &str = "example.com/injected";
+/// When the pod was stamped (the request's `now`).
+pub const INJECTED_AT: &str = "example.com/injected-at";
+
+/// The plugin's configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// The plugin.
+pub struct PodAnnotator;
+
+impl Plugin for PodAnnotator {
+    type Config = Config;
+
+    fn manifest(config: &Config) -> Result<Manifest, Error> {
+        if config.namespaces.is_empty() {
+            return Err(Error::InvalidConfig(
+                "`namespaces` must name at least one namespace".into(),
+            ));
+        }
+        if let Some(bad) = config.namespaces.iter().find(|n| !is_dns_label(n)) {
+            return Err(Error::InvalidConfig(format!(
+                "`namespaces`: {bad:?} is not a valid namespace name"
+            )));
+        }
+        Ok(Manifest::decorator(
+            "pod-annotator",
+            env!("CARGO_PKG_VERSION"),
+            Resource::of::<Pod>(),
+        )
+        .namespaces(config.namespaces.iter().cloned()))
+    }
+
+    fn reconcile(ctx: &Context<Config>) -> Result<Response, Error> {
+        // The host filters by namespace too; checking here keeps `render`
+        // honest and the plugin safe under any host.
+        if !ctx.config.namespaces.iter().any(|n| n == ctx.namespace()) {
+            return Ok(Response::default());
+        }
+        let pod: Pod = ctx.parent()?;
+        let stamped = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(INJECTED));
+        if stamped {
+            return Ok(Response::default());
+        }
+        Ok(Response::default()
+            .annotation(INJECTED, "true")
+            .annotation(INJECTED_AT, &ctx.now)
+            .event(Event::normal(
+                "Annotated",
+                format!("stamped pod {} with {INJECTED}", ctx.name()),
+            )))
+    }
+}
+
+kubeplug_sdk::export_plugin!(PodAnnotator);

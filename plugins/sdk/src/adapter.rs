@@ -1,0 +1,42 @@
+//! Glue between the generated bindings and [`Plugin`]; used by
+//! [`export_plugin!`](crate::export_plugin) only.
+
+use crate::bindings::kubeplug::plugin::types as wit;
+use crate::{Context, Error, Plugin};
+
+impl From<Error> for wit::Error {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::InvalidConfig(m) => wit::Error::InvalidConfig(m),
+            Error::InvalidInput(m) => wit::Error::InvalidInput(m),
+            Error::Failed(m) => wit::Error::Failed(m),
+        }
+    }
+}
+
+fn parse_config<P: Plugin>(config: &str) -> Result<P::Config, Error> {
+    let config = if config.trim().is_empty() { "{}" } else { config };
+    serde_json::from_str(config).map_err(|e| Error::InvalidConfig(e.to_string()))
+}
+
+pub fn manifest<P: Plugin>(config: &str) -> Result<wit::PluginManifest, wit::Error> {
+    let config = parse_config::<P>(config)?;
+    let manifest = P::manifest(&config)?;
+    manifest.validate()?;
+    Ok(manifest.into_wit())
+}
+
+fn context<P: Plugin>(request: wit::Request) -> Result<Context<P::Config>, Error> {
+    let config = parse_config::<P>(&request.config)?;
+    Context::from_wit(request, config)
+}
+
+pub fn reconcile<P: Plugin>(request: wit::Request) -> Result<wit::Response, wit::Error> {
+    let ctx = context::<P>(request)?;
+    Ok(P::reconcile(&ctx)?.into_wit())
+}
+
+pub fn finalize<P: Plugin>(request: wit::Request) -> Result<wit::FinalizeResponse, wit::Error> {
+    let ctx = context::<P>(request)?;
+    Ok(P::finalize(&ctx)?.into_wit())
+}

@@ -1,0 +1,138 @@
+//! The Rust SDK for kubeplug plugins.
+//!
+//! Start with [`Plugin`]: implement it for a unit struct and call
+//! [`export_plugin!`]. The SDK turns the WIT contract (`wit/plugin.wit`) into
+//! typed Rust: the request's JSON objects become `k8s-openapi` types or your own
+//! serde structs, and [`Response`] serializes what you return.
+//!
+//! ```no_run
+//! use kubeplug_sdk::{Context, Error, Manifest, Plugin, Resource, Response};
+//!
+//! struct Hello;
+//! impl Plugin for Hello {
+//!     type Config = serde_json::Value;
+//!     fn manifest(_config: &Self::Config) -> Result<Manifest, Error> {
+//!         Ok(Manifest::composite("hello", "0.1.0",
+//!             Resource::namespaced("example.com", "v1", "Hello", "hellos")))
+//!     }
+//!     fn reconcile(_ctx: &Context<Self::Config>) -> Result<Response, Error> {
+//!         Ok(Response::default())
+//!     }
+//! }
+//! kubeplug_sdk::export_plugin!(Hello);
+//! ```
+
+mod conditions;
+mod context;
+mod manifest;
+mod response;
+
+pub mod log;
+
+#[doc(hidden)]
+pub mod adapter;
+
+/// Bindings generated from `wit/plugin.wit`. Plugin code rarely needs them
+/// directly: the types below wrap them.
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "plugin",
+        pub_export_macro: true,
+        export_macro_name: "export",
+        default_bindings_module: "kubeplug_sdk::bindings",
+    });
+}
+
+pub use conditions::{set_condition, time};
+pub use context::Context;
+pub use manifest::{LabelValue, Manifest, Mode, Related, Resource};
+pub use response::{Event, FinalizeResponse, Response};
+
+pub use k8s_openapi;
+pub use serde_json;
+
+/// An error the plugin reports on purpose. The host records it on the parent
+/// (as an Event) and retries with backoff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The configuration document is not acceptable.
+    InvalidConfig(String),
+    /// The parent or an observed object is not acceptable.
+    InvalidInput(String),
+    /// Anything else.
+    Failed(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::InvalidConfig(m) => write!(f, "invalid config: {m}"),
+            Error::InvalidInput(m) => write!(f, "invalid input: {m}"),
+            Error::Failed(m) => write!(f, "failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A reconcile plugin: a pure function from what the host observed to what
+/// should exist.
+pub trait Plugin {
+    /// The plugin's configuration, deserialized from the document the host's
+    /// operator supplies (`{}` when none). Validate it in [`Plugin::manifest`].
+    type Config: serde::de::DeserializeOwned;
+
+    /// Describe the plugin. Called once when the host loads it; return
+    /// [`Error::InvalidConfig`] to refuse a bad configuration.
+    fn manifest(config: &Self::Config) -> Result<Manifest, Error>;
+
+    /// Decide the desired children, status and parent patch for one parent.
+    fn reconcile(ctx: &Context<Self::Config>) -> Result<Response, Error>;
+
+    /// Clean up for a parent being deleted. Only called when the manifest
+    /// declares a finalizer. The default reports cleanup done at once.
+    fn finalize(_ctx: &Context<Self::Config>) -> Result<FinalizeResponse, Error> {
+        Ok(FinalizeResponse::done())
+    }
+}
+
+/// Export a [`Plugin`] implementation as the component's `reconciler`.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        struct __KubeplugGuest;
+
+        impl $crate::bindings::exports::kubeplug::plugin::reconciler::Guest for __KubeplugGuest {
+            fn manifest(
+                config: ::std::string::String,
+            ) -> ::std::result::Result<
+                $crate::bindings::kubeplug::plugin::types::PluginManifest,
+                $crate::bindings::kubeplug::plugin::types::Error,
+            > {
+                $crate::adapter::manifest::<$plugin>(&config)
+            }
+
+            fn reconcile(
+                request: $crate::bindings::kubeplug::plugin::types::Request,
+            ) -> ::std::result::Result<
+                $crate::bindings::kubeplug::plugin::types::Response,
+                $crate::bindings::kubeplug::plugin::types::Error,
+            > {
+                $crate::adapter::reconcile::<$plugin>(request)
+            }
+
+            fn finalize(
+                request: $crate::bindings::kubeplug::plugin::types::Request,
+            ) -> ::std::result::Result<
+                $crate::bindings::kubeplug::plugin::types::FinalizeResponse,
+                $crate::bindings::kubeplug::plugin::types::Error,
+            > {
+                $crate::adapter::finalize::<$plugin>(request)
+            }
+        }
+
+        $crate::bindings::export!(__KubeplugGuest with_types_in $crate::bindings);
+    };
+}

@@ -1,0 +1,26 @@
+//! Structured logging through the host (the plugin's only import).
+
+use crate::bindings::kubeplug::plugin::log::{Level, log};
+
+fn emit(level: Level, message: &str, fields: &[(&str, &str)]) {
+    let fields: Vec<(String, String)> = fields
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    log(level, message, &fields);
+}
+
+/// Log at debug level.
+pub fn debug(message: &str, fields: &[(&str, &str)]) {
+    emit(Level::Debug, message, fields)
+}
+
+/// Log at info level.
+pub fn info(message: &str, fields: &[(&str, &str)]) {
+    emit(Level::Info, message, fields)
+}
+
+/// Log at warn level.
+pub fn warn(message: &str, fields: &[(&str, &str)]) {
+    emit(Level::Warn, message, fields)
+}

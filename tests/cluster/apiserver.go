@@ -1,0 +1,123 @@
+package main
+
+// kube-apiserver from k8s.io/kubernetes, started in-process the way
+// cmd/kube-apiserver/app/testing (StartTestServer) does it, but with the
+// real command-line flags of a secured cluster. NewAPIServerCommand is not
+// used because it installs process-wide signal handlers.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/rest"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
+)
+
+func init() {
+	// Several components in one process: don't let the second one fail
+	// because the first one already applied the logging configuration.
+	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
+}
+
+func apiserverFlags(p pkiPaths, etcdURL string, port int) []string {
+	return []string{
+		"--advertise-address=127.0.0.1",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--etcd-servers=" + etcdURL,
+		"--tls-cert-file=" + p.ServingCert,
+		"--tls-private-key-file=" + p.ServingKey,
+		"--client-ca-file=" + p.CACert,
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--allow-privileged=true",
+		"--service-cluster-ip-range=" + serviceCIDR,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + p.SAPub,
+		"--service-account-signing-key-file=" + p.SAKey,
+		"--api-audiences=https://kubernetes.default.svc.cluster.local",
+		// aggregation layer / front proxy
+		"--requestheader-client-ca-file=" + p.FrontProxyCACert,
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-uid-headers=X-Remote-Uid",
+		"--proxy-client-cert-file=" + p.FrontProxyClientCert,
+		"--proxy-client-key-file=" + p.FrontProxyClientKey,
+		"--enable-aggregator-routing=false",
+		// The lease reconciler would publish 127.0.0.1 as the endpoint of the
+		// "kubernetes" Service, which Endpoints validation rejects (loopback),
+		// logging an error every few seconds. The Service itself is still created.
+		"--endpoint-reconciler-type=none",
+		// no kubelets to talk to; keep it quick on 2 cores
+		"--profiling=false",
+		"--goaway-chance=0",
+		"--event-ttl=1h",
+		"--watch-cache=true",
+	}
+}
+
+// prepareAPIServer parses flags and builds the server chain; the returned
+// function runs it until its context ends.
+func prepareAPIServer(ctx context.Context, args []string, ln net.Listener) (func(context.Context) error, error) {
+	s := options.NewServerRunOptions()
+	fs := pflag.NewFlagSet("kube-apiserver", pflag.ContinueOnError)
+	for _, f := range s.Flags().FlagSets {
+		fs.AddFlagSet(f)
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	s.SecureServing.Listener = ln
+	s.SecureServing.BindPort = ln.Addr().(*net.TCPAddr).Port
+
+	if err := s.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
+		return nil, err
+	}
+	// kube-apiserver loopback clients should not log self-issued warnings
+	// (this is process wide, as in the real binary).
+	rest.SetDefaultWarningHandler(rest.NoWarnings{})
+
+	completed, err := s.Complete(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("complete options: %w", err)
+	}
+	if errs := completed.Validate(); len(errs) != 0 {
+		return nil, fmt.Errorf("validate options: %w", utilerrors.NewAggregate(errs))
+	}
+	fg := s.GenericServerRunOptions.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
+	if mfg, ok := fg.(featuregate.MutableFeatureGate); ok {
+		mfg.AddMetrics()
+	} else {
+		utilfeature.DefaultMutableFeatureGate.AddMetrics()
+	}
+
+	config, err := app.NewConfig(completed)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cc, err := config.Complete()
+	if err != nil {
+		return nil, fmt.Errorf("complete config: %w", err)
+	}
+	server, err := app.CreateServerChain(cc)
+	if err != nil {
+		return nil, fmt.Errorf("create server chain: %w", err)
+	}
+	prepared, err := server.PrepareRun()
+	if err != nil {
+		return nil, fmt.Errorf("prepare run: %w", err)
+	}
+	return func(ctx context.Context) error { return prepared.Run(ctx) }, nil
+}
