@@ -1,1 +1,5 @@
-fn main() {}
+//! The `kubeplug` binary: see [`kubeplug::cli`].
+
+fn main() -> std::process::ExitCode {
+    kubeplug::cli::main()
+}

@@ -10,6 +10,7 @@ mod status;
 
 use std::collections::BTreeMap;
 
+use kubeplug_sdk::k8s_openapi::ByteString;
 use kubeplug_sdk::k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use kubeplug_sdk::k8s_openapi::api::core::v1::{
     Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, Pod, PodSpec,
@@ -18,10 +19,7 @@ use kubeplug_sdk::k8s_openapi::api::core::v1::{
 };
 use kubeplug_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kubeplug_sdk::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kubeplug_sdk::k8s_openapi::ByteString;
-use kubeplug_sdk::{
-    Context, Error, Event, LabelValue, Manifest, Plugin, Resource, Response,
-};
+use kubeplug_sdk::{Context, Error, Event, LabelValue, Manifest, Plugin, Resource, Response};
 
 pub use spec::{Database, DatabaseSpec, Engine};
 

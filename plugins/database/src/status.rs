@@ -55,17 +55,32 @@ pub fn status(ctx: &Context<serde_json::Value>, db: &Database) -> DatabaseStatus
     let want = db.spec.replicas;
 
     let (phase, reason, message) = if failed {
-        ("Failed", "PodFailed", "a database pod has failed".to_string())
+        (
+            "Failed",
+            "PodFailed",
+            "a database pod has failed".to_string(),
+        )
     } else if sts.is_none() {
-        ("Pending", "Provisioning", "waiting for the StatefulSet".to_string())
+        (
+            "Pending",
+            "Provisioning",
+            "waiting for the StatefulSet".to_string(),
+        )
     } else if ready == want && pods.len() as i32 == want {
-        ("Running", "AllReplicasReady", format!("{ready}/{want} replicas ready"))
+        (
+            "Running",
+            "AllReplicasReady",
+            format!("{ready}/{want} replicas ready"),
+        )
     } else {
-        ("Creating", "ReplicasNotReady", format!("{ready}/{want} replicas ready"))
+        (
+            "Creating",
+            "ReplicasNotReady",
+            format!("{ready}/{want} replicas ready"),
+        )
     };
 
-    let previous: DatabaseStatus =
-        serde_json::from_value(ctx.status().clone()).unwrap_or_default();
+    let previous: DatabaseStatus = serde_json::from_value(ctx.status().clone()).unwrap_or_default();
     let mut conditions = previous.conditions;
     if let Some(now) = time(&ctx.now) {
         set_condition(
@@ -83,7 +98,10 @@ pub fn status(ctx: &Context<serde_json::Value>, db: &Database) -> DatabaseStatus
 
     DatabaseStatus {
         phase: phase.into(),
-        pods: pods.iter().filter_map(|p| p.metadata.name.clone()).collect(),
+        pods: pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect(),
         replicas: pods.len() as i32,
         ready_replicas: ready,
         selector: format!(

@@ -55,7 +55,10 @@ pub fn deployment_name(name: &str) -> String {
 fn deployment(ctx: &Context<serde_json::Value>, app: &MyApp) -> Deployment {
     let selector = BTreeMap::from([
         ("app.kubernetes.io/name".to_string(), "myapp".to_string()),
-        ("app.kubernetes.io/instance".to_string(), ctx.name().to_string()),
+        (
+            "app.kubernetes.io/instance".to_string(),
+            ctx.name().to_string(),
+        ),
     ]);
     let mut labels = selector.clone();
     labels.insert("app.kubernetes.io/managed-by".into(), "kubeplug".into());

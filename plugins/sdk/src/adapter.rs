@@ -15,7 +15,11 @@ impl From<Error> for wit::Error {
 }
 
 fn parse_config<P: Plugin>(config: &str) -> Result<P::Config, Error> {
-    let config = if config.trim().is_empty() { "{}" } else { config };
+    let config = if config.trim().is_empty() {
+        "{}"
+    } else {
+        config
+    };
     serde_json::from_str(config).map_err(|e| Error::InvalidConfig(e.to_string()))
 }
 

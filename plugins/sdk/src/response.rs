@@ -102,12 +102,11 @@ impl Response {
     }
 
     pub(crate) fn into_wit(self) -> wit::Response {
-        let parent_patch = (!self.labels.is_empty() || !self.annotations.is_empty()).then(|| {
-            wit::MetadataPatch {
+        let parent_patch =
+            (!self.labels.is_empty() || !self.annotations.is_empty()).then(|| wit::MetadataPatch {
                 labels: self.labels,
                 annotations: self.annotations,
-            }
-        });
+            });
         wit::Response {
             children: self.children,
             status: self.status,

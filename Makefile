@@ -1,0 +1,58 @@
+# kubeplug: the one front door. `make help` lists the targets.
+#
+# Build caches live outside the clone so fresh clones (CI) build quickly on a
+# machine that built before; a machine without them still builds from scratch.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/kubeplug/target
+export KUBEPLUG_CACHE ?= $(HOME)/.cache/kubeplug
+
+# Plugins shipped with the host, and test guests (never deployed).
+PLUGINS      := database myapp pod-annotator
+TEST_PLUGINS := hostile
+WASM_OUT     := $(CARGO_TARGET_DIR)/wasm32-wasip2/release
+BIN          := target/bin/kubeplug
+
+.PHONY: help toolchain plugins host lint unit cluster-check test demo bench clean
+
+help:
+	@echo "make plugins       build target/plugins/*.wasm (and test guests in target/test-plugins/)"
+	@echo "make host          build target/bin/kubeplug"
+	@echo "make test          every test: lint, unit, plugin golden tests, control-plane checks"
+	@echo "make demo          local control plane + host + the three plugins + sample objects"
+	@echo "make bench         benchmarks (print figures)"
+
+toolchain:
+	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+	@rustup component list --installed | grep -q '^clippy' || rustup component add clippy rustfmt
+
+plugins: toolchain
+	cargo build --release --target wasm32-wasip2 $(addprefix -p ,$(PLUGINS) $(TEST_PLUGINS))
+	@mkdir -p target/plugins target/test-plugins
+	@for p in $(PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/plugins/$$p.wasm"; done
+	@for p in $(TEST_PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/test-plugins/$$p.wasm"; done
+	@ls -l target/plugins target/test-plugins
+
+host: toolchain
+	cargo build --release -p kubeplug
+	@mkdir -p target/bin && cp "$(CARGO_TARGET_DIR)/release/kubeplug" $(BIN)
+
+lint: toolchain
+	cargo fmt --all -- --check
+	cargo clippy --release --workspace --all-targets -- -D warnings
+
+unit: plugins
+	cargo test --release --workspace
+
+cluster-check:
+	tests/cluster/check
+
+test: lint unit cluster-check
+
+bench: plugins host
+	cargo run --release -p kubeplug --bin kubeplug-bench -- target/plugins
+
+clean:
+	rm -rf target

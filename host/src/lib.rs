@@ -1,0 +1,14 @@
+//! kubeplug: a Kubernetes operator host whose reconcile logic runs in
+//! sandboxed WebAssembly component plugins.
+//!
+//! Where to start:
+//! - [`runtime`]: load a `.wasm` plugin and call it safely.
+//! - [`manifest`]: what a plugin declares, and the fence the host enforces.
+//! - [`plan`]: turn a plugin's answer into the exact objects to write (pure).
+//! - [`render`]: run a plugin on files, no cluster (`kubeplug render`).
+
+pub mod cli;
+pub mod manifest;
+pub mod plan;
+pub mod render;
+pub mod runtime;

@@ -1,0 +1,185 @@
+//! The host's view of a plugin manifest, validated: the plugin's "fence".
+//!
+//! A plugin describes itself through `manifest()`; the host never trusts that
+//! description blindly. [`Manifest::validate`] enforces the host's rules, and
+//! [`Manifest::allows_child`] is the check every desired child must pass.
+
+use serde::Serialize;
+
+/// A Kubernetes resource type.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct ApiResource {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub namespaced: bool,
+}
+
+impl ApiResource {
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// True if an object with this `apiVersion` and `kind` is of this type.
+    pub fn matches(&self, api_version: &str, kind: &str) -> bool {
+        self.kind == kind && self.api_version() == api_version
+    }
+}
+
+impl std::fmt::Display for ApiResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.kind, self.api_version())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Composite,
+    Decorator,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LabelValue {
+    Literal(String),
+    ParentName,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Related {
+    pub resource: ApiResource,
+    pub match_labels: Vec<(String, LabelValue)>,
+}
+
+impl Related {
+    /// The label selector for the parent named `parent_name`.
+    pub fn selector(&self, parent_name: &str) -> Vec<(String, String)> {
+        self.match_labels
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    LabelValue::Literal(s) => s.clone(),
+                    LabelValue::ParentName => parent_name.to_string(),
+                };
+                (k.clone(), v)
+            })
+            .collect()
+    }
+}
+
+/// What a plugin is, as the host accepted it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub name: String,
+    pub version: String,
+    pub parent: ApiResource,
+    pub mode: Mode,
+    pub children: Vec<ApiResource>,
+    pub related: Vec<Related>,
+    pub namespaces: Vec<String>,
+    pub finalizer: Option<String>,
+    pub resync_seconds: Option<u32>,
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn check_resource(what: &str, r: &ApiResource) -> Result<(), String> {
+    if r.version.is_empty() || r.kind.is_empty() || r.plural.is_empty() {
+        return Err(format!(
+            "{what} must name version, kind and plural (got {r:?})"
+        ));
+    }
+    if r.plural != r.plural.to_lowercase() {
+        return Err(format!("{what} plural {:?} must be lowercase", r.plural));
+    }
+    Ok(())
+}
+
+impl Manifest {
+    /// Enforce the host's rules on a manifest a plugin returned.
+    pub fn validate(&self) -> Result<(), String> {
+        if !is_dns_label(&self.name) {
+            return Err(format!(
+                "name {:?} must be a lowercase DNS label",
+                self.name
+            ));
+        }
+        if self.version.is_empty() {
+            return Err("version must not be empty".into());
+        }
+        check_resource("parent", &self.parent)?;
+        for child in &self.children {
+            check_resource("child", child)?;
+            if child == &self.parent {
+                return Err(format!(
+                    "a plugin may not create its own parent kind {child}"
+                ));
+            }
+        }
+        for related in &self.related {
+            check_resource("related", &related.resource)?;
+            if related.match_labels.is_empty() {
+                return Err(format!(
+                    "related {} needs at least one label to match",
+                    related.resource
+                ));
+            }
+        }
+        match self.mode {
+            Mode::Decorator if !self.children.is_empty() => {
+                return Err("a decorator plugin may not declare children".into());
+            }
+            Mode::Composite if self.children.is_empty() => {
+                return Err("a composite plugin must declare at least one child kind".into());
+            }
+            _ => {}
+        }
+        if let Some(ns) = self.namespaces.iter().find(|n| !is_dns_label(n)) {
+            return Err(format!("namespace {ns:?} is not a valid namespace name"));
+        }
+        if let Some(f) = &self.finalizer
+            && !f.contains('/')
+        {
+            return Err(format!(
+                "finalizer {f:?} must be domain-qualified, e.g. example.com/cleanup"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The fence: may this plugin write an object of this type?
+    pub fn allows_child(&self, api_version: &str, kind: &str) -> bool {
+        self.children.iter().any(|c| c.matches(api_version, kind))
+    }
+
+    /// The child type for an object's `apiVersion` and `kind`, if declared.
+    pub fn child_type(&self, api_version: &str, kind: &str) -> Option<&ApiResource> {
+        self.children.iter().find(|c| c.matches(api_version, kind))
+    }
+
+    /// Does this plugin reconcile parents in `namespace`?
+    pub fn watches_namespace(&self, namespace: &str) -> bool {
+        self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace)
+    }
+
+    /// The field manager for server-side apply.
+    pub fn field_manager(&self) -> String {
+        format!("kubeplug/{}", self.name)
+    }
+}

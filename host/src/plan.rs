@@ -1,0 +1,325 @@
+//! From a plugin's answer to the exact writes: pure functions, no I/O.
+//!
+//! Both `kubeplug render` and the operator go through here, so what `render`
+//! prints is what the operator applies. Everything that decides whether a
+//! write is needed lives here too, which is what keeps a restarted host from
+//! rewriting an unchanged cluster.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::manifest::{Manifest, Mode};
+
+/// Label set on every child: which plugin owns it. Pruning only ever
+/// considers children carrying this plugin's name.
+pub const PLUGIN_LABEL: &str = "kubeplug.io/plugin";
+/// Annotation set on every child: hash of what was applied, so an unchanged
+/// child is not re-applied (see [`needs_apply`]).
+pub const APPLIED_HASH: &str = "kubeplug.io/applied-hash";
+
+/// A desired child that crosses the plugin's fence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FenceError {
+    /// The child's kind is not in the manifest's `children`.
+    #[error("child {kind}/{name}: {api_version} {kind} is not declared in the manifest")]
+    UndeclaredKind {
+        api_version: String,
+        kind: String,
+        name: String,
+    },
+    /// The child names a namespace other than its parent's.
+    #[error("child {kind}/{name}: namespace {namespace:?} is not the parent's {parent:?}")]
+    ForeignNamespace {
+        kind: String,
+        name: String,
+        namespace: String,
+        parent: String,
+    },
+    /// Two children with the same kind and name.
+    #[error("child {kind}/{name} is returned twice")]
+    Duplicate { kind: String, name: String },
+    /// A decorator returned children, or a composite plugin a parent patch.
+    #[error("a {mode} plugin may not return {what}")]
+    WrongMode {
+        mode: &'static str,
+        what: &'static str,
+    },
+    /// The parent has no `metadata.uid`, so no ownerReference can be built.
+    #[error("the parent has no metadata.uid")]
+    ParentWithoutUid,
+}
+
+/// Identity of an object: API group, kind, namespace, name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of a JSON object (group taken from `apiVersion`).
+    pub fn of(object: &Value) -> Self {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let group = api_version
+            .rsplit_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or_default();
+        ObjectKey {
+            group: group.to_string(),
+            kind: object["kind"].as_str().unwrap_or_default().to_string(),
+            namespace: object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            name: object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{}", self.kind, self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The controller ownerReference that ties a child to `parent`.
+pub fn owner_reference(parent: &Value) -> Result<Value, FenceError> {
+    let uid = str_at(parent, "/metadata/uid");
+    if uid.is_empty() {
+        return Err(FenceError::ParentWithoutUid);
+    }
+    Ok(json!({
+        "apiVersion": parent["apiVersion"],
+        "kind": parent["kind"],
+        "name": parent["metadata"]["name"],
+        "uid": uid,
+        "controller": true,
+        "blockOwnerDeletion": true,
+    }))
+}
+
+/// Check `desired` children against the fence and turn them into the exact
+/// objects to apply: namespace defaulted to the parent's, a controller
+/// ownerReference to the parent, the plugin label, the applied-hash
+/// annotation, and no server-owned fields.
+pub fn children(
+    manifest: &Manifest,
+    parent: &Value,
+    desired: &[Value],
+) -> Result<Vec<Value>, FenceError> {
+    if manifest.mode == Mode::Decorator && !desired.is_empty() {
+        return Err(FenceError::WrongMode {
+            mode: "decorator",
+            what: "children",
+        });
+    }
+    let parent_ns = str_at(parent, "/metadata/namespace");
+    let owner = if desired.is_empty() {
+        Value::Null
+    } else {
+        owner_reference(parent)?
+    };
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(desired.len());
+    for child in desired {
+        let api_version = str_at(child, "/apiVersion");
+        let kind = str_at(child, "/kind");
+        let name = str_at(child, "/metadata/name").to_string();
+        let Some(ty) = manifest.child_type(api_version, kind) else {
+            return Err(FenceError::UndeclaredKind {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name,
+            });
+        };
+        let mut child = child.clone();
+        let meta = child["metadata"]
+            .as_object_mut()
+            .expect("runtime checked children have metadata");
+        if ty.namespaced {
+            let ns = meta
+                .get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or(parent_ns);
+            if ns != parent_ns {
+                return Err(FenceError::ForeignNamespace {
+                    kind: kind.into(),
+                    name,
+                    namespace: ns.into(),
+                    parent: parent_ns.into(),
+                });
+            }
+            meta.insert("namespace".into(), parent_ns.into());
+        }
+        for server_owned in [
+            "uid",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "managedFields",
+            "selfLink",
+        ] {
+            meta.remove(server_owned);
+        }
+        meta.insert("ownerReferences".into(), json!([owner.clone()]));
+        let labels = meta
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(labels) = labels {
+            labels.insert(PLUGIN_LABEL.into(), manifest.name.clone().into());
+        }
+        child
+            .as_object_mut()
+            .expect("runtime checked children are objects")
+            .remove("status");
+        let hash = content_hash(&child);
+        let meta = child["metadata"].as_object_mut().expect("metadata exists");
+        let annotations = meta
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(annotations) = annotations {
+            annotations.insert(APPLIED_HASH.into(), hash.into());
+        }
+        let key = ObjectKey::of(&child);
+        if !seen.insert(key.clone()) {
+            return Err(FenceError::Duplicate {
+                kind: key.kind,
+                name: key.name,
+            });
+        }
+        out.push(child);
+    }
+    Ok(out)
+}
+
+/// Refuse a parent patch from a composite plugin: composites own children and
+/// status, and the parent's metadata belongs to its author.
+pub fn check_parent_patch(manifest: &Manifest, has_patch: bool) -> Result<(), FenceError> {
+    if has_patch && manifest.mode == Mode::Composite {
+        return Err(FenceError::WrongMode {
+            mode: "composite",
+            what: "a parent patch",
+        });
+    }
+    Ok(())
+}
+
+/// SHA-256 of an object's canonical JSON (serde_json sorts object keys).
+fn content_hash(object: &Value) -> String {
+    let digest = Sha256::digest(object.to_string().as_bytes());
+    hex::encode(&digest[..12])
+}
+
+/// True when every field of `desired` is present with the same value in
+/// `current`. A `null` in `desired` matches a missing field. Arrays compare
+/// element by element, so an API server's defaults inside list items (e.g.
+/// container fields) still count as "contained".
+pub fn is_subset(desired: &Value, current: &Value) -> bool {
+    match (desired, current) {
+        (Value::Object(d), Value::Object(c)) => d.iter().all(|(k, dv)| match c.get(k) {
+            Some(cv) => is_subset(dv, cv),
+            None => dv.is_null(),
+        }),
+        (Value::Object(d), Value::Null) => d.values().all(Value::is_null),
+        (Value::Array(d), Value::Array(c)) => {
+            d.len() == c.len() && d.iter().zip(c).all(|(dv, cv)| is_subset(dv, cv))
+        }
+        (d, c) => d == c,
+    }
+}
+
+/// Does `prepared` (from [`children`]) need applying, given what is observed?
+/// Skipped only when the last apply had the same content (same hash) and
+/// nobody changed our fields since (subset check).
+pub fn needs_apply(prepared: &Value, observed: Option<&Value>) -> bool {
+    let Some(observed) = observed else {
+        return true;
+    };
+    let want = str_at(
+        prepared,
+        &format!("/metadata/annotations/{}", pointer_escape(APPLIED_HASH)),
+    );
+    let have = str_at(
+        observed,
+        &format!("/metadata/annotations/{}", pointer_escape(APPLIED_HASH)),
+    );
+    want != have || !is_subset(prepared, observed)
+}
+
+fn pointer_escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Observed children to delete: those this plugin labelled as its own that
+/// are not desired any more. Children of other plugins or of people are
+/// never pruned.
+pub fn prune<'a>(manifest: &Manifest, observed: &'a [Value], prepared: &[Value]) -> Vec<&'a Value> {
+    let wanted: BTreeSet<ObjectKey> = prepared.iter().map(ObjectKey::of).collect();
+    observed
+        .iter()
+        .filter(|o| {
+            o.pointer(&format!(
+                "/metadata/labels/{}",
+                pointer_escape(PLUGIN_LABEL)
+            ))
+            .and_then(Value::as_str)
+                == Some(manifest.name.as_str())
+        })
+        .filter(|o| !wanted.contains(&ObjectKey::of(o)))
+        .collect()
+}
+
+/// The status to write, or `None` when the parent already has it.
+pub fn status_update<'a>(parent: &Value, desired: Option<&'a Value>) -> Option<&'a Value> {
+    let desired = desired?;
+    (!is_subset(desired, &parent["status"])).then_some(desired)
+}
+
+/// The merge patch for the parent's metadata, holding only labels and
+/// annotations whose value differs; `None` when nothing would change.
+pub fn parent_patch(
+    parent: &Value,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> Option<Value> {
+    let changed = |field: &str, want: &BTreeMap<String, String>| -> Map<String, Value> {
+        want.iter()
+            .filter(|(k, v)| parent["metadata"][field][k.as_str()].as_str() != Some(v.as_str()))
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect()
+    };
+    let labels = changed("labels", labels);
+    let annotations = changed("annotations", annotations);
+    if labels.is_empty() && annotations.is_empty() {
+        return None;
+    }
+    let mut meta = Map::new();
+    if !labels.is_empty() {
+        meta.insert("labels".into(), Value::Object(labels));
+    }
+    if !annotations.is_empty() {
+        meta.insert("annotations".into(), Value::Object(annotations));
+    }
+    Some(json!({ "metadata": meta }))
+}
+
+#[cfg(test)]
+mod tests;

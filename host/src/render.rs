@@ -1,0 +1,206 @@
+//! Run a plugin on objects read from files, with no cluster:
+//! `kubeplug render`. Goes through the same [`crate::plan`] as the operator,
+//! so the output is exactly what the operator would apply.
+
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::manifest::{Manifest, Related};
+use crate::plan::{self, FenceError};
+use crate::runtime::{CallError, Event, Plugin, Request};
+
+/// Used as the parent's uid when its file has none (it was never stored).
+pub const PLACEHOLDER_UID: &str = "00000000-0000-0000-0000-000000000000";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("cannot read {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: document {index} is not valid YAML or JSON")]
+    Parse {
+        path: String,
+        index: usize,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    #[error("{path}: expected exactly one parent object, found {count}")]
+    ParentCount { path: String, count: usize },
+    #[error("parent is {found} but plugin {plugin} reconciles {expected}")]
+    WrongParent {
+        found: String,
+        expected: String,
+        plugin: String,
+    },
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error("plugin {plugin} crossed its fence")]
+    Fence {
+        plugin: String,
+        #[source]
+        source: FenceError,
+    },
+}
+
+/// Read every object in a YAML or JSON file (multi-document YAML and `List`
+/// kinds are flattened; empty documents are skipped).
+pub fn read_objects(path: &Path) -> Result<Vec<Value>, RenderError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| RenderError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let mut objects = Vec::new();
+    for (index, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+        let value = Value::deserialize(doc).map_err(|source| RenderError::Parse {
+            path: shown.clone(),
+            index,
+            source,
+        })?;
+        match value {
+            Value::Null => {}
+            Value::Object(ref o) if o.get("kind").and_then(Value::as_str) == Some("List") => {
+                objects.extend(
+                    o.get("items")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+            }
+            other => objects.push(other),
+        }
+    }
+    Ok(objects)
+}
+
+use serde::Deserialize as _;
+
+/// What the operator would do for one parent.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rendered {
+    /// `name@version` of the plugin.
+    pub plugin: String,
+    /// Children to server-side apply, exactly as they would be sent.
+    pub children: Vec<Value>,
+    /// Observed children that would be deleted (pruned).
+    pub prune: Vec<String>,
+    /// Status to write to the `/status` subresource (`None`: unchanged).
+    pub status: Option<Value>,
+    /// Merge patch for the parent's metadata (decorators).
+    pub parent_patch: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeue_after_seconds: Option<u64>,
+    pub events: Vec<Event>,
+}
+
+/// Fill in what the API server would have set on a stored parent.
+fn as_stored(mut parent: Value) -> Value {
+    if let Some(meta) = parent["metadata"].as_object_mut() {
+        meta.entry("namespace").or_insert_with(|| "default".into());
+        meta.entry("uid").or_insert_with(|| PLACEHOLDER_UID.into());
+        meta.entry("generation").or_insert_with(|| 1.into());
+    }
+    parent
+}
+
+fn type_of(o: &Value) -> String {
+    format!(
+        "{} {}",
+        o["apiVersion"].as_str().unwrap_or("?"),
+        o["kind"].as_str().unwrap_or("?")
+    )
+}
+
+fn same_namespace(parent: &Value, o: &Value) -> bool {
+    let ns = |v: &Value| {
+        v["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string()
+    };
+    ns(parent) == ns(o)
+}
+
+/// Would the operator pass `o` to the plugin as a related object?
+fn is_related(manifest: &Manifest, parent: &Value, o: &Value) -> bool {
+    let name = parent["metadata"]["name"].as_str().unwrap_or_default();
+    manifest.related.iter().any(|r: &Related| {
+        r.resource.matches(
+            o["apiVersion"].as_str().unwrap_or_default(),
+            o["kind"].as_str().unwrap_or_default(),
+        ) && (!r.resource.namespaced || same_namespace(parent, o))
+            && r.selector(name)
+                .iter()
+                .all(|(k, v)| o["metadata"]["labels"][k].as_str() == Some(v.as_str()))
+    })
+}
+
+/// Run `plugin` on `parent` with the observed children and related objects
+/// the files provide, filtered as the operator would filter them.
+pub fn render(
+    plugin: &Plugin,
+    parent: Value,
+    observed: Vec<Value>,
+    related: Vec<Value>,
+) -> Result<Rendered, RenderError> {
+    let manifest = plugin.manifest();
+    let parent = as_stored(parent);
+    if !manifest.parent.matches(
+        parent["apiVersion"].as_str().unwrap_or_default(),
+        parent["kind"].as_str().unwrap_or_default(),
+    ) {
+        return Err(RenderError::WrongParent {
+            found: type_of(&parent),
+            expected: format!("{} {}", manifest.parent.api_version(), manifest.parent.kind),
+            plugin: manifest.name.clone(),
+        });
+    }
+    let observed: Vec<Value> = observed
+        .into_iter()
+        .filter(|o| {
+            manifest.allows_child(
+                o["apiVersion"].as_str().unwrap_or_default(),
+                o["kind"].as_str().unwrap_or_default(),
+            ) && same_namespace(&parent, o)
+        })
+        .collect();
+    let related: Vec<Value> = related
+        .into_iter()
+        .filter(|o| is_related(manifest, &parent, o))
+        .collect();
+    let request = Request::new(
+        parent.to_string(),
+        observed.iter().map(Value::to_string).collect(),
+        related.iter().map(Value::to_string).collect(),
+    );
+    let desired = plugin.reconcile(&request)?;
+    let fence = |source| RenderError::Fence {
+        plugin: manifest.name.clone(),
+        source,
+    };
+    let children = plan::children(manifest, &parent, &desired.children).map_err(fence)?;
+    plan::check_parent_patch(manifest, desired.parent_patch.is_some()).map_err(fence)?;
+    let prune = plan::prune(manifest, &observed, &children)
+        .into_iter()
+        .map(|o| plan::ObjectKey::of(o).to_string())
+        .collect();
+    let parent_patch = desired
+        .parent_patch
+        .as_ref()
+        .and_then(|p| plan::parent_patch(&parent, &p.labels, &p.annotations));
+    Ok(Rendered {
+        plugin: format!("{}@{}", manifest.name, manifest.version),
+        children,
+        prune,
+        status: plan::status_update(&parent, desired.status.as_ref()).cloned(),
+        parent_patch,
+        requeue_after_seconds: desired.requeue_after.map(|d| d.as_secs()),
+        events: desired.events,
+    })
+}

@@ -1,0 +1,96 @@
+//! On-disk cache of precompiled components, so a restart does not recompile.
+//!
+//! Guarantees: an artefact is only loaded if this host produced it for the same
+//! component bytes (SHA-256 digest), the same wasmtime version and the same
+//! engine configuration; all three are in the file name. Writes go to a
+//! temporary file renamed into place, so a crash never leaves a torn artefact.
+//!
+//! Caveat: deserializing runs native code that wasmtime compiled. The cache
+//! directory must be writable by the host only.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// The wasmtime release the host is built with: equal to the `=` pin in
+/// `host/Cargo.toml`. Part of every artefact's name; the engine's
+/// compatibility hash covers it too, this makes it visible on disk.
+const WASMTIME_VERSION: &str = "48.0.8";
+
+/// Where precompiled artefacts live; `None` compiles in memory every time.
+#[derive(Debug, Clone, Default)]
+pub struct CompileCache {
+    dir: Option<PathBuf>,
+}
+
+/// How a component was obtained, for metrics and `inspect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Compiled from the `.wasm` bytes now.
+    Compiled,
+    /// Loaded from a precompiled artefact.
+    Cached,
+}
+
+impl CompileCache {
+    pub fn new(dir: Option<PathBuf>) -> Self {
+        CompileCache { dir }
+    }
+
+    fn artefact(&self, engine: &Engine, digest: &str) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let engine_key = hasher.finish();
+        Some(dir.join(format!(
+            "{digest}-wasmtime{WASMTIME_VERSION}-{engine_key:016x}.cwasm"
+        )))
+    }
+
+    /// The component for `bytes` (whose SHA-256 is `digest`).
+    pub fn component(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest: &str,
+    ) -> wasmtime::Result<(Component, Origin)> {
+        let Some(path) = self.artefact(engine, digest) else {
+            return Ok((Component::new(engine, bytes)?, Origin::Compiled));
+        };
+        if path.exists() {
+            // SAFETY: the file name binds the artefact to these exact bytes,
+            // this wasmtime version and this engine configuration, and only
+            // this host writes into the cache directory (see module docs).
+            match unsafe { Component::deserialize_file(engine, &path) } {
+                Ok(component) => return Ok((component, Origin::Cached)),
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "discarding unreadable precompiled component");
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        let artefact = engine.precompile_component(bytes)?;
+        if let Err(error) = write_atomically(&path, &artefact) {
+            tracing::warn!(path = %path.display(), %error, "cannot write precompiled component; continuing without cache");
+        }
+        // SAFETY: `artefact` was produced by this engine just now.
+        let component = unsafe { Component::deserialize(engine, &artefact)? };
+        Ok((component, Origin::Compiled))
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("artefact"),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}

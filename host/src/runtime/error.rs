@@ -1,0 +1,77 @@
+//! Typed errors of the runtime: why a plugin did not load, why a call failed.
+
+use std::time::Duration;
+
+/// A wasmtime error as a standard error, so it can be a `#[source]`.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Keep a wasmtime error's whole chain as a standard error.
+pub fn boxed(error: wasmtime::Error) -> BoxError {
+    anyhow::Error::from(error).into()
+}
+
+/// A plugin could not be loaded. The previous version, if any, keeps serving.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file is not a WebAssembly component (e.g. a core module or garbage).
+    #[error("not a valid WebAssembly component")]
+    NotAComponent(#[source] BoxError),
+    /// The component exports a contract version this host does not speak.
+    #[error("built for contract {found}, this host speaks {expected}")]
+    WrongContract { found: String, expected: String },
+    /// The component imports something the host does not provide (e.g. a
+    /// socket or a newer WIT import).
+    #[error("cannot be linked: it imports something this host does not provide")]
+    Link(#[source] BoxError),
+    /// `manifest()` failed, trapped or returned a manifest the host refuses.
+    #[error("manifest refused")]
+    Manifest(#[source] CallError),
+    /// The manifest is well-formed WIT but breaks a host rule.
+    #[error("invalid manifest: {0}")]
+    InvalidManifest(String),
+}
+
+/// A typed error the plugin returned on purpose.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuestError {
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// One call into a plugin failed. The host process is never affected.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The call ran past its wall-clock deadline and was interrupted.
+    #[error("plugin {plugin} exceeded its deadline of {timeout:?}")]
+    Deadline { plugin: String, timeout: Duration },
+    /// The guest tried to grow a memory past its cap.
+    #[error("plugin {plugin} exceeded its memory cap of {limit_bytes} bytes")]
+    MemoryCap { plugin: String, limit_bytes: usize },
+    /// The guest trapped (a panic, an `unreachable`, a bad access).
+    #[error("plugin {plugin} trapped: {message}")]
+    Trap { plugin: String, message: String },
+    /// The guest answered with an error of its own.
+    #[error("plugin {plugin} returned an error: {error}")]
+    Guest { plugin: String, error: GuestError },
+    /// The guest answered with something that is not what the contract says
+    /// (e.g. a child that is not a JSON object).
+    #[error("plugin {plugin} returned a malformed response: {reason}")]
+    Malformed { plugin: String, reason: String },
+}
+
+impl CallError {
+    /// A short label for metrics and events.
+    pub fn label(&self) -> &'static str {
+        match self {
+            CallError::Deadline { .. } => "deadline",
+            CallError::MemoryCap { .. } => "memory_cap",
+            CallError::Trap { .. } => "trap",
+            CallError::Guest { .. } => "guest_error",
+            CallError::Malformed { .. } => "malformed",
+        }
+    }
+}

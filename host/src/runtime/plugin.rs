@@ -1,0 +1,479 @@
+//! A loaded plugin and the calls into it: one fresh `Store` per call.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use wasmtime::component::ResourceTable;
+use wasmtime::{Engine, Store, Trap};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::{self, log, types};
+use super::cache::Origin;
+use super::error::{CallError, GuestError, LoadError};
+use super::limits::{Limiter, Limits};
+use crate::manifest::{self, Manifest};
+
+/// How much of a guest's stderr (where Rust panics print) is kept per call.
+const STDERR_CAPTURE: usize = 16 << 10;
+/// Log calls a guest may make per call; the rest are dropped, so a chatty or
+/// hostile plugin cannot flood the host's logs.
+const LOG_BUDGET: u32 = 200;
+/// Longest log message kept, in bytes.
+const LOG_MESSAGE_MAX: usize = 4 << 10;
+
+/// Per-call host state, owned by the call's `Store`.
+pub struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: Limiter,
+    plugin: Arc<str>,
+    log_budget: u32,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl types::Host for State {}
+
+impl log::Host for State {
+    fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
+        if self.log_budget == 0 {
+            return;
+        }
+        self.log_budget -= 1;
+        let mut message = message;
+        message.truncate(message.floor_char_boundary(LOG_MESSAGE_MAX));
+        let fields = fields
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let plugin = &*self.plugin;
+        match level {
+            log::Level::Trace => tracing::trace!(target: "plugin", plugin, fields, "{message}"),
+            log::Level::Debug => tracing::debug!(target: "plugin", plugin, fields, "{message}"),
+            log::Level::Info => tracing::info!(target: "plugin", plugin, fields, "{message}"),
+            log::Level::Warn => tracing::warn!(target: "plugin", plugin, fields, "{message}"),
+            log::Level::Error => tracing::error!(target: "plugin", plugin, fields, "{message}"),
+        }
+    }
+}
+
+/// What the runtime hands to [`Plugin::new`].
+pub(super) struct Loaded {
+    pub engine: Engine,
+    pub pre: bindings::PluginPre<State>,
+    pub digest: String,
+    pub size: usize,
+    pub origin: Origin,
+    pub load_time: Duration,
+    pub config: String,
+    pub limits: Limits,
+}
+
+/// Runs calls into one loaded component.
+struct Caller {
+    loaded: Loaded,
+    /// The plugin's name for errors and logs (from its manifest once known).
+    name: Arc<str>,
+    epoch_tick: Duration,
+}
+
+struct Inner {
+    caller: Caller,
+    manifest: Manifest,
+}
+
+/// A loaded, validated plugin. Cheap to clone; calls may run concurrently.
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.inner.manifest.name)
+            .field("version", &self.inner.manifest.version)
+            .field("digest", &self.inner.caller.loaded.digest)
+            .finish()
+    }
+}
+
+/// Everything the host observed for one parent, as JSON text.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    pub parent: String,
+    pub observed: Vec<String>,
+    pub related: Vec<String>,
+    /// RFC 3339 UTC.
+    pub now: String,
+    pub entropy: Vec<u8>,
+}
+
+impl Request {
+    /// A request stamped with the current time and fresh entropy.
+    pub fn new(parent: String, observed: Vec<String>, related: Vec<String>) -> Self {
+        Request {
+            parent,
+            observed,
+            related,
+            now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            entropy: rand::random::<[u8; 32]>().to_vec(),
+        }
+    }
+}
+
+/// A Kubernetes Event the plugin asked for.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Event {
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// Labels and annotations to merge into the parent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MetadataPatch {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A plugin's answer to `reconcile`, parsed.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Desired {
+    /// Each is a JSON object with `apiVersion`, `kind` and `metadata.name`.
+    pub children: Vec<Value>,
+    pub status: Option<Value>,
+    pub parent_patch: Option<MetadataPatch>,
+    #[serde(skip)]
+    pub requeue_after: Option<Duration>,
+    pub events: Vec<Event>,
+}
+
+/// A plugin's answer to `finalize`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finalized {
+    pub done: bool,
+    pub requeue_after: Option<Duration>,
+    pub events: Vec<Event>,
+}
+
+fn events(events: Vec<types::Event>) -> Vec<Event> {
+    events
+        .into_iter()
+        .map(|e| Event {
+            warning: e.warning,
+            reason: e.reason,
+            message: e.message,
+        })
+        .collect()
+}
+
+fn guest_error(e: types::Error) -> GuestError {
+    match e {
+        types::Error::InvalidConfig(m) => GuestError::InvalidConfig(m),
+        types::Error::InvalidInput(m) => GuestError::InvalidInput(m),
+        types::Error::Failed(m) => GuestError::Failed(m),
+    }
+}
+
+fn api_resource(r: types::ApiResource) -> manifest::ApiResource {
+    manifest::ApiResource {
+        group: r.group,
+        version: r.version,
+        kind: r.kind,
+        plural: r.plural,
+        namespaced: r.namespaced,
+    }
+}
+
+fn host_manifest(m: types::PluginManifest) -> Manifest {
+    Manifest {
+        name: m.name,
+        version: m.version,
+        parent: api_resource(m.parent),
+        mode: match m.mode {
+            types::Mode::Composite => manifest::Mode::Composite,
+            types::Mode::Decorator => manifest::Mode::Decorator,
+        },
+        children: m.children.into_iter().map(api_resource).collect(),
+        related: m
+            .related
+            .into_iter()
+            .map(|r| manifest::Related {
+                resource: api_resource(r.resource),
+                match_labels: r
+                    .match_labels
+                    .into_iter()
+                    .map(|l| {
+                        let value = match l.value {
+                            types::LabelValue::Literal(s) => manifest::LabelValue::Literal(s),
+                            types::LabelValue::ParentName => manifest::LabelValue::ParentName,
+                        };
+                        (l.key, value)
+                    })
+                    .collect(),
+            })
+            .collect(),
+        namespaces: m.namespaces,
+        finalizer: m.finalizer,
+        resync_seconds: m.resync_seconds,
+    }
+}
+
+/// Parse one child: a JSON object that names its type and itself.
+fn parse_child(index: usize, text: &str) -> Result<Value, String> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("child #{index} is not JSON: {e}"))?;
+    let Value::Object(_) = &value else {
+        return Err(format!("child #{index} is not a JSON object"));
+    };
+    for field in ["apiVersion", "kind"] {
+        if !value[field].as_str().is_some_and(|s| !s.is_empty()) {
+            return Err(format!("child #{index} has no {field}"));
+        }
+    }
+    if !value["metadata"]["name"]
+        .as_str()
+        .is_some_and(|s| !s.is_empty())
+    {
+        return Err(format!("child #{index} has no metadata.name"));
+    }
+    Ok(value)
+}
+
+fn parse_response(r: types::Response) -> Result<Desired, String> {
+    let children = r
+        .children
+        .iter()
+        .enumerate()
+        .map(|(i, c)| parse_child(i, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let status = match r.status {
+        None => None,
+        Some(text) => {
+            let v: Value =
+                serde_json::from_str(&text).map_err(|e| format!("status is not JSON: {e}"))?;
+            if !v.is_object() {
+                return Err("status is not a JSON object".into());
+            }
+            Some(v)
+        }
+    };
+    Ok(Desired {
+        children,
+        status,
+        parent_patch: r.parent_patch.map(|p| MetadataPatch {
+            labels: p.labels.into_iter().collect(),
+            annotations: p.annotations.into_iter().collect(),
+        }),
+        requeue_after: r
+            .requeue_after_seconds
+            .map(|s| Duration::from_secs(s.into())),
+        events: events(r.events),
+    })
+}
+
+impl Plugin {
+    /// Call `manifest()` and validate the answer; the plugin exists only if
+    /// both succeed.
+    pub(super) fn new(
+        label: String,
+        loaded: Loaded,
+        epoch_tick: Duration,
+    ) -> Result<Self, LoadError> {
+        let mut caller = Caller {
+            loaded,
+            name: Arc::from(label.as_str()),
+            epoch_tick,
+        };
+        let config = caller.loaded.config.clone();
+        let manifest = caller
+            .call(|store, guest| {
+                guest
+                    .kubeplug_plugin_reconciler()
+                    .call_manifest(store, &config)
+            })
+            .and_then(|r| {
+                r.map_err(|e| CallError::Guest {
+                    plugin: label.clone(),
+                    error: guest_error(e),
+                })
+            })
+            .map_err(LoadError::Manifest)?;
+        let manifest = host_manifest(manifest);
+        manifest.validate().map_err(LoadError::InvalidManifest)?;
+        caller.name = Arc::from(manifest.name.as_str());
+        Ok(Plugin {
+            inner: Arc::new(Inner { caller, manifest }),
+        })
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.inner.manifest
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.manifest.name
+    }
+
+    /// SHA-256 of the `.wasm` bytes, hex.
+    pub fn digest(&self) -> &str {
+        &self.inner.caller.loaded.digest
+    }
+
+    /// Size of the `.wasm` file in bytes.
+    pub fn size(&self) -> usize {
+        self.inner.caller.loaded.size
+    }
+
+    /// Whether the component was compiled now or loaded precompiled.
+    pub fn origin(&self) -> Origin {
+        self.inner.caller.loaded.origin
+    }
+
+    /// Time spent compiling or deserializing the component.
+    pub fn load_time(&self) -> Duration {
+        self.inner.caller.loaded.load_time
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.inner.caller.loaded.limits
+    }
+
+    fn wit_request(&self, request: &Request) -> types::Request {
+        types::Request {
+            parent: request.parent.clone(),
+            observed: request.observed.clone(),
+            related: request.related.clone(),
+            config: self.inner.caller.loaded.config.clone(),
+            now: request.now.clone(),
+            entropy: request.entropy.clone(),
+        }
+    }
+
+    /// Decide the desired state for one parent.
+    pub fn reconcile(&self, request: &Request) -> Result<Desired, CallError> {
+        let request = self.wit_request(request);
+        let response = self.inner.caller.call(|store, guest| {
+            guest
+                .kubeplug_plugin_reconciler()
+                .call_reconcile(store, &request)
+        })?;
+        let response = response.map_err(|e| self.guest(e))?;
+        parse_response(response).map_err(|reason| CallError::Malformed {
+            plugin: self.name().into(),
+            reason,
+        })
+    }
+
+    /// Ask the plugin to clean up for a parent being deleted.
+    pub fn finalize(&self, request: &Request) -> Result<Finalized, CallError> {
+        let request = self.wit_request(request);
+        let response = self.inner.caller.call(|store, guest| {
+            guest
+                .kubeplug_plugin_reconciler()
+                .call_finalize(store, &request)
+        })?;
+        let r = response.map_err(|e| self.guest(e))?;
+        Ok(Finalized {
+            done: r.done,
+            requeue_after: r
+                .requeue_after_seconds
+                .map(|s| Duration::from_secs(s.into())),
+            events: events(r.events),
+        })
+    }
+
+    fn guest(&self, e: types::Error) -> CallError {
+        CallError::Guest {
+            plugin: self.name().into(),
+            error: guest_error(e),
+        }
+    }
+}
+
+impl Caller {
+    /// Run `f` against a fresh instance in a fresh `Store` with this plugin's
+    /// limits, and classify any failure.
+    fn call<R>(
+        &self,
+        f: impl FnOnce(&mut Store<State>, &bindings::Plugin) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let limits = self.loaded.limits;
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
+        let wasi = WasiCtxBuilder::new()
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let state = State {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: Limiter::new(limits),
+            plugin: self.name.clone(),
+            log_budget: LOG_BUDGET,
+        };
+        let mut store = Store::new(&self.loaded.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        let ticks = limits
+            .timeout
+            .as_nanos()
+            .div_ceil(self.epoch_tick.as_nanos()) as u64;
+        // +1: the current tick may be about to end.
+        store.set_epoch_deadline(ticks + 1);
+        store.epoch_deadline_trap();
+        let result = self
+            .loaded
+            .pre
+            .instantiate(&mut store)
+            .and_then(|guest| f(&mut store, &guest));
+        result.map_err(|error| {
+            let plugin = self.name.to_string();
+            if store.data().limiter.memory_cap_hit {
+                return CallError::MemoryCap {
+                    plugin,
+                    limit_bytes: limits.memory_bytes,
+                };
+            }
+            if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+                return CallError::Deadline {
+                    plugin,
+                    timeout: limits.timeout,
+                };
+            }
+            CallError::Trap {
+                plugin,
+                message: trap_message(&error, &stderr),
+            }
+        })
+    }
+}
+
+/// The trap's cause plus what the guest printed (a Rust panic's message).
+fn trap_message(error: &wasmtime::Error, stderr: &MemoryOutputPipe) -> String {
+    let cause = match error.downcast_ref::<Trap>() {
+        Some(trap) => trap.to_string(),
+        None => error.root_cause().to_string(),
+    };
+    let printed = String::from_utf8_lossy(&stderr.contents())
+        .trim()
+        .to_string();
+    if printed.is_empty() {
+        cause
+    } else {
+        format!("{cause}; guest stderr: {printed}")
+    }
+}
