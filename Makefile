@@ -11,7 +11,7 @@ export KUBEPLUG_CACHE ?= $(HOME)/.cache/kubeplug
 
 # Plugins shipped with the host, and test guests (never deployed).
 PLUGINS      := database myapp pod-annotator
-TEST_PLUGINS := hostile
+TEST_PLUGINS := hostile contract-v1
 WASM_OUT     := $(CARGO_TARGET_DIR)/wasm32-wasip2/release
 BIN          := target/bin/kubeplug
 
@@ -37,7 +37,7 @@ plugins: toolchain
 
 host: toolchain
 	cargo build --release -p kubeplug
-	@mkdir -p target/bin && cp "$(CARGO_TARGET_DIR)/release/kubeplug" $(BIN)
+	@mkdir -p target/bin && cp "$(CARGO_TARGET_DIR)/release/kubeplug" $(BIN).tmp && mv -f $(BIN).tmp $(BIN)
 
 lint: toolchain
 	cargo fmt --all -- --check

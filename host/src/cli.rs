@@ -29,6 +29,8 @@ enum Command {
     Render(RenderArgs),
     /// Print a plugin's manifest, contract version, digest and size.
     Inspect(InspectArgs),
+    /// Run the operator: load every plugin in a directory and reconcile.
+    Run(crate::run::RunArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -122,7 +124,7 @@ struct InspectArgs {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    init_tracing();
+    crate::telemetry::init_tracing();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -132,20 +134,11 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("KUBEPLUG_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-}
-
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Render(args) => render_cmd(args),
         Command::Inspect(args) => inspect_cmd(args),
+        Command::Run(args) => crate::run::run(args),
     }
 }
 

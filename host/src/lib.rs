@@ -6,9 +6,19 @@
 //! - [`manifest`]: what a plugin declares, and the fence the host enforces.
 //! - [`plan`]: turn a plugin's answer into the exact objects to write (pure).
 //! - [`render`]: run a plugin on files, no cluster (`kubeplug render`).
+//! - [`informers`] → [`controller`] (queue, workers) → [`reconcile`] →
+//!   [`apply`]: the operator (`kubeplug run`).
 
+pub mod apply;
 pub mod cli;
+pub mod controller;
+pub mod informers;
 pub mod manifest;
 pub mod plan;
+pub mod queue;
+pub mod reconcile;
+pub mod registry;
 pub mod render;
+pub mod run;
 pub mod runtime;
+pub mod telemetry;

@@ -73,7 +73,7 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<State>,
     cache: CompileCache,
-    ticker_stop: Arc<AtomicBool>,
+    ticker: Arc<EpochTicker>,
 }
 
 impl Runtime {
@@ -86,13 +86,12 @@ impl Runtime {
         // no files, no environment, no network and captured stderr.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         bindings::Plugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        spawn_epoch_ticker(engine.clone(), ticker_stop.clone());
+        let ticker = EpochTicker::spawn(engine.clone());
         Ok(Runtime {
             engine,
             linker,
             cache: CompileCache::new(cache_dir),
-            ticker_stop,
+            ticker,
         })
     }
 
@@ -130,6 +129,7 @@ impl Runtime {
                 load_time,
                 config,
                 limits: options.limits,
+                _ticker: self.ticker.clone(),
             },
             EPOCH_TICK,
         )
@@ -159,20 +159,33 @@ impl Runtime {
     }
 }
 
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
+/// Advances the engine's epoch every [`EPOCH_TICK`], which is what makes
+/// deadlines fire. The runtime and every plugin it loaded hold it, so a plugin
+/// that outlives its runtime keeps its deadline; the thread stops when the
+/// last of them is dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn spawn(engine: Engine) -> Arc<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = stop.clone();
+        std::thread::Builder::new()
+            .name("kubeplug-epoch".into())
+            .spawn(move || {
+                while !thread_stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch ticker thread");
+        Arc::new(EpochTicker { stop })
     }
 }
 
-fn spawn_epoch_ticker(engine: Engine, stop: Arc<AtomicBool>) {
-    std::thread::Builder::new()
-        .name("kubeplug-epoch".into())
-        .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(EPOCH_TICK);
-                engine.increment_epoch();
-            }
-        })
-        .expect("spawning the epoch ticker thread");
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }

@@ -78,6 +78,8 @@ pub(super) struct Loaded {
     pub load_time: Duration,
     pub config: String,
     pub limits: Limits,
+    /// Kept so that deadlines keep firing while the plugin lives.
+    pub _ticker: Arc<super::EpochTicker>,
 }
 
 /// Runs calls into one loaded component.

@@ -1,0 +1,237 @@
+//! Writes to the API server on behalf of one plugin: server-side apply of
+//! children, prune, `/status`, parent metadata, finalizers, events.
+//!
+//! Every write is counted (per plugin and verb) so that "nothing changed, so
+//! nothing was written" can be checked. Decisions about *whether* to write
+//! live in [`crate::plan`]; this module only performs them.
+
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::{Client, Resource as _};
+use k8s_openapi::api::core::v1::ObjectReference;
+use serde_json::{Value, json};
+
+use crate::informers::kube_resource;
+use crate::manifest::ApiResource;
+use crate::runtime::Event;
+use crate::telemetry::Metrics;
+
+/// Why a write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("failed to apply {what}")]
+    Apply {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("failed to delete {what}")]
+    Delete {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("failed to write status of {what}")]
+    Status {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("failed to patch {what}")]
+    Patch {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Writes for one plugin, with its field manager and event reporter.
+#[derive(Clone)]
+pub struct Writer {
+    client: Client,
+    plugin: String,
+    field_manager: String,
+    recorder: Recorder,
+    metrics: Metrics,
+}
+
+fn api(client: &Client, ty: &ApiResource, namespace: &str) -> Api<DynamicObject> {
+    let ar = kube_resource(ty);
+    if ty.namespaced {
+        Api::namespaced_with(client.clone(), namespace, &ar)
+    } else {
+        Api::all_with(client.clone(), &ar)
+    }
+}
+
+fn name_of(object: &Value) -> (&str, &str) {
+    (
+        object["metadata"]["namespace"].as_str().unwrap_or_default(),
+        object["metadata"]["name"].as_str().unwrap_or_default(),
+    )
+}
+
+fn describe(ty: &ApiResource, namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        format!("{} {name}", ty.kind)
+    } else {
+        format!("{} {namespace}/{name}", ty.kind)
+    }
+}
+
+impl Writer {
+    pub fn new(client: Client, plugin: &str, field_manager: String, metrics: Metrics) -> Self {
+        let reporter = Reporter {
+            controller: field_manager.clone(),
+            instance: std::env::var("POD_NAME")
+                .ok()
+                .or_else(|| std::env::var("HOSTNAME").ok()),
+        };
+        Writer {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            plugin: plugin.to_string(),
+            field_manager,
+            metrics,
+        }
+    }
+
+    fn count(&self, verb: &str) {
+        self.metrics.write(&self.plugin, verb);
+    }
+
+    /// Server-side apply a prepared child (from `plan::children`).
+    pub async fn apply_child(&self, ty: &ApiResource, child: &Value) -> Result<(), WriteError> {
+        let (ns, name) = name_of(child);
+        self.count("apply");
+        let params = PatchParams::apply(&self.field_manager).force();
+        api(&self.client, ty, ns)
+            .patch(name, &params, &Patch::Apply(child))
+            .await
+            .map(|_| ())
+            .map_err(|source| WriteError::Apply {
+                what: describe(ty, ns, name),
+                source,
+            })
+    }
+
+    /// Delete a child the plugin no longer wants. The uid precondition makes
+    /// sure a same-named object created since is never deleted by mistake.
+    pub async fn delete_child(&self, ty: &ApiResource, child: &Value) -> Result<(), WriteError> {
+        let (ns, name) = name_of(child);
+        self.count("delete");
+        let params = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            preconditions: child["metadata"]["uid"].as_str().map(|uid| Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api(&self.client, ty, ns).delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+            Err(source) => Err(WriteError::Delete {
+                what: describe(ty, ns, name),
+                source,
+            }),
+        }
+    }
+
+    /// Server-side apply the parent's `.status` through the subresource.
+    pub async fn apply_status(
+        &self,
+        ty: &ApiResource,
+        parent: &Value,
+        status: &Value,
+    ) -> Result<(), WriteError> {
+        let (ns, name) = name_of(parent);
+        self.count("status");
+        let body = json!({
+            "apiVersion": parent["apiVersion"],
+            "kind": parent["kind"],
+            "metadata": { "name": name, "namespace": parent["metadata"]["namespace"] },
+            "status": status,
+        });
+        let params = PatchParams::apply(&self.field_manager).force();
+        api(&self.client, ty, ns)
+            .patch_status(name, &params, &Patch::Apply(&body))
+            .await
+            .map(|_| ())
+            .map_err(|source| WriteError::Status {
+                what: describe(ty, ns, name),
+                source,
+            })
+    }
+
+    /// Merge-patch the parent (metadata of decorators, finalizers). A patch
+    /// carrying `metadata.resourceVersion` fails on conflict instead of
+    /// overwriting a concurrent change.
+    pub async fn patch_parent(
+        &self,
+        ty: &ApiResource,
+        parent: &Value,
+        patch: &Value,
+    ) -> Result<(), WriteError> {
+        let (ns, name) = name_of(parent);
+        self.count("patch");
+        api(&self.client, ty, ns)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(|_| ())
+            .map_err(|source| WriteError::Patch {
+                what: describe(ty, ns, name),
+                source,
+            })
+    }
+
+    /// Record an event on the parent. Failures are logged, never fatal: an
+    /// event is worth less than the reconcile that produced it.
+    pub async fn event(&self, parent: &DynamicObject, event: &Event, action: &str) {
+        let reference: ObjectReference = parent.object_ref(&kube_resource_for(parent));
+        let mut note = event.message.clone();
+        // events.k8s.io/v1 limits the note to 1 kB.
+        note.truncate(note.floor_char_boundary(1000));
+        let mut reason = event.reason.clone();
+        reason.truncate(reason.floor_char_boundary(128));
+        self.count("event");
+        let published = self
+            .recorder
+            .publish(
+                &KubeEvent {
+                    type_: if event.warning {
+                        EventType::Warning
+                    } else {
+                        EventType::Normal
+                    },
+                    reason,
+                    note: Some(note),
+                    action: action.into(),
+                    secondary: None,
+                },
+                &reference,
+            )
+            .await;
+        if let Err(error) = published {
+            tracing::warn!(plugin = %self.plugin, %error, "failed to record event");
+        }
+    }
+}
+
+/// The kube-rs resource description of a dynamic object, from its own types.
+fn kube_resource_for(object: &DynamicObject) -> kube::api::ApiResource {
+    let types = object.types.clone().unwrap_or_default();
+    let (group, version) = match types.api_version.rsplit_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), types.api_version.clone()),
+    };
+    kube::api::ApiResource {
+        group,
+        version,
+        api_version: types.api_version,
+        kind: types.kind,
+        plural: String::new(),
+    }
+}

@@ -1,0 +1,300 @@
+//! One plugin's controller: subscriptions, queue, workers, backoff, resync.
+//!
+//! The controller subscribes to the shared informers its manifest needs,
+//! maps each change to parent keys ([`routes`]), and runs `concurrency`
+//! workers that take keys from the plugin's queue and [`reconcile`] them.
+//! The plugin behind a controller can be swapped while it runs
+//! ([`Controller::upgrade`]): calls in flight finish on the old version.
+
+pub mod routes;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::apply::Writer;
+use crate::informers::{Handler, Informers, Key, Subscription};
+use crate::manifest::Manifest;
+use crate::queue::Queue;
+use crate::reconcile::{self, Sources};
+use crate::runtime::{Event, Plugin};
+use crate::telemetry::Metrics;
+
+/// Scheduling knobs shared by every controller of a host.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Workers per plugin: parents reconciled at once.
+    pub concurrency: usize,
+    /// First retry delay after a failure; doubles per consecutive failure.
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+    /// Resync period for plugins whose manifest sets none.
+    pub resync: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            concurrency: 4,
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(300),
+            // Events drive reconciles; resync only repairs what was missed.
+            resync: Duration::from_secs(600),
+        }
+    }
+}
+
+impl Settings {
+    /// Delay before retry number `failures` (1-based).
+    pub fn backoff(&self, failures: u32) -> Duration {
+        let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
+        self.backoff_base.saturating_mul(factor).min(self.backoff_max)
+    }
+}
+
+struct Shared {
+    plugin: RwLock<Plugin>,
+    queue: Arc<Queue<Key>>,
+    sources: Sources,
+    writer: Writer,
+    metrics: Metrics,
+    settings: Settings,
+    failures: Mutex<HashMap<Key, u32>>,
+}
+
+/// A running controller for one plugin.
+pub struct Controller {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+    _subscriptions: Vec<Subscription>,
+}
+
+/// True if `a` and `b` need the same watches and routes, so that swapping
+/// the plugin behind a running controller is enough.
+pub fn same_shape(a: &Manifest, b: &Manifest) -> bool {
+    a.name == b.name
+        && a.parent == b.parent
+        && a.mode == b.mode
+        && a.children == b.children
+        && a.related == b.related
+        && a.namespaces == b.namespaces
+        && a.finalizer == b.finalizer
+}
+
+impl Controller {
+    /// Subscribe to the informers the plugin needs and start its workers.
+    pub fn start(
+        plugin: Plugin,
+        informers: &Informers,
+        client: kube::Client,
+        metrics: Metrics,
+        settings: Settings,
+    ) -> Controller {
+        let manifest = plugin.manifest().clone();
+        let parent = informers.informer(&manifest.parent);
+        let sources = Sources {
+            parent: parent.clone(),
+            children: manifest
+                .children
+                .iter()
+                .map(|c| informers.informer(c))
+                .collect(),
+            related: manifest
+                .related
+                .iter()
+                .map(|r| (r.clone(), informers.informer(&r.resource)))
+                .collect(),
+        };
+        let writer = Writer::new(client, &manifest.name, manifest.field_manager(), metrics.clone());
+        let queue = Queue::new();
+        let shared = Arc::new(Shared {
+            plugin: RwLock::new(plugin),
+            queue: queue.clone(),
+            sources,
+            writer,
+            metrics,
+            settings,
+            failures: Mutex::new(HashMap::new()),
+        });
+
+        let mut subscriptions = Vec::new();
+        let m = Arc::new(manifest.clone());
+        {
+            let (q, m) = (queue.clone(), m.clone());
+            let h: Handler = Arc::new(move |o| {
+                if let Some(k) = routes::parent_key(&m, o) {
+                    q.add(k)
+                }
+            });
+            subscriptions.push(parent.subscribe(h));
+        }
+        for informer in &shared.sources.children {
+            let (q, m) = (queue.clone(), m.clone());
+            let h: Handler = Arc::new(move |o| {
+                if let Some(k) = routes::owner_key(&m, o) {
+                    q.add(k)
+                }
+            });
+            subscriptions.push(informer.subscribe(h));
+        }
+        for (related, informer) in &shared.sources.related {
+            let (q, m, r, p) = (queue.clone(), m.clone(), related.clone(), parent.clone());
+            let h: Handler = Arc::new(move |o| {
+                let parents_in = |ns: &str| {
+                    p.list(Some(ns))
+                        .iter()
+                        .filter_map(|o| o.metadata.name.clone())
+                        .collect()
+                };
+                for k in routes::related_keys(&m, &r, o, parents_in) {
+                    q.add(k)
+                }
+            });
+            subscriptions.push(informer.subscribe(h));
+        }
+
+        let mut tasks: Vec<JoinHandle<()>> = (0..settings.concurrency.max(1))
+            .map(|_| tokio::spawn(worker(shared.clone())))
+            .collect();
+        tasks.push(tokio::spawn(resync(shared.clone())));
+        tracing::info!(plugin = %manifest.name, version = %manifest.version, "controller started");
+        Controller {
+            shared,
+            tasks,
+            _subscriptions: subscriptions,
+        }
+    }
+
+    /// The plugin version now serving.
+    pub fn plugin(&self) -> Plugin {
+        self.shared.plugin.read().expect("plugin lock").clone()
+    }
+
+    /// Serve `plugin` from now on (it must have the [`same_shape`]), and
+    /// reconcile every parent again so the new logic converges the cluster.
+    pub fn upgrade(&self, plugin: Plugin) {
+        *self.shared.plugin.write().expect("plugin lock") = plugin;
+        self.shared.failures.lock().expect("failures lock").clear();
+        requeue_all(&self.shared);
+    }
+
+    /// Parents waiting in the queue.
+    pub fn queue_len(&self) -> usize {
+        self.shared.queue.len()
+    }
+
+    /// Stop: no new reconciles start; reconciles in flight are abandoned at
+    /// their next await point. Children stay as they are.
+    pub fn stop(self) {
+        self.shared.queue.close();
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn requeue_all(shared: &Shared) {
+    let manifest = shared.plugin.read().expect("plugin lock").manifest().clone();
+    for parent in shared.sources.parent.list(None) {
+        if let Some(key) = routes::parent_key(&manifest, &parent) {
+            shared.queue.add(key);
+        }
+    }
+}
+
+async fn resync(shared: Arc<Shared>) {
+    loop {
+        let period = {
+            let plugin = shared.plugin.read().expect("plugin lock");
+            plugin
+                .manifest()
+                .resync_seconds
+                .map(|s| Duration::from_secs(s.max(1).into()))
+                .unwrap_or(shared.settings.resync)
+        };
+        tokio::time::sleep(period).await;
+        requeue_all(&shared);
+    }
+}
+
+async fn worker(shared: Arc<Shared>) {
+    shared.sources.wait_synced().await;
+    while let Some(key) = shared.queue.next().await {
+        let plugin = shared.plugin.read().expect("plugin lock").clone();
+        let name = plugin.name().to_string();
+        let span = tracing::info_span!("reconcile", plugin = %name, object = %format!("{}/{}", key.0, key.1));
+        let started = Instant::now();
+        let result = reconcile::reconcile(&plugin, &shared.sources, &shared.writer, &key)
+            .instrument(span.clone())
+            .await;
+        let took = started.elapsed();
+        match result {
+            Ok(outcome) => {
+                shared.failures.lock().expect("failures lock").remove(&key);
+                shared.metrics.reconciled(&name, "ok", took);
+                if let Some(after) = outcome.requeue_after {
+                    shared.queue.add_after(key.clone(), after);
+                }
+            }
+            Err(error) => {
+                let failures = {
+                    let mut f = shared.failures.lock().expect("failures lock");
+                    let n = f.entry(key.clone()).or_insert(0);
+                    *n += 1;
+                    *n
+                };
+                let delay = shared.settings.backoff(failures);
+                shared.metrics.reconciled(&name, error.label(), took);
+                span.in_scope(|| {
+                    tracing::warn!(error = %format_chain(&error), failures, retry_in = ?delay, "reconcile failed")
+                });
+                if let Some(parent) = shared.sources.parent.get(&key.0, &key.1) {
+                    let event = Event {
+                        warning: true,
+                        reason: error.reason().into(),
+                        message: format_chain(&error),
+                    };
+                    shared.writer.event(&parent, &event, "Reconcile").await;
+                }
+                shared.queue.add_after(key.clone(), delay);
+            }
+        }
+        shared.metrics.queue_depth(&name, shared.queue.len());
+        shared.queue.done(&key);
+    }
+}
+
+/// An error and its sources on one line, for logs and Event notes.
+pub fn format_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_per_failure_up_to_the_cap() {
+        let s = Settings {
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(10),
+            ..Settings::default()
+        };
+        assert_eq!(s.backoff(1), Duration::from_secs(1));
+        assert_eq!(s.backoff(2), Duration::from_secs(2));
+        assert_eq!(s.backoff(4), Duration::from_secs(8));
+        assert_eq!(s.backoff(5), Duration::from_secs(10));
+        assert_eq!(s.backoff(500), Duration::from_secs(10));
+    }
+}

@@ -1,0 +1,450 @@
+//! The plugin directory: what is loaded, from which file, in which state.
+//!
+//! Users ship plugins by dropping `.wasm` files into a directory (a ConfigMap,
+//! a PVC, an image volume). The registry scans it on every change, loads new
+//! and changed files off the hot path, and swaps versions atomically:
+//!
+//! - a new file starts a controller; a changed file (new digest) is compiled
+//!   and validated first, then replaces the running version, and every parent
+//!   is re-queued; reconciles in flight finish on the old version;
+//! - a file that fails to load never replaces a working version: the old one
+//!   keeps serving and the plugin is reported `degraded` with the error;
+//! - a removed file stops its controller; its children stay;
+//! - a second plugin for a parent kind already served is refused.
+//!
+//! Optional settings live beside each plugin: `<stem>.yaml` (or `.yml`,
+//! `.json`) with `config` (the plugin's configuration document), `limits`
+//! (see [`Limits`]). A change to that file reloads the plugin too.
+//!
+//! Assumptions: files are written in place or swapped in (ConfigMap `..data`
+//! symlinks, renames). Half-written files are caught by waiting until a file's
+//! modification time is [`SETTLE`] old; a file that still fails is retried
+//! when its content changes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::controller::{self, Controller, Settings};
+use crate::informers::Informers;
+use crate::runtime::{Limits, Plugin, PluginOptions, Runtime};
+use crate::telemetry::Metrics;
+
+/// How long a file must be unchanged before it is loaded.
+pub const SETTLE: Duration = Duration::from_millis(500);
+
+/// Settings beside a plugin file.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PluginSettings {
+    /// The plugin's configuration document.
+    pub config: Option<serde_json::Value>,
+    pub limits: Limits,
+}
+
+/// A plugin's state, as reported by `/plugins` and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// Serving its latest file.
+    Running,
+    /// Serving an older version: the latest file failed to load.
+    Degraded,
+    /// Nothing serving: the file failed to load.
+    Failed,
+}
+
+/// One row of `/plugins`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub file: String,
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub digest: Option<String>,
+    pub state: State,
+    /// RFC 3339 time the serving version was loaded.
+    pub loaded_at: Option<String>,
+    pub last_error: Option<String>,
+}
+
+/// What the registry knows about one file.
+struct FileEntry {
+    /// Content key (plugin + settings) last attempted, loaded or not.
+    attempted: String,
+    /// The plugin served from this file, if any.
+    serving: Option<Serving>,
+    last_error: Option<String>,
+}
+
+struct Serving {
+    name: String,
+    controller: Controller,
+    loaded_at: String,
+}
+
+/// The host's plugins and their controllers.
+pub struct Registry {
+    dir: PathBuf,
+    runtime: Arc<Runtime>,
+    informers: Arc<Informers>,
+    client: kube::Client,
+    metrics: Metrics,
+    settings: Settings,
+    files: Mutex<BTreeMap<PathBuf, FileEntry>>,
+}
+
+fn settings_path(wasm: &Path) -> Option<PathBuf> {
+    ["yaml", "yml", "json"]
+        .iter()
+        .map(|ext| wasm.with_extension(ext))
+        .find(|p| p.exists())
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A file ready to load: its bytes, settings and content key.
+struct Candidate {
+    bytes: Vec<u8>,
+    settings: PluginSettings,
+    key: String,
+}
+
+/// Why a file could not be loaded, as one line for status and logs.
+fn read_candidate(path: &Path) -> Result<Candidate, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut hasher = Sha256::new();
+    hasher.update(&bytes);
+    let settings = match settings_path(path) {
+        None => PluginSettings::default(),
+        Some(sp) => {
+            let text = std::fs::read_to_string(&sp)
+                .map_err(|e| format!("cannot read {}: {e}", sp.display()))?;
+            hasher.update(text.as_bytes());
+            serde_yaml::from_str(&text)
+                .map_err(|e| format!("invalid settings {}: {e}", sp.display()))?
+        }
+    };
+    Ok(Candidate {
+        bytes,
+        settings,
+        key: hex::encode(hasher.finalize()),
+    })
+}
+
+/// `.wasm` files in `dir` whose modification time is at least [`SETTLE`]
+/// old; and whether any file was too fresh (scan again later).
+fn settled_files(dir: &Path) -> std::io::Result<(Vec<PathBuf>, bool)> {
+    let mut files = Vec::new();
+    let mut fresh = false;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        // `..data` and friends are a ConfigMap's internals; dotfiles are
+        // editors' and copiers' temporaries.
+        if name.starts_with('.') || path.extension().and_then(|e| e.to_str()) != Some("wasm") {
+            continue;
+        }
+        // Follows symlinks: a ConfigMap's files are links into `..data`.
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let newest = [Some(&path), settings_path(&path).as_ref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+            .max()
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let age = SystemTime::now().duration_since(newest).unwrap_or_default();
+        if age < SETTLE {
+            fresh = true;
+            continue;
+        }
+        files.push(path);
+    }
+    files.sort();
+    Ok((files, fresh))
+}
+
+impl Registry {
+    pub fn new(
+        dir: PathBuf,
+        runtime: Arc<Runtime>,
+        informers: Arc<Informers>,
+        client: kube::Client,
+        metrics: Metrics,
+        settings: Settings,
+    ) -> Self {
+        Registry {
+            dir,
+            runtime,
+            informers,
+            client,
+            metrics,
+            settings,
+            files: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Bring the loaded plugins in line with the directory. Returns true if
+    /// some file was too fresh to load and a later scan is needed.
+    pub async fn sync(&self) -> bool {
+        let (present, fresh) = match settled_files(&self.dir) {
+            Ok(found) => found,
+            Err(error) => {
+                tracing::warn!(dir = %self.dir.display(), %error, "cannot scan plugin directory");
+                return true;
+            }
+        };
+        self.remove_missing(&present);
+        for path in present {
+            self.sync_file(&path).await;
+        }
+        fresh
+    }
+
+    fn remove_missing(&self, present: &[PathBuf]) {
+        let mut files = self.files.lock().expect("registry lock");
+        let gone: Vec<PathBuf> = files
+            .keys()
+            .filter(|p| !present.contains(p) && !p.exists())
+            .cloned()
+            .collect();
+        for path in gone {
+            if let Some(FileEntry {
+                serving: Some(s), ..
+            }) = files.remove(&path)
+            {
+                tracing::info!(plugin = %s.name, file = %path.display(), "plugin file removed; stopping its controller (children are kept)");
+                self.metrics.plugin_removed(&s.name);
+                s.controller.stop();
+            }
+        }
+    }
+
+    async fn sync_file(&self, path: &Path) {
+        let candidate = match read_candidate(path) {
+            Ok(c) => c,
+            Err(error) => return self.failed(path, None, error),
+        };
+        if self.files.lock().expect("registry lock").get(path).map(|e| e.attempted.as_str())
+            == Some(candidate.key.as_str())
+        {
+            return;
+        }
+        let runtime = self.runtime.clone();
+        let label = path.display().to_string();
+        let key = candidate.key.clone();
+        // Compiling may take long for big guests: keep it off the workers.
+        let loaded = tokio::task::spawn_blocking(move || {
+            runtime.load(
+                &candidate.bytes,
+                PluginOptions {
+                    config: candidate.settings.config,
+                    limits: candidate.settings.limits,
+                    label: Some(label),
+                },
+            )
+        })
+        .await;
+        let plugin = match loaded {
+            Ok(Ok(plugin)) => plugin,
+            Ok(Err(error)) => {
+                return self.failed(path, Some(key), controller::format_chain(&error));
+            }
+            Err(error) => return self.failed(path, Some(key), format!("loader panicked: {error}")),
+        };
+        if let Err(error) = self.check_conflicts(path, &plugin) {
+            return self.failed(path, Some(key), error);
+        }
+        self.serve(path, key, plugin);
+    }
+
+    /// Refuse a plugin whose name or parent kind another file already serves.
+    fn check_conflicts(&self, path: &Path, plugin: &Plugin) -> Result<(), String> {
+        let files = self.files.lock().expect("registry lock");
+        for (other_path, entry) in files.iter().filter(|(p, _)| p.as_path() != path) {
+            let Some(serving) = &entry.serving else { continue };
+            let other = serving.controller.plugin();
+            if other.name() == plugin.name() {
+                return Err(format!(
+                    "plugin name {} is already served from {}",
+                    plugin.name(),
+                    other_path.display()
+                ));
+            }
+            if other.manifest().parent == plugin.manifest().parent {
+                return Err(format!(
+                    "parent kind {} is already reconciled by plugin {} ({})",
+                    plugin.manifest().parent,
+                    other.name(),
+                    other_path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn serve(&self, path: &Path, key: String, plugin: Plugin) {
+        let mut files = self.files.lock().expect("registry lock");
+        let entry = files.entry(path.to_path_buf()).or_insert(FileEntry {
+            attempted: String::new(),
+            serving: None,
+            last_error: None,
+        });
+        entry.attempted = key;
+        entry.last_error = None;
+        let manifest = plugin.manifest().clone();
+        self.metrics
+            .plugin_info(&manifest.name, &manifest.version, plugin.digest(), "running");
+        let loaded_at = now_rfc3339();
+        match entry.serving.take() {
+            Some(old) if controller::same_shape(old.controller.plugin().manifest(), &manifest) => {
+                tracing::info!(plugin = %manifest.name, version = %manifest.version, digest = %plugin.digest(), "upgrading plugin in place");
+                old.controller.upgrade(plugin);
+                entry.serving = Some(Serving {
+                    name: manifest.name,
+                    controller: old.controller,
+                    loaded_at,
+                });
+            }
+            old => {
+                if let Some(old) = old {
+                    tracing::info!(plugin = %old.name, "plugin changed shape; restarting its controller");
+                    if old.name != manifest.name {
+                        self.metrics.plugin_removed(&old.name);
+                    }
+                    old.controller.stop();
+                }
+                tracing::info!(plugin = %manifest.name, version = %manifest.version, digest = %plugin.digest(), file = %path.display(), "plugin loaded");
+                let controller = Controller::start(
+                    plugin,
+                    &self.informers,
+                    self.client.clone(),
+                    self.metrics.clone(),
+                    self.settings,
+                );
+                entry.serving = Some(Serving {
+                    name: manifest.name,
+                    controller,
+                    loaded_at,
+                });
+            }
+        }
+    }
+
+    fn failed(&self, path: &Path, key: Option<String>, error: String) {
+        let mut files = self.files.lock().expect("registry lock");
+        let entry = files.entry(path.to_path_buf()).or_insert(FileEntry {
+            attempted: String::new(),
+            serving: None,
+            last_error: None,
+        });
+        if let Some(key) = key {
+            entry.attempted = key;
+        }
+        let label = entry.serving.as_ref().map(|s| s.name.clone()).unwrap_or_else(|| {
+            path.file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("unknown")
+                .to_string()
+        });
+        match &entry.serving {
+            Some(s) => {
+                let p = s.controller.plugin();
+                self.metrics
+                    .plugin_info(&s.name, &p.manifest().version, p.digest(), "degraded");
+                tracing::error!(plugin = %s.name, file = %path.display(), %error, "new plugin version refused; the previous version keeps serving");
+            }
+            None => {
+                tracing::error!(file = %path.display(), %error, "plugin refused");
+            }
+        }
+        self.metrics.load_failed(&label);
+        entry.last_error = Some(error);
+    }
+
+    /// Every file and what it serves.
+    pub fn status(&self) -> Vec<Status> {
+        let files = self.files.lock().expect("registry lock");
+        files
+            .iter()
+            .map(|(path, entry)| {
+                let plugin = entry.serving.as_ref().map(|s| s.controller.plugin());
+                let state = match (&entry.serving, &entry.last_error) {
+                    (Some(_), None) => State::Running,
+                    (Some(_), Some(_)) => State::Degraded,
+                    (None, _) => State::Failed,
+                };
+                Status {
+                    file: path.display().to_string(),
+                    name: plugin.as_ref().map(|p| p.name().to_string()),
+                    version: plugin.as_ref().map(|p| p.manifest().version.clone()),
+                    digest: plugin.as_ref().map(|p| p.digest().to_string()),
+                    state,
+                    loaded_at: entry.serving.as_ref().map(|s| s.loaded_at.clone()),
+                    last_error: entry.last_error.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Queue lengths per plugin, for metrics.
+    pub fn queue_lengths(&self) -> HashMap<String, usize> {
+        let files = self.files.lock().expect("registry lock");
+        files
+            .values()
+            .filter_map(|e| e.serving.as_ref())
+            .map(|s| (s.name.clone(), s.controller.queue_len()))
+            .collect()
+    }
+
+    /// Watch the directory and sync on every change until the task ends.
+    /// Events are debounced; a periodic rescan covers filesystems whose
+    /// change notifications are unreliable (some network volumes).
+    pub async fn watch(self: Arc<Self>, rescan: Duration) {
+        use notify::Watcher as _;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+            let _ = tx.send(());
+        });
+        let _watcher = match watcher {
+            Ok(mut w) => match w.watch(&self.dir, notify::RecursiveMode::NonRecursive) {
+                Ok(()) => Some(w),
+                Err(error) => {
+                    tracing::warn!(dir = %self.dir.display(), %error, "cannot watch plugin directory; rescanning periodically only");
+                    None
+                }
+            },
+            Err(error) => {
+                tracing::warn!(%error, "no file watcher; rescanning periodically only");
+                None
+            }
+        };
+        let mut again = false;
+        loop {
+            let wait = if again { SETTLE } else { rescan };
+            tokio::select! {
+                got = rx.recv() => {
+                    if got.is_none() { return; }
+                    // Debounce: wait for the burst of events to end.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    while rx.try_recv().is_ok() {}
+                }
+                _ = tokio::time::sleep(wait) => {}
+            }
+            again = self.sync().await;
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! `kubeplug run`: wire the operator together and run it until a signal.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+
+use crate::cli::RuntimeArgs;
+use crate::controller::Settings;
+use crate::informers::Informers;
+use crate::registry::Registry;
+use crate::telemetry::{self, Metrics, Probes};
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Directory of plugin `.wasm` files (and optional `<stem>.yaml` settings).
+    #[arg(long, env = "KUBEPLUG_PLUGINS")]
+    plugins: PathBuf,
+    /// Address for /metrics, /healthz, /readyz and /plugins.
+    #[arg(long, env = "KUBEPLUG_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Parents reconciled at once, per plugin.
+    #[arg(long, default_value_t = Settings::default().concurrency)]
+    concurrency: usize,
+    /// Resync period for plugins whose manifest sets none, in seconds.
+    #[arg(long, default_value_t = Settings::default().resync.as_secs())]
+    resync_seconds: u64,
+    /// Rescan the plugin directory at least this often, in seconds, even
+    /// without change notifications.
+    #[arg(long, default_value_t = 30)]
+    rescan_seconds: u64,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("failed to start the async runtime")?
+        .block_on(serve(args))
+}
+
+async fn serve(args: RunArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.plugins.is_dir(),
+        "plugin directory {} does not exist",
+        args.plugins.display()
+    );
+    let client = kube::Client::try_default()
+        .await
+        .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
+    let runtime = Arc::new(args.runtime.runtime()?);
+    let informers = Arc::new(Informers::new(client.clone()));
+    let metrics = Metrics::new();
+    let settings = Settings {
+        concurrency: args.concurrency,
+        resync: Duration::from_secs(args.resync_seconds.max(1)),
+        ..Settings::default()
+    };
+    let registry = Arc::new(Registry::new(
+        args.plugins.clone(),
+        runtime,
+        informers.clone(),
+        client,
+        metrics.clone(),
+        settings,
+    ));
+
+    let scanned = Arc::new(AtomicBool::new(false));
+    let probes = Arc::new(Probes {
+        metrics: metrics.clone(),
+        ready: {
+            let (informers, scanned) = (informers.clone(), scanned.clone());
+            Box::new(move || scanned.load(Ordering::Relaxed) && informers.all_synced())
+        },
+        plugins: {
+            let registry = registry.clone();
+            Box::new(move || serde_json::to_value(registry.status()).unwrap_or_default())
+        },
+    });
+    let server = tokio::spawn(telemetry::serve(args.listen, probes));
+
+    let again = registry.sync().await;
+    scanned.store(true, Ordering::Relaxed);
+    tracing::info!(dir = %args.plugins.display(), plugins = registry.status().len(), "initial plugin scan done");
+    let watcher = tokio::spawn(registry.clone().watch(if again {
+        crate::registry::SETTLE
+    } else {
+        Duration::from_secs(args.rescan_seconds.max(1))
+    }));
+    let queue_gauges = {
+        let (registry, metrics) = (registry.clone(), metrics.clone());
+        tokio::spawn(async move {
+            loop {
+                for (plugin, len) in registry.queue_lengths() {
+                    metrics.queue_depth(&plugin, len);
+                }
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        })
+    };
+
+    tokio::select! {
+        result = server => {
+            result.context("metrics server task failed")?
+                .with_context(|| format!("failed to serve on {}", args.listen))?;
+        }
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+    }
+    watcher.abort();
+    queue_gauges.abort();
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

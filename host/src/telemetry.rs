@@ -1,0 +1,274 @@
+//! Metrics, health endpoints and tracing setup.
+//!
+//! `/metrics` (Prometheus text), `/healthz` (the process is up), `/readyz`
+//! (every watch has listed once, kubert's `initialized` habit), `/plugins`
+//! (what is loaded: versions, digests, states, last errors, as JSON).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    plugin: String,
+    /// `ok` or a short error label (see `CallError::label`).
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WriteLabels {
+    plugin: String,
+    verb: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InfoLabels {
+    plugin: String,
+    version: String,
+    digest: String,
+    state: String,
+}
+
+struct Inner {
+    registry: Registry,
+    reconciles: Family<ResultLabels, Counter>,
+    duration: Family<PluginLabels, Histogram>,
+    writes: Family<WriteLabels, Counter>,
+    queue_depth: Family<PluginLabels, Gauge>,
+    plugin_info: Family<InfoLabels, Gauge>,
+    /// The info series currently set per plugin, to replace it on upgrade.
+    info_current: std::sync::Mutex<std::collections::HashMap<String, InfoLabels>>,
+    load_failures: Family<PluginLabels, Counter>,
+}
+
+/// The host's metrics. Cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("kubeplug");
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        registry.register("reconciles", "Reconciles by plugin and result", reconciles.clone());
+        let duration = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
+            // 100 µs .. ~1.6 s: a healthy reconcile is a few ms with writes.
+            Histogram::new(exponential_buckets(0.0001, 2.0, 15))
+        });
+        registry.register(
+            "reconcile_duration_seconds",
+            "Reconcile latency including writes",
+            duration.clone(),
+        );
+        let writes = Family::<WriteLabels, Counter>::default();
+        registry.register("api_writes", "API writes by plugin and verb", writes.clone());
+        let queue_depth = Family::<PluginLabels, Gauge>::default();
+        registry.register("queue_depth", "Keys waiting per plugin", queue_depth.clone());
+        let plugin_info = Family::<InfoLabels, Gauge>::default();
+        registry.register(
+            "plugin_info",
+            "Loaded plugins (1 = current version and state)",
+            plugin_info.clone(),
+        );
+        let load_failures = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "plugin_load_failures",
+            "Plugin files that failed to load",
+            load_failures.clone(),
+        );
+        Metrics {
+            inner: Arc::new(Inner {
+                registry,
+                reconciles,
+                duration,
+                writes,
+                queue_depth,
+                plugin_info,
+                info_current: Default::default(),
+                load_failures,
+            }),
+        }
+    }
+
+    pub fn reconciled(&self, plugin: &str, result: &str, took: Duration) {
+        self.inner
+            .reconciles
+            .get_or_create(&ResultLabels {
+                plugin: plugin.into(),
+                result: result.into(),
+            })
+            .inc();
+        self.inner
+            .duration
+            .get_or_create(&PluginLabels {
+                plugin: plugin.into(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn write(&self, plugin: &str, verb: &str) {
+        self.inner
+            .writes
+            .get_or_create(&WriteLabels {
+                plugin: plugin.into(),
+                verb: verb.into(),
+            })
+            .inc();
+    }
+
+    /// Total API writes by `plugin` so far.
+    pub fn writes_of(&self, plugin: &str) -> u64 {
+        ["apply", "delete", "status", "patch", "event"]
+            .iter()
+            .map(|verb| {
+                self.inner
+                    .writes
+                    .get_or_create(&WriteLabels {
+                        plugin: plugin.into(),
+                        verb: (*verb).into(),
+                    })
+                    .get()
+            })
+            .sum()
+    }
+
+    pub fn queue_depth(&self, plugin: &str, depth: usize) {
+        self.inner
+            .queue_depth
+            .get_or_create(&PluginLabels {
+                plugin: plugin.into(),
+            })
+            .set(depth as i64);
+    }
+
+    /// Record which version of `plugin` is current, replacing the old series.
+    pub fn plugin_info(&self, plugin: &str, version: &str, digest: &str, state: &str) {
+        let labels = InfoLabels {
+            plugin: plugin.into(),
+            version: version.into(),
+            digest: digest.into(),
+            state: state.into(),
+        };
+        let mut current = self.inner.info_current.lock().expect("metrics lock");
+        if let Some(old) = current.insert(plugin.to_string(), labels.clone()) {
+            self.inner.plugin_info.remove(&old);
+        }
+        self.inner.plugin_info.get_or_create(&labels).set(1);
+    }
+
+    /// Forget a plugin that was removed.
+    pub fn plugin_removed(&self, plugin: &str) {
+        let mut current = self.inner.info_current.lock().expect("metrics lock");
+        if let Some(old) = current.remove(plugin) {
+            self.inner.plugin_info.remove(&old);
+        }
+    }
+
+    pub fn load_failed(&self, plugin: &str) {
+        self.inner
+            .load_failures
+            .get_or_create(&PluginLabels {
+                plugin: plugin.into(),
+            })
+            .inc();
+    }
+
+    /// Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.inner.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// What the HTTP endpoints read from the rest of the host.
+pub struct Probes {
+    pub metrics: Metrics,
+    pub ready: Box<dyn Fn() -> bool + Send + Sync>,
+    pub plugins: Box<dyn Fn() -> serde_json::Value + Send + Sync>,
+}
+
+fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)))
+        .expect("static response parts are valid")
+}
+
+fn route(probes: &Probes, path: &str) -> Response<Full<Bytes>> {
+    match path {
+        "/metrics" => respond(
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            probes.metrics.encode(),
+        ),
+        "/healthz" | "/livez" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/readyz" if (probes.ready)() => respond(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/readyz" => respond(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "watches not synced yet\n".into(),
+        ),
+        "/plugins" => respond(
+            StatusCode::OK,
+            "application/json",
+            serde_json::to_string_pretty(&(probes.plugins)()).unwrap_or_default() + "\n",
+        ),
+        _ => respond(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+    }
+}
+
+/// Serve the endpoints on `addr` until the task is dropped.
+pub async fn serve(addr: SocketAddr, probes: Arc<Probes>) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /plugins");
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let probes = probes.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let response = route(&probes, req.uri().path());
+                async move { Ok::<_, std::convert::Infallible>(response) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Log to stderr, filtered by `KUBEPLUG_LOG` (default `info`).
+pub fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("KUBEPLUG_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+}
