@@ -15,12 +15,13 @@ TEST_PLUGINS := hostile contract-v1
 WASM_OUT     := $(CARGO_TARGET_DIR)/wasm32-wasip2/release
 BIN          := target/bin/kubeplug
 
-.PHONY: help toolchain plugins host lint unit cluster-check test demo bench clean
+.PHONY: help toolchain plugins host lint unit cluster-check e2e test demo demo-down bench clean
 
 help:
 	@echo "make plugins       build target/plugins/*.wasm (and test guests in target/test-plugins/)"
 	@echo "make host          build target/bin/kubeplug"
-	@echo "make test          every test: lint, unit, plugin golden tests, control-plane checks"
+	@echo "make test          every test: lint, unit, plugin golden tests, control-plane checks, e2e"
+	@echo "make e2e           acceptance tests against a fresh local control plane"
 	@echo "make demo          local control plane + host + the three plugins + sample objects"
 	@echo "make bench         benchmarks (print figures)"
 
@@ -29,8 +30,12 @@ toolchain:
 	@rustup component list --installed | grep -q '^clippy' || rustup component add clippy rustfmt
 
 plugins: toolchain
-	cargo build --release --target wasm32-wasip2 $(addprefix -p ,$(PLUGINS) $(TEST_PLUGINS))
 	@mkdir -p target/plugins target/test-plugins
+	@# database v2 (one extra label) for the upgrade tests: built first, since
+	@# both builds write the same output file.
+	cargo build --release --target wasm32-wasip2 -p database --features v2
+	cp "$(WASM_OUT)/database.wasm" target/test-plugins/database-v2.wasm
+	cargo build --release --target wasm32-wasip2 $(addprefix -p ,$(PLUGINS) $(TEST_PLUGINS))
 	@for p in $(PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/plugins/$$p.wasm"; done
 	@for p in $(TEST_PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/test-plugins/$$p.wasm"; done
 	@ls -l target/plugins target/test-plugins
@@ -49,7 +54,20 @@ unit: plugins
 cluster-check:
 	tests/cluster/check
 
-test: lint unit cluster-check
+# Acceptance tests: the built host and plugins against a fresh local control
+# plane. One test at a time: each starts its own host, and two hosts on one
+# cluster would both reconcile every parent.
+e2e: plugins host
+	tests/e2e/run
+
+test: lint unit cluster-check e2e
+
+# The local demo: control plane, CRDs, host with the three plugins, samples.
+demo: plugins host
+	deploy/demo
+
+demo-down:
+	deploy/demo down
 
 bench: plugins host
 	cargo run --release -p kubeplug --bin kubeplug-bench -- target/plugins

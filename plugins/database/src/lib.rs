@@ -40,8 +40,26 @@ fn selector_labels(name: &str) -> BTreeMap<String, String> {
     ])
 }
 
+/// Built with `--features v2`: a second version of this plugin that differs
+/// only in one label, for the live-upgrade acceptance tests.
+const REVISION_LABEL: Option<(&str, &str)> = if cfg!(feature = "v2") {
+    Some(("example.com/plugin-revision", "v2"))
+} else {
+    None
+};
+
+/// Version reported in the manifest.
+const VERSION: &str = if cfg!(feature = "v2") {
+    "0.2.0"
+} else {
+    env!("CARGO_PKG_VERSION")
+};
+
 fn labels(name: &str, engine: Engine) -> BTreeMap<String, String> {
     let mut labels = selector_labels(name);
+    if let Some((k, v)) = REVISION_LABEL {
+        labels.insert(k.into(), v.into());
+    }
     labels.insert(MANAGED_BY_LABEL.into(), "kubeplug".into());
     labels.insert(ENGINE_LABEL.into(), engine.as_str().into());
     labels
@@ -216,7 +234,7 @@ impl Plugin for DatabasePlugin {
     fn manifest(_config: &Self::Config) -> Result<Manifest, Error> {
         Ok(Manifest::composite(
             "database",
-            env!("CARGO_PKG_VERSION"),
+            VERSION,
             Resource::namespaced("example.com", "v1", "Database", "databases"),
         )
         .child(Resource::of::<StatefulSet>())

@@ -3,11 +3,18 @@
 //! Parent: `Hostile` (`test.kubeplug.io/v1`). `spec.behave` picks what a
 //! reconcile does: `ok` (returns one ConfigMap), `loop` (spins forever),
 //! `alloc` (grows memory without bound), `panic`, `malformed` (returns a child
-//! that is not JSON), `error` (returns a typed error). The config key
-//! `manifest` set to `panic` makes `manifest()` panic, for load-time checks.
+//! that is not JSON), `error` (returns a typed error), `undeclared` (returns a
+//! Secret, a kind its manifest does not declare).
+//!
+//! Config keys: `manifest: panic` makes `manifest()` panic (load-time
+//! checks); `name` renames the plugin; `claim: databases` makes it claim the
+//! `Database` kind (to test that two plugins cannot own one parent kind);
+//! `finalizer: true` declares the finalizer `test.kubeplug.io/hold`, which
+//! `finalize` releases only once the parent is annotated
+//! `test.kubeplug.io/release: "true"`.
 
-use kubeplug_sdk::k8s_openapi::api::core::v1::ConfigMap;
-use kubeplug_sdk::{Context, Error, Manifest, Plugin, Resource, Response};
+use kubeplug_sdk::k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kubeplug_sdk::{Context, Error, FinalizeResponse, Manifest, Plugin, Resource, Response};
 use serde::Deserialize;
 
 struct Hostile;
@@ -16,7 +23,16 @@ struct Hostile;
 struct Config {
     #[serde(default)]
     manifest: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    claim: Option<String>,
+    #[serde(default)]
+    finalizer: bool,
 }
+
+const FINALIZER: &str = "test.kubeplug.io/hold";
+const RELEASE: &str = "test.kubeplug.io/release";
 
 impl Plugin for Hostile {
     type Config = Config;
@@ -25,12 +41,18 @@ impl Plugin for Hostile {
         if config.manifest.as_deref() == Some("panic") {
             panic!("hostile plugin asked to panic in manifest()");
         }
-        Ok(Manifest::composite(
-            "hostile",
-            "0.1.0",
-            Resource::namespaced("test.kubeplug.io", "v1", "Hostile", "hostiles"),
-        )
-        .child(Resource::of::<ConfigMap>()))
+        let parent = match config.claim.as_deref() {
+            Some("databases") => Resource::namespaced("example.com", "v1", "Database", "databases"),
+            _ => Resource::namespaced("test.kubeplug.io", "v1", "Hostile", "hostiles"),
+        };
+        let name = config.name.as_deref().unwrap_or("hostile");
+        let manifest =
+            Manifest::composite(name, "0.1.0", parent).child(Resource::of::<ConfigMap>());
+        Ok(if config.finalizer {
+            manifest.finalizer(FINALIZER)
+        } else {
+            manifest
+        })
     }
 
     fn reconcile(ctx: &Context<Config>) -> Result<Response, Error> {
@@ -52,11 +74,24 @@ impl Plugin for Hostile {
             "panic" => panic!("hostile plugin asked to panic"),
             "error" => Err(Error::Failed("hostile plugin asked to fail".into())),
             "malformed" => Ok(Response::default().child_json("{not json")),
+            "undeclared" => {
+                let mut secret = Secret::default();
+                secret.metadata.name = Some(format!("{}-smuggled", ctx.name()));
+                Response::default().child(&secret)
+            }
             _ => {
                 let mut cm = ConfigMap::default();
                 cm.metadata.name = Some(format!("{}-ok", ctx.name()));
                 Response::default().child(&cm)
             }
+        }
+    }
+
+    fn finalize(ctx: &Context<Config>) -> Result<FinalizeResponse, Error> {
+        if ctx.parent["metadata"]["annotations"][RELEASE] == "true" {
+            Ok(FinalizeResponse::done())
+        } else {
+            Ok(FinalizeResponse::pending(1))
         }
     }
 }

@@ -102,6 +102,11 @@ pub trait Plugin {
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty) => {
+        // Only a Wasm build exports the component interface: a native build
+        // of a plugin crate (unit tests, benchmarks) must not define these
+        // symbols, whose names native linkers reject.
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
         struct __KubeplugGuest;
 
         impl $crate::bindings::exports::kubeplug::plugin::reconciler::Guest for __KubeplugGuest {
@@ -134,5 +139,6 @@ macro_rules! export_plugin {
         }
 
         $crate::bindings::export!(__KubeplugGuest with_types_in $crate::bindings);
+        };
     };
 }

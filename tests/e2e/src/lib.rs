@@ -1,0 +1,433 @@
+//! Harness for acceptance tests against the real local control plane.
+//!
+//! Run through `make e2e`, which starts a cluster (`tests/cluster/up`), exports
+//! `KUBECONFIG` and `KUBECTL`, builds the host and plugins, and runs these
+//! tests one at a time (each test starts its own host process: two hosts on
+//! one cluster would both reconcile every parent).
+//!
+//! Each test gets a fresh namespace; on failure the namespace's objects and
+//! the tail of the host's log are printed (linkerd's policy-test habit).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use serde_json::Value;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn required_env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run these tests through `make e2e`, which starts a cluster")
+    })
+}
+
+/// Run kubectl against the test cluster.
+pub fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = Command::new(required_env("KUBECTL"));
+    cmd.args(args)
+        .env("KUBECONFIG", required_env("KUBECONFIG"))
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("kubectl runs");
+    if let Some(input) = stdin {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("piped stdin")
+            .write_all(input.as_bytes())
+            .expect("write kubectl stdin");
+    }
+    child.wait_with_output().expect("kubectl finishes")
+}
+
+/// kubectl that must succeed; returns stdout.
+pub fn kubectl_ok(args: &[&str], stdin: Option<&str>) -> String {
+    let out = kubectl(args, stdin);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `kubectl get -o json`, or `None` if the object does not exist.
+pub fn get_json(namespace: &str, what: &str) -> Option<Value> {
+    let out = kubectl(&["get", "-n", namespace, what, "-o", "json"], None);
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// Apply a YAML document in `namespace`.
+pub fn apply(namespace: &str, yaml: &str) {
+    kubectl_ok(&["apply", "-n", namespace, "-f", "-"], Some(yaml));
+}
+
+/// Poll `check` until it returns `Some`, or fail after `timeout` with the
+/// last observation.
+pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        if started.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Install the CRDs the tests use (idempotent).
+pub fn install_crds() {
+    let root = repo();
+    for file in [
+        root.join("crds/databases.example.com.yaml"),
+        root.join("crds/myapps.example.com.yaml"),
+        root.join("tests/e2e/manifests/hostiles.test.kubeplug.io.yaml"),
+    ] {
+        kubectl_ok(&["apply", "-f", file.to_str().expect("utf-8 path")], None);
+    }
+    for crd in [
+        "databases.example.com",
+        "myapps.example.com",
+        "hostiles.test.kubeplug.io",
+    ] {
+        kubectl_ok(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                &format!("crd/{crd}"),
+            ],
+            None,
+        );
+    }
+}
+
+/// A namespace for one test, deleted when dropped. On a panic, prints its
+/// objects first.
+pub struct Namespace {
+    pub name: String,
+}
+
+impl Namespace {
+    pub fn new(prefix: &str) -> Self {
+        let name = format!("{prefix}-{:06x}", rand::random::<u32>() & 0xffffff);
+        kubectl_ok(&["create", "namespace", &name], None);
+        Namespace { name }
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let dump = kubectl(
+                &[
+                    "get",
+                    "-n",
+                    &self.name,
+                    "all,secrets,databases,myapps,hostiles,events",
+                    "-o",
+                    "wide",
+                ],
+                None,
+            );
+            eprintln!(
+                "--- state of namespace {} ---\n{}{}",
+                self.name,
+                String::from_utf8_lossy(&dump.stdout),
+                String::from_utf8_lossy(&dump.stderr)
+            );
+        }
+        let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false"], None);
+    }
+}
+
+/// A plugin directory the host watches, populated from the built plugins.
+pub struct PluginDir {
+    pub path: PathBuf,
+}
+
+/// A built plugin: `target/plugins/<name>.wasm` or `target/test-plugins/`.
+pub fn built(name: &str) -> PathBuf {
+    let root = repo();
+    let shipped = root.join("target/plugins").join(format!("{name}.wasm"));
+    if shipped.exists() {
+        return shipped;
+    }
+    let test = root
+        .join("target/test-plugins")
+        .join(format!("{name}.wasm"));
+    assert!(
+        test.exists(),
+        "{} missing: run `make plugins` first",
+        test.display()
+    );
+    test
+}
+
+impl PluginDir {
+    /// A fresh directory holding the given built plugins plus their
+    /// settings from `deploy/plugins/` where present.
+    pub fn with(plugins: &[&str]) -> Self {
+        let path = std::env::temp_dir().join(format!("kubeplug-e2e-{:08x}", rand::random::<u32>()));
+        std::fs::create_dir_all(&path).expect("create plugin dir");
+        let dir = PluginDir { path };
+        for p in plugins {
+            dir.install(p, p);
+        }
+        dir
+    }
+
+    /// Copy built plugin `built_name` in as `<as_name>.wasm`, with settings.
+    /// Written to a temporary name first and renamed: an atomic replace.
+    pub fn install(&self, built_name: &str, as_name: &str) {
+        let settings = repo()
+            .join("deploy/plugins")
+            .join(format!("{as_name}.yaml"));
+        if settings.exists() {
+            std::fs::copy(&settings, self.path.join(format!("{as_name}.yaml")))
+                .expect("copy settings");
+        }
+        self.put(
+            as_name,
+            &std::fs::read(built(built_name)).expect("read built plugin"),
+        );
+    }
+
+    /// Write `bytes` as `<name>.wasm` atomically.
+    pub fn put(&self, name: &str, bytes: &[u8]) {
+        let tmp = self.path.join(format!(".{name}.wasm.tmp"));
+        std::fs::write(&tmp, bytes).expect("write plugin");
+        std::fs::rename(&tmp, self.path.join(format!("{name}.wasm"))).expect("rename plugin");
+    }
+
+    /// Write a settings file `<name>.yaml`.
+    pub fn settings(&self, name: &str, yaml: &str) {
+        std::fs::write(self.path.join(format!("{name}.yaml")), yaml).expect("write settings");
+    }
+
+    pub fn remove(&self, name: &str) {
+        std::fs::remove_file(self.path.join(format!("{name}.wasm"))).expect("remove plugin");
+    }
+}
+
+impl Drop for PluginDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// A running `kubeplug run` process, killed when dropped.
+pub struct Host {
+    child: Child,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+/// The built host binary.
+pub fn host_binary() -> PathBuf {
+    let bin = repo().join("target/bin/kubeplug");
+    assert!(
+        bin.exists(),
+        "{} missing: run `make host` first",
+        bin.display()
+    );
+    bin
+}
+
+impl Host {
+    /// Start a host on `dir` and wait until it is ready.
+    pub fn start(dir: &PluginDir) -> Self {
+        Self::start_with(dir, &[])
+    }
+
+    pub fn start_with(dir: &PluginDir, extra: &[&str]) -> Self {
+        let port = free_port();
+        let log = dir.path.with_extension("host.log");
+        let file = std::fs::File::create(&log).expect("create host log");
+        let child = Command::new(host_binary())
+            .args(["run", "--plugins", dir.path.to_str().expect("utf-8 path")])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--rescan-seconds", "2"])
+            .args(extra)
+            .env("KUBECONFIG", required_env("KUBECONFIG"))
+            .env("KUBEPLUG_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start kubeplug run");
+        let mut host = Host { child, port, log };
+        host.wait_ready();
+        host
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn wait_ready(&mut self) {
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("host exited early ({status}):\n{}", self.log_tail());
+            }
+            if self.get("/readyz").is_ok_and(|(code, _)| code == 200) {
+                return;
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                panic!("host not ready after 60 s:\n{}", self.log_tail());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// GET a path on the host's HTTP endpoint: (status code, body).
+    pub fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port))
+            .with_context(|| format!("connect to host port {}", self.port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response)?;
+        let code: u16 = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .context("malformed HTTP response")?;
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Ok((code, dechunk(&body)))
+    }
+
+    /// The value of a metric series (summed over matching lines), 0 if absent.
+    /// `selector` is a substring of the series' labels, e.g. `plugin="database"`.
+    pub fn metric(&self, name: &str, selector: &str) -> f64 {
+        let (_, body) = self.get("/metrics").expect("metrics endpoint");
+        body.lines()
+            .filter(|l| {
+                l.starts_with(name) && l[name.len()..].starts_with('{') && l.contains(selector)
+            })
+            .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+            .sum()
+    }
+
+    /// API writes the host made for `plugin`.
+    pub fn writes(&self, plugin: &str) -> u64 {
+        self.metric("kubeplug_api_writes_total", &format!("plugin=\"{plugin}\"")) as u64
+    }
+
+    /// `/plugins` as JSON.
+    pub fn plugins(&self) -> Value {
+        let (_, body) = self.get("/plugins").expect("plugins endpoint");
+        serde_json::from_str(&body).expect("plugins endpoint returns JSON")
+    }
+
+    /// The `/plugins` row of the plugin named `name`.
+    pub fn plugin(&self, name: &str) -> Option<Value> {
+        self.plugins()
+            .as_array()?
+            .iter()
+            .find(|p| p["name"] == name)
+            .cloned()
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(60)..].join("\n")
+    }
+
+    /// Stop the host (SIGKILL: a crash is the harsher restart).
+    pub fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- host log tail ---\n{}", self.log_tail());
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Decode a chunked HTTP/1.1 body (hyper chunks larger responses).
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    loop {
+        let Some((size_line, after)) = rest.split_once("\r\n") else {
+            return body.to_string();
+        };
+        let Ok(size) = usize::from_str_radix(size_line.trim(), 16) else {
+            return body.to_string();
+        };
+        if size == 0 {
+            return out;
+        }
+        if after.len() < size {
+            return body.to_string();
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+}
+
+/// Events recorded on an object: (type, reason, note) of events.k8s.io/v1.
+pub fn events_for(namespace: &str, kind: &str, name: &str) -> Vec<(String, String, String)> {
+    let Some(list) = get_json(namespace, "events.events.k8s.io") else {
+        return Vec::new();
+    };
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["regarding"]["kind"] == kind && e["regarding"]["name"] == name)
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or_default().to_string(),
+                e["reason"].as_str().unwrap_or_default().to_string(),
+                e["note"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Fail with context if a condition does not hold (for helper functions).
+pub fn ensure(cond: bool, what: &str) -> anyhow::Result<()> {
+    if !cond {
+        bail!("{what}");
+    }
+    Ok(())
+}
