@@ -101,6 +101,26 @@ impl Response {
         self
     }
 
+    /// The desired children as JSON text, for native unit tests of plugins.
+    pub fn children(&self) -> &[String] {
+        &self.children
+    }
+
+    /// The desired status as JSON text, if any.
+    pub fn status_json(&self) -> Option<&str> {
+        self.status.as_deref()
+    }
+
+    /// The labels and annotations to merge into the parent.
+    pub fn parent_metadata(&self) -> (&[(String, String)], &[(String, String)]) {
+        (&self.labels, &self.annotations)
+    }
+
+    /// The events to record.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
     pub(crate) fn into_wit(self) -> wit::Response {
         let parent_patch =
             (!self.labels.is_empty() || !self.annotations.is_empty()).then(|| wit::MetadataPatch {
