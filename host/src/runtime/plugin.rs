@@ -242,14 +242,11 @@ fn parse_child(index: usize, text: &str) -> Result<Value, String> {
         return Err(format!("child #{index} is not a JSON object"));
     };
     for field in ["apiVersion", "kind"] {
-        if !value[field].as_str().is_some_and(|s| !s.is_empty()) {
+        if value[field].as_str().is_none_or(str::is_empty) {
             return Err(format!("child #{index} has no {field}"));
         }
     }
-    if !value["metadata"]["name"]
-        .as_str()
-        .is_some_and(|s| !s.is_empty())
-    {
+    if value["metadata"]["name"].as_str().is_none_or(str::is_empty) {
         return Err(format!("child #{index} has no metadata.name"));
     }
     Ok(value)

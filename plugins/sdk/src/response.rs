@@ -111,9 +111,14 @@ impl Response {
         self.status.as_deref()
     }
 
-    /// The labels and annotations to merge into the parent.
-    pub fn parent_metadata(&self) -> (&[(String, String)], &[(String, String)]) {
-        (&self.labels, &self.annotations)
+    /// The labels to merge into the parent.
+    pub fn parent_labels(&self) -> &[(String, String)] {
+        &self.labels
+    }
+
+    /// The annotations to merge into the parent.
+    pub fn parent_annotations(&self) -> &[(String, String)] {
+        &self.annotations
     }
 
     /// The events to record.
@@ -122,11 +127,14 @@ impl Response {
     }
 
     pub(crate) fn into_wit(self) -> wit::Response {
-        let parent_patch =
-            (!self.labels.is_empty() || !self.annotations.is_empty()).then(|| wit::MetadataPatch {
+        let parent_patch = if self.labels.is_empty() && self.annotations.is_empty() {
+            None
+        } else {
+            Some(wit::MetadataPatch {
                 labels: self.labels,
                 annotations: self.annotations,
-            });
+            })
+        };
         wit::Response {
             children: self.children,
             status: self.status,
