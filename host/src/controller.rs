@@ -17,6 +17,7 @@ use tracing::Instrument;
 
 use crate::apply::Writer;
 use crate::informers::{Handler, Informers, Key, Subscription};
+use crate::leader::{self, Campaign, Leadership, LeaseSettings};
 use crate::manifest::Manifest;
 use crate::queue::Queue;
 use crate::reconcile::{self, Sources};
@@ -24,7 +25,7 @@ use crate::runtime::{Event, Plugin};
 use crate::telemetry::Metrics;
 
 /// Scheduling knobs shared by every controller of a host.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// Workers per plugin: parents reconciled at once.
     pub concurrency: usize,
@@ -34,6 +35,8 @@ pub struct Settings {
     pub backoff_max: Duration,
     /// Resync period for plugins whose manifest sets none.
     pub resync: Duration,
+    /// Leader election per plugin; `None`: this replica always leads.
+    pub lease: Option<LeaseSettings>,
 }
 
 impl Default for Settings {
@@ -44,6 +47,7 @@ impl Default for Settings {
             backoff_max: Duration::from_secs(300),
             // Events drive reconciles; resync only repairs what was missed.
             resync: Duration::from_secs(600),
+            lease: None,
         }
     }
 }
@@ -52,7 +56,9 @@ impl Settings {
     /// Delay before retry number `failures` (1-based).
     pub fn backoff(&self, failures: u32) -> Duration {
         let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
-        self.backoff_base.saturating_mul(factor).min(self.backoff_max)
+        self.backoff_base
+            .saturating_mul(factor)
+            .min(self.backoff_max)
     }
 }
 
@@ -64,6 +70,7 @@ struct Shared {
     metrics: Metrics,
     settings: Settings,
     failures: Mutex<HashMap<Key, u32>>,
+    leadership: Leadership,
 }
 
 /// A running controller for one plugin.
@@ -71,6 +78,7 @@ pub struct Controller {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
     _subscriptions: Vec<Subscription>,
+    _campaign: Option<Campaign>,
 }
 
 /// True if `a` and `b` need the same watches and routes, so that swapping
@@ -109,7 +117,19 @@ impl Controller {
                 .map(|r| (r.clone(), informers.informer(&r.resource)))
                 .collect(),
         };
-        let writer = Writer::new(client, &manifest.name, manifest.field_manager(), metrics.clone());
+        let campaign = settings.lease.clone().map(|lease| {
+            leader::campaign(client.clone(), format!("kubeplug-{}", manifest.name), lease)
+        });
+        let leadership = campaign
+            .as_ref()
+            .map(|c| c.leadership.clone())
+            .unwrap_or_else(Leadership::always);
+        let writer = Writer::new(
+            client,
+            &manifest.name,
+            manifest.field_manager(),
+            metrics.clone(),
+        );
         let queue = Queue::new();
         let shared = Arc::new(Shared {
             plugin: RwLock::new(plugin),
@@ -117,8 +137,9 @@ impl Controller {
             sources,
             writer,
             metrics,
-            settings,
+            settings: settings.clone(),
             failures: Mutex::new(HashMap::new()),
+            leadership,
         });
 
         let mut subscriptions = Vec::new();
@@ -166,6 +187,7 @@ impl Controller {
             shared,
             tasks,
             _subscriptions: subscriptions,
+            _campaign: campaign,
         }
     }
 
@@ -198,7 +220,12 @@ impl Controller {
 }
 
 fn requeue_all(shared: &Shared) {
-    let manifest = shared.plugin.read().expect("plugin lock").manifest().clone();
+    let manifest = shared
+        .plugin
+        .read()
+        .expect("plugin lock")
+        .manifest()
+        .clone();
     for parent in shared.sources.parent.list(None) {
         if let Some(key) = routes::parent_key(&manifest, &parent) {
             shared.queue.add(key);
@@ -223,7 +250,12 @@ async fn resync(shared: Arc<Shared>) {
 
 async fn worker(shared: Arc<Shared>) {
     shared.sources.wait_synced().await;
-    while let Some(key) = shared.queue.next().await {
+    loop {
+        // Only the leader writes; followers keep their caches warm.
+        shared.leadership.wait().await;
+        let Some(key) = shared.queue.next().await else {
+            return;
+        };
         let plugin = shared.plugin.read().expect("plugin lock").clone();
         let name = plugin.name().to_string();
         let span = tracing::info_span!("reconcile", plugin = %name, object = %format!("{}/{}", key.0, key.1));

@@ -13,6 +13,7 @@ pub mod apply;
 pub mod cli;
 pub mod controller;
 pub mod informers;
+pub mod leader;
 pub mod manifest;
 pub mod plan;
 pub mod queue;

@@ -145,14 +145,19 @@ fn settled_files(dir: &Path) -> std::io::Result<(Vec<PathBuf>, bool)> {
     let mut fresh = false;
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         // `..data` and friends are a ConfigMap's internals; dotfiles are
         // editors' and copiers' temporaries.
         if name.starts_with('.') || path.extension().and_then(|e| e.to_str()) != Some("wasm") {
             continue;
         }
         // Follows symlinks: a ConfigMap's files are links into `..data`.
-        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
         if !meta.is_file() {
             continue;
         }
@@ -238,7 +243,12 @@ impl Registry {
             Ok(c) => c,
             Err(error) => return self.failed(path, None, error),
         };
-        if self.files.lock().expect("registry lock").get(path).map(|e| e.attempted.as_str())
+        if self
+            .files
+            .lock()
+            .expect("registry lock")
+            .get(path)
+            .map(|e| e.attempted.as_str())
             == Some(candidate.key.as_str())
         {
             return;
@@ -275,7 +285,9 @@ impl Registry {
     fn check_conflicts(&self, path: &Path, plugin: &Plugin) -> Result<(), String> {
         let files = self.files.lock().expect("registry lock");
         for (other_path, entry) in files.iter().filter(|(p, _)| p.as_path() != path) {
-            let Some(serving) = &entry.serving else { continue };
+            let Some(serving) = &entry.serving else {
+                continue;
+            };
             let other = serving.controller.plugin();
             if other.name() == plugin.name() {
                 return Err(format!(
@@ -306,8 +318,12 @@ impl Registry {
         entry.attempted = key;
         entry.last_error = None;
         let manifest = plugin.manifest().clone();
-        self.metrics
-            .plugin_info(&manifest.name, &manifest.version, plugin.digest(), "running");
+        self.metrics.plugin_info(
+            &manifest.name,
+            &manifest.version,
+            plugin.digest(),
+            "running",
+        );
         let loaded_at = now_rfc3339();
         match entry.serving.take() {
             Some(old) if controller::same_shape(old.controller.plugin().manifest(), &manifest) => {
@@ -333,7 +349,7 @@ impl Registry {
                     &self.informers,
                     self.client.clone(),
                     self.metrics.clone(),
-                    self.settings,
+                    self.settings.clone(),
                 );
                 entry.serving = Some(Serving {
                     name: manifest.name,
@@ -354,12 +370,16 @@ impl Registry {
         if let Some(key) = key {
             entry.attempted = key;
         }
-        let label = entry.serving.as_ref().map(|s| s.name.clone()).unwrap_or_else(|| {
-            path.file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("unknown")
-                .to_string()
-        });
+        let label = entry
+            .serving
+            .as_ref()
+            .map(|s| s.name.clone())
+            .unwrap_or_else(|| {
+                path.file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("unknown")
+                    .to_string()
+            });
         match &entry.serving {
             Some(s) => {
                 let p = s.controller.plugin();

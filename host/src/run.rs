@@ -12,6 +12,7 @@ use clap::Args;
 use crate::cli::RuntimeArgs;
 use crate::controller::Settings;
 use crate::informers::Informers;
+use crate::leader::LeaseSettings;
 use crate::registry::Registry;
 use crate::telemetry::{self, Metrics, Probes};
 
@@ -29,6 +30,13 @@ pub struct RunArgs {
     /// Resync period for plugins whose manifest sets none, in seconds.
     #[arg(long, default_value_t = Settings::default().resync.as_secs())]
     resync_seconds: u64,
+    /// Elect a leader per plugin through a Lease, so that several replicas
+    /// can run with one writer per plugin.
+    #[arg(long, env = "KUBEPLUG_LEADER_ELECT")]
+    leader_elect: bool,
+    /// Namespace of the Leases (default: the pod's namespace, else `default`).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
     /// Rescan the plugin directory at least this often, in seconds, even
     /// without change notifications.
     #[arg(long, default_value_t = 30)]
@@ -60,6 +68,13 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let settings = Settings {
         concurrency: args.concurrency,
         resync: Duration::from_secs(args.resync_seconds.max(1)),
+        lease: args.leader_elect.then(|| {
+            let identity = std::env::var("POD_NAME")
+                .or_else(|_| std::env::var("HOSTNAME"))
+                .map(|h| format!("{h}-{}", std::process::id()))
+                .unwrap_or_else(|_| format!("kubeplug-{}", std::process::id()));
+            LeaseSettings::new(args.lease_namespace.clone(), identity)
+        }),
         ..Settings::default()
     };
     let registry = Arc::new(Registry::new(

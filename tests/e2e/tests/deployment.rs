@@ -1,0 +1,124 @@
+//! Running the host as it is deployed: with the ServiceAccount and RBAC of
+//! `deploy/rbac.yaml`, and as several replicas with leader election.
+
+use std::time::Duration;
+
+use kubeplug_e2e::*;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A kubeconfig that authenticates as the `kubeplug` ServiceAccount only.
+fn service_account_kubeconfig(dir: &PluginDir) -> std::path::PathBuf {
+    let rbac = repo().join("deploy/rbac.yaml");
+    kubectl_ok(&["apply", "-f", rbac.to_str().expect("utf-8 path")], None);
+    let token = kubectl_ok(
+        &["create", "token", "kubeplug", "-n", "kubeplug-system", "--duration=1h"],
+        None,
+    );
+    let admin: serde_json::Value = serde_json::from_str(&kubectl_ok(
+        &["config", "view", "--raw", "--minify", "-o", "json"],
+        None,
+    ))
+    .expect("kubeconfig as JSON");
+    let cluster = &admin["clusters"][0]["cluster"];
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": "kubeplug", "user": {"token": token.trim()}}],
+        "contexts": [{"name": "kubeplug", "context": {"cluster": "local", "user": "kubeplug"}}],
+        "current-context": "kubeplug",
+    });
+    let path = dir.path.with_extension("sa.kubeconfig");
+    std::fs::write(&path, kubeconfig.to_string()).expect("write kubeconfig");
+    path
+}
+
+fn database(name: &str) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: {name}\nspec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n"
+    )
+}
+
+fn phase(ns: &str, name: &str) -> Option<String> {
+    get_json(ns, &format!("database/{name}"))?["status"]["phase"]
+        .as_str()
+        .map(String::from)
+}
+
+#[test]
+fn the_host_runs_all_three_plugins_with_the_service_account_of_deploy_rbac() {
+    install_crds();
+    let ns = Namespace::new("sa");
+    let dir = PluginDir::with(&["database", "myapp", "pod-annotator"]);
+    dir.settings(
+        "pod-annotator",
+        &format!("config:\n  namespaces: [{}]\n", ns.name),
+    );
+    let kubeconfig = service_account_kubeconfig(&dir);
+    // The token really is not admin: it may not list nodes.
+    let denied = kubectl(&["--kubeconfig", kubeconfig.to_str().unwrap(), "get", "nodes"], None);
+    assert!(!denied.status.success(), "the ServiceAccount must not be admin");
+
+    let host = Host::start_as(&dir, &["--leader-elect", "--lease-namespace", &ns.name], &kubeconfig);
+    apply(&ns.name, &database("sa-db"));
+    apply(
+        &ns.name,
+        "apiVersion: example.com/v1alpha1\nkind: MyApp\nmetadata:\n  name: sa-app\nspec:\n  replicas: 1\n",
+    );
+    apply(
+        &ns.name,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: sa-pod\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n",
+    );
+    eventually("the database to run", TIMEOUT, || {
+        (phase(&ns.name, "sa-db").as_deref() == Some("Running")).then_some(())
+    });
+    eventually("the app to run", TIMEOUT, || {
+        let app = get_json(&ns.name, "myapp/sa-app")?;
+        (app["status"]["phase"] == "Running").then_some(())
+    });
+    eventually("the pod to be stamped", TIMEOUT, || {
+        let pod = get_json(&ns.name, "pod/sa-pod")?;
+        (pod["metadata"]["annotations"]["example.com/injected"] == "true").then_some(())
+    });
+    assert!(
+        !std::fs::read_to_string(&host.log)
+            .unwrap_or_default()
+            .contains("forbidden"),
+        "the host hit a forbidden request:\n{}",
+        host.log_tail()
+    );
+}
+
+#[test]
+fn a_second_replica_takes_over_when_the_leader_dies() {
+    install_crds();
+    let ns = Namespace::new("leader");
+    let dir = PluginDir::with(&["database"]);
+    let args = ["--leader-elect", "--lease-namespace", ns.name.as_str()];
+    let first = Host::start_with(&dir, &args);
+    let lease_holder = || {
+        get_json(&ns.name, "lease/kubeplug-database")?["spec"]["holderIdentity"]
+            .as_str()
+            .map(String::from)
+    };
+    let leader = eventually("a leader", TIMEOUT, lease_holder);
+    let second = Host::start_with(&dir, &args);
+
+    apply(&ns.name, &database("led-db"));
+    eventually("the leader to reconcile", TIMEOUT, || {
+        (phase(&ns.name, "led-db").as_deref() == Some("Running")).then_some(())
+    });
+    assert!(first.writes("database") > 0, "the first replica leads");
+    assert_eq!(second.writes("database"), 0, "a follower never writes");
+
+    first.stop();
+    eventually("the lease to move", TIMEOUT, || {
+        lease_holder().filter(|h| *h != leader)
+    });
+    apply(&ns.name, &database("after-failover"));
+    eventually("the new leader to reconcile", TIMEOUT, || {
+        (phase(&ns.name, "after-failover").as_deref() == Some("Running")).then_some(())
+    });
+    assert!(second.writes("database") > 0, "the second replica took over");
+}
