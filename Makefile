@@ -69,8 +69,12 @@ demo: plugins host
 demo-down:
 	deploy/demo down
 
+# Runtime micro-benchmark, then the operator benchmark (kubeplug vs a native
+# kube-rs controller on fresh local control planes; BENCH_N="100 1000").
 bench: plugins host
 	cargo run --release -p kubeplug --bin kubeplug-bench -- target/plugins
+	tests/bench/operator
+	tests/bench/upgrade
 
 clean:
 	rm -rf target
