@@ -48,8 +48,9 @@ lint: toolchain
 	cargo fmt --all -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
 
+# Everything but the acceptance tests (they need a cluster: `make e2e`).
 unit: plugins
-	cargo test --release --workspace
+	cargo test --release --workspace --exclude kubeplug-e2e
 
 cluster-check:
 	tests/cluster/check

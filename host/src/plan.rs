@@ -236,9 +236,11 @@ pub fn is_subset(desired: &Value, current: &Value) -> bool {
     match (desired, current) {
         (Value::Object(d), Value::Object(c)) => d.iter().all(|(k, dv)| match c.get(k) {
             Some(cv) => is_subset(dv, cv),
-            None => dv.is_null(),
+            // An empty map or list the server dropped counts as present.
+            None => is_subset(dv, &Value::Null),
         }),
-        (Value::Object(d), Value::Null) => d.values().all(Value::is_null),
+        (Value::Object(d), Value::Null) => d.values().all(|v| is_subset(v, &Value::Null)),
+        (Value::Array(d), Value::Null) => d.is_empty(),
         (Value::Array(d), Value::Array(c)) => {
             d.len() == c.len() && d.iter().zip(c).all(|(dv, cv)| is_subset(dv, cv))
         }

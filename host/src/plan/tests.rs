@@ -90,7 +90,10 @@ fn as_served(prepared: &Value) -> Value {
     meta.insert("uid".into(), "c0ffee00-0000-4000-8000-000000000002".into());
     meta.insert("resourceVersion".into(), "42".into());
     meta.insert("creationTimestamp".into(), "2026-11-29T18:00:00Z".into());
-    meta.insert("managedFields".into(), json!([{"manager": "kubeplug/database"}]));
+    meta.insert(
+        "managedFields".into(),
+        json!([{"manager": "kubeplug/database"}]),
+    );
     served["spec"]["sessionAffinity"] = "None".into();
     served["spec"]["ports"][0]["protocol"] = "TCP".into();
     served["status"] = json!({"loadBalancer": {}});
@@ -178,7 +181,8 @@ fn the_same_child_returned_twice_is_refused() {
 
 #[test]
 fn two_children_sharing_a_name_but_not_a_kind_are_accepted() {
-    let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "orders"}});
+    let sts =
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "orders"}});
     let out = children(&composite(), &parent(), &[service("orders"), sts]).unwrap();
     assert_eq!(out.len(), 2);
 }
@@ -193,7 +197,10 @@ fn a_decorator_returning_children_is_refused() {
             what: "children",
         }
     );
-    assert_eq!(error.to_string(), "a decorator plugin may not return children");
+    assert_eq!(
+        error.to_string(),
+        "a decorator plugin may not return children"
+    );
 }
 
 #[test]
@@ -267,7 +274,12 @@ fn cluster_scoped_children_get_no_namespace() {
     let mut manifest = composite();
     manifest.children.push(ApiResource {
         namespaced: false,
-        ..resource("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles")
+        ..resource(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+        )
     });
     let role = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -290,7 +302,10 @@ fn children_get_the_plugin_label_next_to_their_own_labels() {
 #[test]
 fn children_without_labels_still_get_the_plugin_label() {
     let child = prepared(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}));
-    assert_eq!(child["metadata"]["labels"], json!({PLUGIN_LABEL: "database"}));
+    assert_eq!(
+        child["metadata"]["labels"],
+        json!({PLUGIN_LABEL: "database"})
+    );
 }
 
 #[test]
@@ -326,7 +341,10 @@ fn server_owned_fields_and_status_are_stripped_from_children() {
         assert!(!meta.contains_key(field), "{field} was kept: {child:#}");
     }
     assert_eq!(child.get("status"), None);
-    assert_eq!(child["spec"]["sessionAffinity"], "None", "spec is left alone");
+    assert_eq!(
+        child["spec"]["sessionAffinity"], "None",
+        "spec is left alone"
+    );
 }
 
 #[test]
@@ -465,7 +483,11 @@ fn list_items_compare_in_order() {
 // prune.
 
 fn observed_child(kind: &str, name: &str, plugin: Option<&str>) -> Value {
-    let api_version = if kind == "StatefulSet" { "apps/v1" } else { "v1" };
+    let api_version = if kind == "StatefulSet" {
+        "apps/v1"
+    } else {
+        "v1"
+    };
     let mut child = json!({
         "apiVersion": api_version,
         "kind": kind,
@@ -549,7 +571,10 @@ fn no_status_is_written_when_the_parent_already_has_it() {
 fn no_status_is_written_when_the_desired_status_is_a_subset_of_the_parents() {
     let mut parent = parent();
     parent["status"] = json!({"phase": "Running", "setBySomeoneElse": true});
-    assert_eq!(status_update(&parent, Some(&json!({"phase": "Running"}))), None);
+    assert_eq!(
+        status_update(&parent, Some(&json!({"phase": "Running"}))),
+        None
+    );
 }
 
 #[test]

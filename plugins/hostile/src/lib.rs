@@ -17,10 +17,12 @@ use kubeplug_sdk::k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kubeplug_sdk::{Context, Error, FinalizeResponse, Manifest, Plugin, Resource, Response};
 use serde::Deserialize;
 
-struct Hostile;
+/// The plugin (public so a native build, where nothing exports it, still uses it).
+pub struct Hostile;
 
+/// The configuration keys listed in the module docs.
 #[derive(Deserialize, Default)]
-struct Config {
+pub struct Config {
     #[serde(default)]
     manifest: Option<String>,
     #[serde(default)]

@@ -1,0 +1,325 @@
+//! The `kubeplug` binary as a user runs it: `render` and `inspect` on the
+//! built plugins and the files in `tests/fixtures/`, and the errors a user
+//! sees for bad input (non-zero exit, one clear line on stderr).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// `kubeplug <args>` with a compile cache shared by these tests and no
+/// colours in the logs.
+fn kubeplug<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_kubeplug"))
+        .args(args)
+        .env("KUBEPLUG_CACHE_DIR", shared_cache_dir())
+        .env("NO_COLOR", "1")
+        .env_remove("KUBEPLUG_LOG")
+        .output()
+        .expect("running kubeplug")
+}
+
+fn render(plugin: &Path, parent: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "render".into(),
+        "--plugin".into(),
+        plugin.as_os_str().to_owned(),
+        "-f".into(),
+        fixture(parent).into_os_string(),
+    ];
+    args.extend(extra.iter().map(|a| {
+        if a.ends_with(".yaml") {
+            fixture(a).into_os_string()
+        } else {
+            a.into()
+        }
+    }));
+    kubeplug(args)
+}
+
+fn stdout_json(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "kubeplug failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("stdout is JSON")
+}
+
+/// The command failed with exit code 1, printed nothing on stdout and said
+/// why on stderr; returns stderr.
+fn failure(output: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "stderr: {stderr}");
+    assert!(output.stdout.is_empty(), "stdout: {:?}", output.stdout);
+    assert!(stderr.contains("error: "), "{stderr}");
+    stderr
+}
+
+fn kinds(children: &Value) -> Vec<&str> {
+    children
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect()
+}
+
+// render.
+
+#[test]
+fn render_prints_the_children_status_and_events_the_operator_would_write() {
+    let out = stdout_json(&render(
+        &plugin_path("database"),
+        "database.yaml",
+        &["-o", "json"],
+    ));
+    assert_eq!(out["plugin"], "database@0.1.0");
+    assert_eq!(
+        kinds(&out["children"]),
+        ["Service", "StatefulSet", "Secret"]
+    );
+    for child in out["children"].as_array().unwrap() {
+        assert_eq!(child["metadata"]["namespace"], "default");
+        assert_eq!(
+            child["metadata"]["ownerReferences"][0]["uid"],
+            kubeplug::render::PLACEHOLDER_UID
+        );
+        assert_eq!(
+            child["metadata"]["labels"]["kubeplug.io/plugin"],
+            "database"
+        );
+    }
+    assert_eq!(out["status"]["phase"], "Pending");
+    assert_eq!(out["prune"], json!([]));
+    assert_eq!(out["parentPatch"], Value::Null);
+    assert_eq!(out["events"][0]["reason"], "CredentialsCreated");
+}
+
+#[test]
+fn render_reads_observed_children_and_related_pods_from_files() {
+    let out = stdout_json(&render(
+        &plugin_path("database"),
+        "database.yaml",
+        &[
+            "--observed",
+            "database-observed.yaml",
+            "--related",
+            "database-pods.yaml",
+            "-o",
+            "json",
+        ],
+    ));
+    let status = &out["status"];
+    assert_eq!(status["phase"], "Running", "{status:#}");
+    assert_eq!(
+        status["pods"],
+        json!(["orders-0", "orders-1"]),
+        "sorted, and without the other database's pod"
+    );
+    assert_eq!(status["readyReplicas"], 2);
+    assert_eq!(out["prune"], json!(["Service/default/orders-legacy"]));
+}
+
+#[test]
+fn render_prints_yaml_by_default() {
+    let output = render(&plugin_path("myapp"), "myapp.yaml", &[]);
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.starts_with("plugin: myapp@0.1.0\n"), "{text}");
+    let out: Value = serde_yaml::from_str(&text).expect("stdout is YAML");
+    assert_eq!(out["children"][0]["metadata"]["name"], "web-deploy");
+    assert_eq!(out["children"][0]["metadata"]["namespace"], "shop");
+}
+
+#[test]
+fn render_runs_a_decorator_with_its_config_file() {
+    let out = stdout_json(&render(
+        &plugin_path("pod-annotator"),
+        "pod.yaml",
+        &["--config", "pod-annotator.yaml", "-o", "json"],
+    ));
+    assert_eq!(out["children"], json!([]));
+    assert_eq!(out["status"], Value::Null);
+    let annotations = &out["parentPatch"]["metadata"]["annotations"];
+    assert_eq!(annotations["example.com/injected"], "true");
+    assert!(annotations["example.com/injected-at"].is_string());
+    assert_eq!(out["events"][0]["reason"], "Annotated");
+}
+
+// inspect.
+
+#[test]
+fn inspect_prints_the_contract_digest_size_and_manifest() {
+    let path = plugin_path("database");
+    let out = stdout_json(&kubeplug([
+        "inspect".as_ref(),
+        path.as_os_str(),
+        "-o".as_ref(),
+        "json".as_ref(),
+    ]));
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(out["contract"], "kubeplug:plugin@0.1.0");
+    assert_eq!(out["digest"], hex::encode(Sha256::digest(&bytes)));
+    assert_eq!(out["sizeBytes"], bytes.len());
+    assert_eq!(out["manifest"]["name"], "database");
+    assert_eq!(out["manifest"]["mode"], "composite");
+    assert_eq!(out["manifest"]["parent"]["kind"], "Database");
+    assert_eq!(out["manifest"]["children"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn inspect_takes_the_config_a_plugin_needs_to_load() {
+    let path = plugin_path("pod-annotator");
+    let out = stdout_json(&kubeplug([
+        "inspect".as_ref(),
+        path.as_os_str(),
+        "--config".as_ref(),
+        fixture("pod-annotator.yaml").as_os_str(),
+        "-o".as_ref(),
+        "json".as_ref(),
+    ]));
+    assert_eq!(out["manifest"]["mode"], "decorator");
+    assert_eq!(out["manifest"]["namespaces"], json!(["team-a"]));
+}
+
+// Bad input.
+
+#[test]
+fn a_missing_plugin_file_is_reported_with_its_path() {
+    let stderr = failure(&kubeplug(["inspect", "/nonexistent/plugin.wasm"]));
+    assert!(
+        stderr.contains("cannot read /nonexistent/plugin.wasm: No such file"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_component_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"#!/bin/sh\necho hello\n").unwrap();
+    let stderr = failure(&kubeplug(["inspect".as_ref(), garbage.as_os_str()]));
+    assert!(
+        stderr.contains(&format!(
+            "cannot load plugin {}: not a valid WebAssembly component",
+            garbage.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_plugin_for_another_contract_is_refused_with_both_versions() {
+    let path = test_plugin_path("contract-v1");
+    let stderr = failure(&kubeplug(["inspect".as_ref(), path.as_os_str()]));
+    assert!(
+        stderr.contains(
+            "built for contract kubeplug:plugin/reconciler@1.0.0, \
+             this host speaks kubeplug:plugin/reconciler@0.1.0"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_config_the_plugin_refuses_is_reported_in_the_plugins_words() {
+    let path = plugin_path("pod-annotator");
+    let stderr = failure(&kubeplug(["inspect".as_ref(), path.as_os_str()]));
+    assert!(
+        stderr.contains("manifest refused")
+            && stderr.contains("invalid config: `namespaces` must name at least one namespace"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_parent_of_the_wrong_kind_is_refused() {
+    let stderr = failure(&render(&plugin_path("database"), "myapp.yaml", &[]));
+    assert!(
+        stderr.contains(
+            "parent is example.com/v1alpha1 MyApp but plugin database reconciles \
+             example.com/v1 Database"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_parent_file_with_two_objects_is_refused() {
+    let stderr = failure(&render(&plugin_path("database"), "two-databases.yaml", &[]));
+    assert!(
+        stderr.contains("two-databases.yaml: expected exactly one parent object, found 2"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_parent_file_that_is_not_yaml_is_refused() {
+    let stderr = failure(&render(&plugin_path("database"), "not-yaml.yaml", &[]));
+    assert!(
+        stderr.contains("not-yaml.yaml: document 0 is not valid YAML or JSON"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_parent_file_is_reported_with_its_path() {
+    let stderr = failure(&render(&plugin_path("database"), "nonexistent.yaml", &[]));
+    assert!(
+        stderr.contains("cannot read") && stderr.contains("nonexistent.yaml"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_parent_the_plugin_refuses_is_reported_in_the_plugins_words() {
+    let stderr = failure(&render(
+        &plugin_path("database"),
+        "database-eleven-replicas.yaml",
+        &[],
+    ));
+    assert!(
+        stderr.contains(
+            "plugin database returned an error: invalid input: \
+             spec.replicas must be between 1 and 10, got 11"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_plugin_that_runs_past_its_deadline_is_reported() {
+    let stderr = failure(&render(
+        &test_plugin_path("hostile"),
+        "hostile-loop.yaml",
+        &["--timeout-ms", "200"],
+    ));
+    assert!(
+        stderr.contains("plugin hostile exceeded its deadline of 200ms"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_argument_is_a_usage_error() {
+    let output = kubeplug(["render", "--plugin", "x.wasm"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--filename"), "{stderr}");
+}

@@ -1,0 +1,331 @@
+//! A misbehaving guest (`plugins/hostile`, built to
+//! `target/test-plugins/hostile.wasm`) and files that are not plugins at all:
+//! each failure must come back as the right typed error, and the runtime
+//! must keep serving afterwards.
+//!
+//! `spec.behave` of the `Hostile` parent picks the misbehaviour; the config
+//! `{"manifest": "panic"}` makes `manifest()` panic.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use kubeplug::plan;
+use kubeplug::runtime::{
+    CONTRACT, CallError, Desired, GuestError, Limits, LoadError, Plugin, PluginOptions, Runtime,
+};
+use serde_json::{Value, json};
+
+/// Short enough to keep the suite fast, far above what `ok` needs.
+const TIMEOUT: Duration = Duration::from_millis(300);
+/// Well above what a Rust component needs to start (a few MiB), far below
+/// the default cap.
+const MEMORY_CAP: usize = 32 << 20;
+
+fn limits() -> Limits {
+    Limits {
+        timeout: TIMEOUT,
+        memory_bytes: MEMORY_CAP,
+        ..Limits::default()
+    }
+}
+
+fn load_hostile(runtime: &Runtime) -> Plugin {
+    runtime
+        .load(
+            &test_plugin_bytes("hostile"),
+            PluginOptions {
+                limits: limits(),
+                label: Some("hostile.wasm".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("loading hostile.wasm: {e:?}"))
+}
+
+fn hostile_parent(behave: &str) -> Value {
+    json!({
+        "apiVersion": "test.kubeplug.io/v1",
+        "kind": "Hostile",
+        "metadata": {"name": "h", "namespace": "default", "uid": PARENT_UID},
+        "spec": {"behave": behave},
+    })
+}
+
+fn behave(plugin: &Plugin, behave: &str) -> Result<Desired, CallError> {
+    plugin.reconcile(&request(&hostile_parent(behave), &[], &[]))
+}
+
+fn assert_serves(plugin: &Plugin) {
+    let desired = behave(plugin, "ok").expect("behave ok is served");
+    assert_eq!(desired.children.len(), 1);
+    assert_eq!(desired.children[0]["metadata"]["name"], "h-ok");
+}
+
+fn assert_database_serves(runtime: &Runtime) {
+    let database = runtime
+        .load(&plugin_bytes("database"), PluginOptions::default())
+        .expect("database.wasm loads");
+    let parent = database_parent();
+    let desired = database
+        .reconcile(&request(&parent, &[], &[]))
+        .expect("database reconciles");
+    assert_eq!(desired.children.len(), 3);
+}
+
+fn database_parent() -> Value {
+    database("orders", "postgresql", "16.2.0", 1)
+}
+
+fn expect_deadline(result: Result<Desired, CallError>) {
+    match result {
+        Err(CallError::Deadline { plugin, timeout }) => {
+            assert_eq!(plugin, "hostile");
+            assert_eq!(timeout, TIMEOUT);
+        }
+        other => panic!("expected a deadline error, got {other:?}"),
+    }
+}
+
+fn expect_memory_cap(result: Result<Desired, CallError>) {
+    match result {
+        Err(CallError::MemoryCap {
+            plugin,
+            limit_bytes,
+        }) => {
+            assert_eq!(plugin, "hostile");
+            assert_eq!(limit_bytes, MEMORY_CAP);
+        }
+        other => panic!("expected a memory cap error, got {other:?}"),
+    }
+}
+
+fn expect_panic_trap(result: Result<Desired, CallError>) {
+    match result {
+        Err(CallError::Trap { plugin, message }) => {
+            assert_eq!(plugin, "hostile");
+            assert!(
+                message.contains("hostile plugin asked to panic"),
+                "the panic message is kept: {message}"
+            );
+        }
+        other => panic!("expected a trap, got {other:?}"),
+    }
+}
+
+fn expect_malformed(result: Result<Desired, CallError>) {
+    match result {
+        Err(CallError::Malformed { plugin, reason }) => {
+            assert_eq!(plugin, "hostile");
+            assert!(reason.starts_with("child #0 is not JSON"), "{reason}");
+        }
+        other => panic!("expected a malformed response, got {other:?}"),
+    }
+}
+
+fn expect_guest_failure(result: Result<Desired, CallError>) {
+    match result {
+        Err(CallError::Guest { plugin, error }) => {
+            assert_eq!(plugin, "hostile");
+            assert_eq!(
+                error,
+                GuestError::Failed("hostile plugin asked to fail".into())
+            );
+        }
+        other => panic!("expected the guest's own error, got {other:?}"),
+    }
+}
+
+fn expect_manifest_panic(result: Result<Plugin, LoadError>) {
+    match result {
+        Err(LoadError::Manifest(CallError::Trap { plugin, message })) => {
+            assert_eq!(
+                plugin, "hostile.wasm",
+                "named by its label before its manifest"
+            );
+            assert!(
+                message.contains("hostile plugin asked to panic in manifest()"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a manifest trap, got {other:?}"),
+    }
+}
+
+fn load_with_panicking_manifest(runtime: &Runtime) -> Result<Plugin, LoadError> {
+    runtime.load(
+        &test_plugin_bytes("hostile"),
+        PluginOptions {
+            config: Some(json!({"manifest": "panic"})),
+            limits: limits(),
+            label: Some("hostile.wasm".into()),
+        },
+    )
+}
+
+// One misbehaviour per test.
+
+#[test]
+fn a_guest_that_loops_forever_is_stopped_at_its_deadline() {
+    let plugin = load_hostile(runtime());
+    let started = Instant::now();
+    expect_deadline(behave(&plugin, "loop"));
+    // Not a timing test: only proof that the loop was interrupted rather
+    // than allowed to finish some other way.
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn a_guest_that_allocates_without_bound_hits_its_memory_cap() {
+    expect_memory_cap(behave(&load_hostile(runtime()), "alloc"));
+}
+
+#[test]
+fn a_guest_panic_is_a_trap_that_carries_the_panic_message() {
+    expect_panic_trap(behave(&load_hostile(runtime()), "panic"));
+}
+
+#[test]
+fn a_child_that_is_not_json_is_a_malformed_response() {
+    expect_malformed(behave(&load_hostile(runtime()), "malformed"));
+}
+
+#[test]
+fn an_error_the_guest_returns_is_a_typed_guest_error() {
+    expect_guest_failure(behave(&load_hostile(runtime()), "error"));
+}
+
+#[test]
+fn a_panic_in_manifest_refuses_the_plugin() {
+    expect_manifest_panic(load_with_panicking_manifest(runtime()));
+}
+
+#[test]
+fn call_errors_have_short_metric_labels() {
+    let plugin = load_hostile(runtime());
+    let label = |b| behave(&plugin, b).unwrap_err().label();
+    assert_eq!(label("loop"), "deadline");
+    assert_eq!(label("alloc"), "memory_cap");
+    assert_eq!(label("panic"), "trap");
+    assert_eq!(label("malformed"), "malformed");
+    assert_eq!(label("error"), "guest_error");
+}
+
+#[test]
+fn a_child_of_a_kind_the_manifest_does_not_declare_is_stopped_at_the_fence() {
+    let plugin = load_hostile(runtime());
+    let parent = hostile_parent("undeclared");
+    let desired = behave(&plugin, "undeclared").expect("the call itself succeeds");
+    let error = plan::children(plugin.manifest(), &parent, &desired.children).unwrap_err();
+    assert_eq!(
+        error,
+        plan::FenceError::UndeclaredKind {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            name: "h-smuggled".into(),
+        }
+    );
+}
+
+// The runtime survives.
+
+#[test]
+fn the_runtime_keeps_serving_after_every_kind_of_misbehaviour() {
+    let runtime = Runtime::new(None).unwrap();
+    let hostile = load_hostile(&runtime);
+    expect_deadline(behave(&hostile, "loop"));
+    expect_memory_cap(behave(&hostile, "alloc"));
+    expect_panic_trap(behave(&hostile, "panic"));
+    expect_malformed(behave(&hostile, "malformed"));
+    expect_guest_failure(behave(&hostile, "error"));
+    expect_manifest_panic(load_with_panicking_manifest(&runtime));
+
+    // The very plugin that misbehaved serves the next call normally: every
+    // call gets a fresh instance.
+    assert_serves(&hostile);
+    assert_serves(&load_hostile(&runtime));
+    assert_database_serves(&runtime);
+}
+
+#[test]
+fn misbehaving_calls_on_other_threads_do_not_disturb_good_ones() {
+    let hostile = load_hostile(runtime());
+    std::thread::scope(|s| {
+        for bad in ["loop", "alloc", "panic", "malformed", "error"] {
+            let hostile = &hostile;
+            s.spawn(move || assert!(behave(hostile, bad).is_err()));
+        }
+        for _ in 0..3 {
+            let hostile = &hostile;
+            s.spawn(move || {
+                for _ in 0..5 {
+                    assert_serves(hostile);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn a_deadline_is_kept_after_the_runtime_that_loaded_the_plugin_is_dropped() {
+    let runtime = Runtime::new(None).unwrap();
+    let plugin = load_hostile(&runtime);
+    drop(runtime);
+    // Run the call on its own thread: if the deadline were lost, the loop
+    // would never end and this test would report that rather than hang.
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(behave(&plugin, "loop").map(|_| ()));
+    });
+    match result.recv_timeout(Duration::from_secs(20)) {
+        Ok(Err(CallError::Deadline { .. })) => {}
+        Ok(other) => panic!("expected a deadline error, got {other:?}"),
+        Err(_) => panic!("the looping call was never interrupted"),
+    }
+}
+
+// Files that are not plugins for this host.
+
+fn load_error(bytes: &[u8]) -> LoadError {
+    runtime()
+        .load(bytes, PluginOptions::default())
+        .expect_err("the bytes are refused")
+}
+
+#[test]
+fn garbage_bytes_are_not_a_component() {
+    for bytes in [&b""[..], b"hello, world", b"\0asm"] {
+        let error = load_error(bytes);
+        assert!(
+            matches!(error, LoadError::NotAComponent(_)),
+            "{bytes:?}: {error:?}"
+        );
+        assert_eq!(error.to_string(), "not a valid WebAssembly component");
+    }
+}
+
+#[test]
+fn a_core_wasm_module_is_not_a_component() {
+    let empty_core_module = b"\0asm\x01\0\0\0";
+    let error = load_error(empty_core_module);
+    assert!(matches!(error, LoadError::NotAComponent(_)), "{error:?}");
+}
+
+#[test]
+fn a_component_built_for_another_contract_version_is_refused_by_name() {
+    let error = load_error(&test_plugin_bytes("contract-v1"));
+    match &error {
+        LoadError::WrongContract { found, expected } => {
+            assert_eq!(found, "kubeplug:plugin/reconciler@1.0.0");
+            assert_eq!(expected, "kubeplug:plugin/reconciler@0.1.0");
+        }
+        other => panic!("expected a contract mismatch, got {other:?}"),
+    }
+    assert_eq!(
+        error.to_string(),
+        "built for contract kubeplug:plugin/reconciler@1.0.0, \
+         this host speaks kubeplug:plugin/reconciler@0.1.0"
+    );
+    assert_eq!(CONTRACT, "kubeplug:plugin@0.1.0");
+}
