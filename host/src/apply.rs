@@ -5,12 +5,12 @@
 //! nothing was written" can be checked. Decisions about *whether* to write
 //! live in [`crate::plan`]; this module only performs them.
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Client, Resource as _};
-use k8s_openapi::api::core::v1::ObjectReference;
 use serde_json::{Value, json};
 
 use crate::informers::kube_resource;
@@ -45,6 +45,37 @@ pub enum WriteError {
         #[source]
         source: kube::Error,
     },
+}
+
+impl WriteError {
+    /// True if the API server refused to create an object because its
+    /// namespace is being deleted (cause `NamespaceTerminating`) or is gone
+    /// (404 for the namespace itself). Nothing to retry: the parent goes with
+    /// the namespace; the cache just has not seen it go yet. Kubernetes' own
+    /// controllers skip the first error the same way (ReplicaSet, Job).
+    pub fn namespace_gone(&self) -> bool {
+        let (WriteError::Apply { source, .. }
+        | WriteError::Delete { source, .. }
+        | WriteError::Status { source, .. }
+        | WriteError::Patch { source, .. }) = self;
+        let kube::Error::Api(status) = source else {
+            return false;
+        };
+        status.details.as_ref().is_some_and(|d| {
+            d.causes.iter().any(|c| c.reason == "NamespaceTerminating")
+                || (status.code == 404 && d.kind == "namespaces")
+        })
+    }
+
+    /// True if a write guarded by `metadata.resourceVersion` was refused
+    /// because the object changed since it was read (409 Conflict).
+    pub fn conflict(&self) -> bool {
+        let (WriteError::Apply { source, .. }
+        | WriteError::Delete { source, .. }
+        | WriteError::Status { source, .. }
+        | WriteError::Patch { source, .. }) = self;
+        matches!(source, kube::Error::Api(status) if status.code == 409)
+    }
 }
 
 /// Writes for one plugin, with its field manager and event reporter.
@@ -233,5 +264,50 @@ fn kube_resource_for(object: &DynamicObject) -> kube::api::ApiResource {
         api_version: types.api_version,
         kind: types.kind,
         plural: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+    use kube::core::response::{StatusCause, StatusDetails};
+
+    fn refused(code: u16, kind: &str, causes: Vec<StatusCause>) -> WriteError {
+        let status = Status::failure("refused", "Refused")
+            .with_code(code)
+            .with_details(StatusDetails {
+                name: "x".into(),
+                group: String::new(),
+                kind: kind.into(),
+                uid: String::new(),
+                causes,
+                retry_after_seconds: 0,
+            });
+        WriteError::Apply {
+            what: "Deployment ns/x".into(),
+            source: kube::Error::Api(status.boxed()),
+        }
+    }
+
+    #[test]
+    fn a_create_refused_in_a_terminating_namespace_means_the_namespace_is_gone() {
+        let cause = StatusCause {
+            reason: "NamespaceTerminating".into(),
+            message: "namespace ns is being terminated".into(),
+            field: "metadata.namespace".into(),
+        };
+        assert!(refused(403, "deployments", vec![cause]).namespace_gone());
+    }
+
+    #[test]
+    fn a_create_in_a_missing_namespace_means_the_namespace_is_gone() {
+        assert!(refused(404, "namespaces", Vec::new()).namespace_gone());
+    }
+
+    #[test]
+    fn other_refusals_are_not_mistaken_for_a_gone_namespace() {
+        assert!(!refused(403, "deployments", Vec::new()).namespace_gone());
+        assert!(!refused(404, "deployments", Vec::new()).namespace_gone());
     }
 }

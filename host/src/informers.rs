@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource as KubeApiResource, DynamicObject};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::Client;
+use kube::api::{Api, ApiResource as KubeApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
 pub use cache::{Cache, Key, key_of};
@@ -146,7 +146,10 @@ impl Informer {
         match event {
             Event::Apply(object) => {
                 let object = Arc::new(object);
-                self.cache.write().expect("cache lock").apply(object.clone());
+                self.cache
+                    .write()
+                    .expect("cache lock")
+                    .apply(object.clone());
                 self.notify(&object);
             }
             Event::Delete(object) => {
@@ -174,7 +177,9 @@ impl Informer {
 
     async fn run(self: Arc<Self>, client: Client) {
         let api: Api<DynamicObject> = Api::all_with(client, &kube_resource(&self.resource));
-        let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => self.handle(event),
@@ -249,7 +254,12 @@ impl Informers {
             .lock()
             .expect("informers lock")
             .values()
-            .map(|i| (i.resource.to_string(), i.cache.read().expect("cache lock").len()))
+            .map(|i| {
+                (
+                    i.resource.to_string(),
+                    i.cache.read().expect("cache lock").len(),
+                )
+            })
             .collect()
     }
 }

@@ -199,21 +199,47 @@ pub async fn reconcile(
     for child in &prepared {
         if plan::needs_apply(child, by_key.get(&ObjectKey::of(child)).copied()) {
             let ty = child_type(manifest, child);
-            writer.apply_child(ty, child).await?;
+            match writer.apply_child(ty, child).await {
+                Ok(()) => {}
+                // The parent's namespace is being deleted or is gone: the
+                // parent goes with it, so there is nothing left to converge.
+                Err(error) if error.namespace_gone() => {
+                    tracing::debug!(%error, "namespace deleted; not creating children");
+                    return Ok(Outcome::default());
+                }
+                Err(error) => return Err(error.into()),
+            }
         }
     }
     for gone in plan::prune(manifest, &observed, &prepared) {
-        writer.delete_child(child_type(manifest, gone), gone).await?;
+        writer
+            .delete_child(child_type(manifest, gone), gone)
+            .await?;
     }
     if let Some(status) = plan::status_update(&parent, desired.status.as_ref()) {
-        writer.apply_status(&manifest.parent, &parent, status).await?;
+        writer
+            .apply_status(&manifest.parent, &parent, status)
+            .await?;
     }
     if let Some(patch) = desired
         .parent_patch
         .as_ref()
         .and_then(|p| plan::parent_patch(&parent, &p.labels, &p.annotations))
     {
-        writer.patch_parent(&manifest.parent, &parent, &patch).await?;
+        // Guarded by the resourceVersion the plugin saw: an answer computed
+        // from a stale cache (e.g. "not stamped yet" while our own stamp is
+        // still on its way through the watch) must not be written. On a
+        // conflict the newer version is on its way and reconciles again.
+        let mut patch = patch;
+        patch["metadata"]["resourceVersion"] = parent["metadata"]["resourceVersion"].clone();
+        match writer.patch_parent(&manifest.parent, &parent, &patch).await {
+            Ok(()) => {}
+            Err(error) if error.conflict() => {
+                tracing::debug!(%error, "parent changed since it was read; waiting for the newer version");
+                return Ok(Outcome::default());
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
     for event in &desired.events {
         writer.event(&parent_obj, event, "Reconcile").await;

@@ -432,8 +432,9 @@ impl Registry {
 
     /// Watch the directory and sync on every change until the task ends.
     /// Events are debounced; a periodic rescan covers filesystems whose
-    /// change notifications are unreliable (some network volumes).
-    pub async fn watch(self: Arc<Self>, rescan: Duration) {
+    /// change notifications are unreliable (some network volumes). `fresh`:
+    /// the last sync skipped a fresh file, so scan again after [`SETTLE`].
+    pub async fn watch(self: Arc<Self>, rescan: Duration, fresh: bool) {
         use notify::Watcher as _;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
         let watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
@@ -452,7 +453,7 @@ impl Registry {
                 None
             }
         };
-        let mut again = false;
+        let mut again = fresh;
         loop {
             let wait = if again { SETTLE } else { rescan };
             tokio::select! {

@@ -45,6 +45,11 @@ pub struct RunArgs {
     runtime: RuntimeArgs,
 }
 
+/// Initial scans, [`crate::registry::SETTLE`] apart, waiting for fresh files
+/// before reporting ready (10 s). A file that keeps changing for longer is
+/// loaded by the watcher once it settles.
+const INITIAL_SCAN_RETRIES: usize = 20;
+
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -100,14 +105,24 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     });
     let server = tokio::spawn(telemetry::serve(args.listen, probes));
 
-    let again = registry.sync().await;
+    // A scan skips files younger than SETTLE (perhaps still being written).
+    // Plugins copied in just before start are the common case: wait for
+    // them, so that ready means every plugin present at start is loaded.
+    let mut again = registry.sync().await;
+    for _ in 0..INITIAL_SCAN_RETRIES {
+        if !again {
+            break;
+        }
+        tokio::time::sleep(crate::registry::SETTLE).await;
+        again = registry.sync().await;
+    }
     scanned.store(true, Ordering::Relaxed);
     tracing::info!(dir = %args.plugins.display(), plugins = registry.status().len(), "initial plugin scan done");
-    let watcher = tokio::spawn(registry.clone().watch(if again {
-        crate::registry::SETTLE
-    } else {
-        Duration::from_secs(args.rescan_seconds.max(1))
-    }));
+    let watcher = tokio::spawn(
+        registry
+            .clone()
+            .watch(Duration::from_secs(args.rescan_seconds.max(1)), again),
+    );
     let queue_gauges = {
         let (registry, metrics) = (registry.clone(), metrics.clone());
         tokio::spawn(async move {

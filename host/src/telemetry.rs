@@ -73,7 +73,11 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("kubeplug");
         let reconciles = Family::<ResultLabels, Counter>::default();
-        registry.register("reconciles", "Reconciles by plugin and result", reconciles.clone());
+        registry.register(
+            "reconciles",
+            "Reconciles by plugin and result",
+            reconciles.clone(),
+        );
         let duration = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
             // 100 µs .. ~1.6 s: a healthy reconcile is a few ms with writes.
             Histogram::new(exponential_buckets(0.0001, 2.0, 15))
@@ -84,9 +88,17 @@ impl Metrics {
             duration.clone(),
         );
         let writes = Family::<WriteLabels, Counter>::default();
-        registry.register("api_writes", "API writes by plugin and verb", writes.clone());
+        registry.register(
+            "api_writes",
+            "API writes by plugin and verb",
+            writes.clone(),
+        );
         let queue_depth = Family::<PluginLabels, Gauge>::default();
-        registry.register("queue_depth", "Keys waiting per plugin", queue_depth.clone());
+        registry.register(
+            "queue_depth",
+            "Keys waiting per plugin",
+            queue_depth.clone(),
+        );
         let plugin_info = Family::<InfoLabels, Gauge>::default();
         registry.register(
             "plugin_info",

@@ -38,11 +38,10 @@ pub fn owner_key(manifest: &Manifest, object: &DynamicObject) -> Option<Key> {
 /// Does `object` match `related`'s selector for the parent named `parent`?
 pub fn matches(related: &Related, object: &DynamicObject, parent: &str) -> bool {
     let labels = object.metadata.labels.as_ref();
-    related.selector(parent).iter().all(|(k, v)| {
-        labels
-            .and_then(|l| l.get(k))
-            .is_some_and(|have| have == v)
-    })
+    related
+        .selector(parent)
+        .iter()
+        .all(|(k, v)| labels.and_then(|l| l.get(k)).is_some_and(|have| have == v))
 }
 
 /// A changed related object: the parents whose selector matches it. When the
@@ -121,7 +120,11 @@ mod tests {
         }
     }
 
-    fn object(ns: &str, labels: &[(&str, &str)], owner: Option<(&str, &str, &str)>) -> DynamicObject {
+    fn object(
+        ns: &str,
+        labels: &[(&str, &str)],
+        owner: Option<(&str, &str, &str)>,
+    ) -> DynamicObject {
         DynamicObject {
             types: None,
             metadata: ObjectMeta {

@@ -142,8 +142,8 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::ObjectMeta;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::core::ObjectMeta;
 
     fn obj(ns: &str, name: &str, owner: Option<&str>) -> Arc<DynamicObject> {
         Arc::new(DynamicObject {

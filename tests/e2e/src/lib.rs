@@ -264,15 +264,21 @@ impl Host {
     }
 
     pub fn start_with(dir: &PluginDir, extra: &[&str]) -> Self {
+        Self::start_as(dir, extra, Path::new(&required_env("KUBECONFIG")))
+    }
+
+    /// Start a host that authenticates with `kubeconfig` (e.g. a
+    /// ServiceAccount token) instead of the admin one.
+    pub fn start_as(dir: &PluginDir, extra: &[&str], kubeconfig: &Path) -> Self {
         let port = free_port();
-        let log = dir.path.with_extension("host.log");
+        let log = dir.path.with_extension(format!("host-{port}.log"));
         let file = std::fs::File::create(&log).expect("create host log");
         let child = Command::new(host_binary())
             .args(["run", "--plugins", dir.path.to_str().expect("utf-8 path")])
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--rescan-seconds", "2"])
             .args(extra)
-            .env("KUBECONFIG", required_env("KUBECONFIG"))
+            .env("KUBECONFIG", kubeconfig)
             .env("KUBEPLUG_LOG", "info")
             .stdout(Stdio::null())
             .stderr(file)
@@ -339,6 +345,19 @@ impl Host {
             .sum()
     }
 
+    /// Every series of metric `name`: (the text between its braces, value).
+    /// For selections [`Host::metric`] cannot express, e.g. `result!="ok"`.
+    pub fn series(&self, name: &str) -> Vec<(String, f64)> {
+        let (_, body) = self.get("/metrics").expect("metrics endpoint");
+        body.lines()
+            .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+            .filter_map(|rest| {
+                let (labels, value) = rest.rsplit_once("} ")?;
+                Some((labels.to_string(), value.parse().ok()?))
+            })
+            .collect()
+    }
+
     /// API writes the host made for `plugin`.
     pub fn writes(&self, plugin: &str) -> u64 {
         self.metric("kubeplug_api_writes_total", &format!("plugin=\"{plugin}\"")) as u64
@@ -357,6 +376,25 @@ impl Host {
             .iter()
             .find(|p| p["name"] == name)
             .cloned()
+    }
+
+    /// The `/plugins` row of the file named `file_name` (e.g. `x.wasm`):
+    /// a file that failed to load has no plugin name.
+    pub fn plugin_file(&self, file_name: &str) -> Option<Value> {
+        self.plugins()
+            .as_array()?
+            .iter()
+            .find(|p| {
+                p["file"]
+                    .as_str()
+                    .is_some_and(|f| Path::new(f).file_name() == Some(file_name.as_ref()))
+            })
+            .cloned()
+    }
+
+    /// True while the host process has not exited.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     pub fn log_tail(&self) -> String {

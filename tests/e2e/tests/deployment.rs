@@ -12,7 +12,14 @@ fn service_account_kubeconfig(dir: &PluginDir) -> std::path::PathBuf {
     let rbac = repo().join("deploy/rbac.yaml");
     kubectl_ok(&["apply", "-f", rbac.to_str().expect("utf-8 path")], None);
     let token = kubectl_ok(
-        &["create", "token", "kubeplug", "-n", "kubeplug-system", "--duration=1h"],
+        &[
+            "create",
+            "token",
+            "kubeplug",
+            "-n",
+            "kubeplug-system",
+            "--duration=1h",
+        ],
         None,
     );
     let admin: serde_json::Value = serde_json::from_str(&kubectl_ok(
@@ -57,10 +64,20 @@ fn the_host_runs_all_three_plugins_with_the_service_account_of_deploy_rbac() {
     );
     let kubeconfig = service_account_kubeconfig(&dir);
     // The token really is not admin: it may not list nodes.
-    let denied = kubectl(&["--kubeconfig", kubeconfig.to_str().unwrap(), "get", "nodes"], None);
-    assert!(!denied.status.success(), "the ServiceAccount must not be admin");
+    let denied = kubectl(
+        &["--kubeconfig", kubeconfig.to_str().unwrap(), "get", "nodes"],
+        None,
+    );
+    assert!(
+        !denied.status.success(),
+        "the ServiceAccount must not be admin"
+    );
 
-    let host = Host::start_as(&dir, &["--leader-elect", "--lease-namespace", &ns.name], &kubeconfig);
+    let host = Host::start_as(
+        &dir,
+        &["--leader-elect", "--lease-namespace", &ns.name],
+        &kubeconfig,
+    );
     apply(&ns.name, &database("sa-db"));
     apply(
         &ns.name,
@@ -120,5 +137,8 @@ fn a_second_replica_takes_over_when_the_leader_dies() {
     eventually("the new leader to reconcile", TIMEOUT, || {
         (phase(&ns.name, "after-failover").as_deref() == Some("Running")).then_some(())
     });
-    assert!(second.writes("database") > 0, "the second replica took over");
+    assert!(
+        second.writes("database") > 0,
+        "the second replica took over"
+    );
 }

@@ -1,0 +1,257 @@
+//! `native-database`: the `database` plugin's logic as a plain kube-rs
+//! controller, without Wasm. The peer `tests/bench/operator` runs against
+//! `kubeplug run` (see `docs/operator-benchmarks.md`).
+//!
+//! Written the way a typical kube-rs user would: a `Controller` on the
+//! `Database` CRD (as `DynamicObject`) that `owns` its StatefulSet, Service
+//! and Secret and `watches` its Pods; each reconcile GETs the children and
+//! lists the pods (fresh reads, no caches of its own), calls
+//! `DatabasePlugin::reconcile` natively, then server-side applies every child
+//! and the status on **every** reconcile (no diffing: the API server turns an
+//! unchanged apply into a no-op) and records the plugin's events. Default
+//! `Controller` settings (unbounded concurrency, no debounce).
+//!
+//! Uses the kubeconfig (or in-cluster config); logs to stderr (`RUST_LOG`,
+//! default `info`); logs its counters (`reconciles=N failures=N reads=N
+//! writes=N`) on SIGUSR1 and when it stops (SIGTERM or Ctrl-C, graceful).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use database::DatabasePlugin;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use kubeplug_sdk::{Context, Plugin};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+const MANAGER: &str = "native-database";
+const NAME_LABEL: &str = "app.kubernetes.io/name";
+const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+
+struct State {
+    client: Client,
+    database: ApiResource,
+    recorder: Recorder,
+    reconciles: AtomicU64,
+    failures: AtomicU64,
+    reads: AtomicU64,
+    writes: AtomicU64,
+}
+
+impl State {
+    fn log(&self, what: &str) {
+        tracing::info!(
+            reconciles = self.reconciles.load(Relaxed),
+            failures = self.failures.load(Relaxed),
+            reads = self.reads.load(Relaxed),
+            writes = self.writes.load(Relaxed),
+            "{what}"
+        );
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error("database plugin: {0}")]
+    Plugin(#[from] kubeplug_sdk::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("unexpected child kind {0:?}")]
+    Kind(String),
+}
+
+/// A child by name, as JSON with apiVersion and kind (None if absent).
+async fn get<K>(st: &State, ns: &str, name: &str) -> Result<Option<Value>, Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    K: DeserializeOwned + serde::Serialize + Clone + std::fmt::Debug,
+{
+    st.reads.fetch_add(1, Relaxed);
+    let got = Api::<K>::namespaced(st.client.clone(), ns)
+        .get_opt(name)
+        .await?;
+    Ok(got.map(|o| serde_json::to_value(o)).transpose()?)
+}
+
+async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Error> {
+    st.reconciles.fetch_add(1, Relaxed);
+    if db.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change()); // children go by garbage collection
+    }
+    let (ns, name) = (db.namespace().unwrap_or_default(), db.name_any());
+    let selector = format!("{NAME_LABEL}=database,{INSTANCE_LABEL}={name}");
+    let secret_name = database::secret_name(&name);
+    let (sts, svc, secret, pods) = tokio::try_join!(
+        get::<StatefulSet>(&st, &ns, &name),
+        get::<Service>(&st, &ns, &name),
+        get::<Secret>(&st, &ns, &secret_name),
+        async {
+            st.reads.fetch_add(1, Relaxed);
+            let lp = ListParams::default().labels(&selector);
+            Ok::<_, Error>(
+                Api::<Pod>::namespaced(st.client.clone(), &ns)
+                    .list(&lp)
+                    .await?,
+            )
+        },
+    )?;
+
+    // The same logic the plugin runs in Wasm, called natively.
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut ctx = Context::new(serde_json::to_value(&*db)?, json!({}), &now);
+    ctx.observed = [sts, svc, secret].into_iter().flatten().collect();
+    ctx.related = pods
+        .items
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    ctx.entropy = rand::random::<[u8; 32]>().to_vec();
+    let response = <DatabasePlugin as Plugin>::reconcile(&ctx)?;
+
+    let owner = db.controller_owner_ref(&st.database);
+    let apply = PatchParams::apply(MANAGER).force();
+    for child in response.children() {
+        let mut child: DynamicObject = serde_json::from_str(child)?;
+        let kind = child
+            .types
+            .as_ref()
+            .map(|t| t.kind.clone())
+            .unwrap_or_default();
+        let ar = match kind.as_str() {
+            "StatefulSet" => ApiResource::erase::<StatefulSet>(&()),
+            "Service" => ApiResource::erase::<Service>(&()),
+            "Secret" => ApiResource::erase::<Secret>(&()),
+            _ => return Err(Error::Kind(kind)),
+        };
+        child.metadata.namespace = Some(ns.clone());
+        child.metadata.owner_references = owner.clone().map(|o| vec![o]);
+        st.writes.fetch_add(1, Relaxed);
+        Api::<DynamicObject>::namespaced_with(st.client.clone(), &ns, &ar)
+            .patch(&child.name_any(), &apply, &Patch::Apply(&child))
+            .await?;
+    }
+    if let Some(status) = response.status_json() {
+        let body = json!({
+            "apiVersion": st.database.api_version,
+            "kind": st.database.kind,
+            "metadata": { "name": name, "namespace": ns },
+            "status": serde_json::from_str::<Value>(status)?,
+        });
+        st.writes.fetch_add(1, Relaxed);
+        Api::<DynamicObject>::namespaced_with(st.client.clone(), &ns, &st.database)
+            .patch_status(&name, &apply, &Patch::Apply(&body))
+            .await?;
+    }
+    for event in response.events() {
+        st.writes.fetch_add(1, Relaxed);
+        let type_ = if event.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        let event = Event {
+            type_,
+            reason: event.reason.clone(),
+            note: Some(event.message.clone()),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(e) = st
+            .recorder
+            .publish(&event, &db.object_ref(&st.database))
+            .await
+        {
+            tracing::warn!(%name, error = %e, "failed to record event");
+        }
+    }
+    Ok(Action::requeue(Duration::from_secs(600)))
+}
+
+fn error_policy(db: Arc<DynamicObject>, error: &Error, st: Arc<State>) -> Action {
+    st.failures.fetch_add(1, Relaxed);
+    tracing::warn!(database = %db.name_any(), %error, "reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let client = Client::try_default().await?;
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Database");
+    let database = ApiResource::from_gvk_with_plural(&gvk, "databases");
+    let st = Arc::new(State {
+        recorder: Recorder::new(client.clone(), Reporter::from(MANAGER)),
+        client: client.clone(),
+        database: database.clone(),
+        reconciles: AtomicU64::new(0),
+        failures: AtomicU64::new(0),
+        reads: AtomicU64::new(0),
+        writes: AtomicU64::new(0),
+    });
+
+    let ours = watcher::Config::default().labels(&format!("{NAME_LABEL}=database"));
+    let dt = database.clone();
+    let controller = Controller::new_with(
+        Api::<DynamicObject>::all_with(client.clone(), &database),
+        watcher::Config::default(),
+        database.clone(),
+    )
+    .owns(Api::<StatefulSet>::all(client.clone()), ours.clone())
+    .owns(Api::<Service>::all(client.clone()), ours.clone())
+    .owns(Api::<Secret>::all(client.clone()), ours.clone())
+    .watches(Api::<Pod>::all(client.clone()), ours, move |pod| {
+        let parent = pod.labels().get(INSTANCE_LABEL)?;
+        Some(ObjectRef::new_with(parent, dt.clone()).within(&pod.namespace()?))
+    })
+    .shutdown_on_signal();
+    let store = controller.store();
+    tokio::spawn(async move {
+        // Polled again and again: `wait_until_ready` wakes only its most
+        // recent waiter, which is the controller's own.
+        let tick = Duration::from_millis(100);
+        while tokio::time::timeout(tick, store.wait_until_ready())
+            .await
+            .is_err()
+        {}
+        tracing::info!("native-database synced");
+    });
+    let stats = st.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut usr1 = signal(SignalKind::user_defined1()).expect("installing a SIGUSR1 handler");
+        while usr1.recv().await.is_some() {
+            stats.log("native-database stats");
+        }
+    });
+    controller
+        .run(reconcile, error_policy, st.clone())
+        .for_each(|result| {
+            if let Err(error) = result {
+                tracing::debug!(%error, "controller");
+            }
+            std::future::ready(())
+        })
+        .await;
+    st.log("native-database stopped");
+    Ok(())
+}
