@@ -67,6 +67,16 @@ impl WriteError {
         })
     }
 
+    /// True if the object written to is gone (404): a parent deleted after
+    /// the cache last saw it.
+    pub fn not_found(&self) -> bool {
+        let (WriteError::Apply { source, .. }
+        | WriteError::Delete { source, .. }
+        | WriteError::Status { source, .. }
+        | WriteError::Patch { source, .. }) = self;
+        matches!(source, kube::Error::Api(status) if status.code == 404)
+    }
+
     /// True if a write guarded by `metadata.resourceVersion` was refused
     /// because the object changed since it was read (409 Conflict).
     pub fn conflict(&self) -> bool {
@@ -134,14 +144,18 @@ impl Writer {
     }
 
     /// Server-side apply a prepared child (from `plan::children`).
-    pub async fn apply_child(&self, ty: &ApiResource, child: &Value) -> Result<(), WriteError> {
+    /// Returns the object as the API server stored it.
+    pub async fn apply_child(
+        &self,
+        ty: &ApiResource,
+        child: &Value,
+    ) -> Result<DynamicObject, WriteError> {
         let (ns, name) = name_of(child);
         self.count("apply");
         let params = PatchParams::apply(&self.field_manager).force();
         api(&self.client, ty, ns)
             .patch(name, &params, &Patch::Apply(child))
             .await
-            .map(|_| ())
             .map_err(|source| WriteError::Apply {
                 what: describe(ty, ns, name),
                 source,

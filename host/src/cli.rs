@@ -155,20 +155,17 @@ pub fn read_config(path: &Path) -> anyhow::Result<serde_json::Value> {
     }
 }
 
-fn load(
-    runtime: &Runtime,
-    path: &Path,
-    config: Option<&Path>,
-    limits: Limits,
-) -> anyhow::Result<Plugin> {
+/// Load one plugin file for an offline command.
+fn load(path: &Path, config: Option<&Path>, runtime: &RuntimeArgs) -> anyhow::Result<Plugin> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let config = config.map(read_config).transpose()?;
     runtime
+        .runtime()?
         .load(
             &bytes,
             PluginOptions {
                 config,
-                limits,
+                limits: runtime.limits(),
                 label: Some(path.display().to_string()),
             },
         )
@@ -185,13 +182,7 @@ fn print<T: Serialize>(value: &T, format: Format) -> anyhow::Result<()> {
 }
 
 fn render_cmd(args: RenderArgs) -> anyhow::Result<()> {
-    let runtime = args.runtime.runtime()?;
-    let plugin = load(
-        &runtime,
-        &args.plugin,
-        args.config.as_deref(),
-        args.runtime.limits(),
-    )?;
+    let plugin = load(&args.plugin, args.config.as_deref(), &args.runtime)?;
     let mut parents = render::read_objects(&args.parent)?;
     if parents.len() != 1 {
         return Err(render::RenderError::ParentCount {
@@ -226,13 +217,7 @@ struct Inspection<'a> {
 }
 
 fn inspect_cmd(args: InspectArgs) -> anyhow::Result<()> {
-    let runtime = args.runtime.runtime()?;
-    let plugin = load(
-        &runtime,
-        &args.plugin,
-        args.config.as_deref(),
-        args.runtime.limits(),
-    )?;
+    let plugin = load(&args.plugin, args.config.as_deref(), &args.runtime)?;
     print(
         &Inspection {
             contract: CONTRACT,

@@ -89,6 +89,20 @@ impl Informer {
         }
     }
 
+    /// Read-your-writes for objects this host just created: cache `object`
+    /// unless the watch already delivered it. A reconcile that runs before
+    /// the watch catches up must not create the object again (for a
+    /// generated Secret that would rotate its password). Subscribers are not
+    /// notified; the watch event that follows does that.
+    pub fn remember(&self, object: DynamicObject) {
+        let object = self.typed(object);
+        let (ns, name) = key_of(&object);
+        let mut cache = self.cache.write().expect("cache lock");
+        if cache.get(&ns, &name).is_none() {
+            cache.apply(Arc::new(object));
+        }
+    }
+
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
         self.cache.read().expect("cache lock").get(namespace, name)
     }

@@ -101,6 +101,14 @@ impl Sources {
         }
     }
 
+    /// Put a child the host just applied into its cache (see
+    /// [`Informer::remember`]).
+    fn remember(&self, ty: &crate::manifest::ApiResource, applied: DynamicObject) {
+        if let Some(informer) = self.children.iter().find(|i| i.resource() == ty) {
+            informer.remember(applied);
+        }
+    }
+
     fn observed(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
         self.children
             .iter()
@@ -200,7 +208,7 @@ pub async fn reconcile(
         if plan::needs_apply(child, by_key.get(&ObjectKey::of(child)).copied()) {
             let ty = child_type(manifest, child);
             match writer.apply_child(ty, child).await {
-                Ok(()) => {}
+                Ok(applied) => sources.remember(ty, applied),
                 // The parent's namespace is being deleted or is gone: the
                 // parent goes with it, so there is nothing left to converge.
                 Err(error) if error.namespace_gone() => {
@@ -217,9 +225,12 @@ pub async fn reconcile(
             .await?;
     }
     if let Some(status) = plan::status_update(&parent, desired.status.as_ref()) {
-        writer
-            .apply_status(&manifest.parent, &parent, status)
-            .await?;
+        match writer.apply_status(&manifest.parent, &parent, status).await {
+            Ok(()) => {}
+            // Deleted after the cache last saw it: nothing left to report.
+            Err(error) if error.not_found() => return Ok(Outcome::default()),
+            Err(error) => return Err(error.into()),
+        }
     }
     if let Some(patch) = desired
         .parent_patch
@@ -234,7 +245,7 @@ pub async fn reconcile(
         patch["metadata"]["resourceVersion"] = parent["metadata"]["resourceVersion"].clone();
         match writer.patch_parent(&manifest.parent, &parent, &patch).await {
             Ok(()) => {}
-            Err(error) if error.conflict() => {
+            Err(error) if error.conflict() || error.not_found() => {
                 tracing::debug!(%error, "parent changed since it was read; waiting for the newer version");
                 return Ok(Outcome::default());
             }

@@ -73,6 +73,7 @@ pub struct Status {
 }
 
 /// What the registry knows about one file.
+#[derive(Default)]
 struct FileEntry {
     /// Content key (plugin + settings) last attempted, loaded or not.
     attempted: String,
@@ -310,11 +311,7 @@ impl Registry {
 
     fn serve(&self, path: &Path, key: String, plugin: Plugin) {
         let mut files = self.files.lock().expect("registry lock");
-        let entry = files.entry(path.to_path_buf()).or_insert(FileEntry {
-            attempted: String::new(),
-            serving: None,
-            last_error: None,
-        });
+        let entry = files.entry(path.to_path_buf()).or_default();
         entry.attempted = key;
         entry.last_error = None;
         let manifest = plugin.manifest().clone();
@@ -362,11 +359,7 @@ impl Registry {
 
     fn failed(&self, path: &Path, key: Option<String>, error: String) {
         let mut files = self.files.lock().expect("registry lock");
-        let entry = files.entry(path.to_path_buf()).or_insert(FileEntry {
-            attempted: String::new(),
-            serving: None,
-            last_error: None,
-        });
+        let entry = files.entry(path.to_path_buf()).or_default();
         if let Some(key) = key {
             entry.attempted = key;
         }

@@ -240,22 +240,29 @@ fn database_creates_credentials_from_the_hosts_entropy_and_says_so() {
     );
 }
 
+/// Reconcile `parent`, store what was applied, and reconcile again later
+/// with other entropy, as the operator would after the watch caught up.
+/// Returns both answers and the stored children in between.
+fn reconcile_twice(plugin: &Plugin, parent: &Value) -> (Desired, Vec<Value>, Desired) {
+    let first = reconcile(plugin, &request(parent, &[], &[]));
+    let stored: Vec<Value> = prepared(plugin, parent, &first)
+        .iter()
+        .map(|c| as_stored(c, "child-uid"))
+        .collect();
+    let second = Request {
+        now: LATER.into(),
+        entropy: other_entropy(),
+        ..request(parent, &stored, &[])
+    };
+    let second = reconcile(plugin, &second);
+    (first, stored, second)
+}
+
 #[test]
 fn database_keeps_the_observed_secret_instead_of_rotating_it() {
     let plugin = database_plugin();
     let parent = database("orders", "postgresql", "16.2.0", 1);
-    let first = reconcile(&plugin, &request(&parent, &[], &[]));
-    let stored: Vec<Value> = prepared(&plugin, &parent, &first)
-        .iter()
-        .map(|c| as_stored(c, "child-uid"))
-        .collect();
-
-    let second = Request {
-        now: LATER.into(),
-        entropy: other_entropy(),
-        ..request(&parent, &stored, &[])
-    };
-    let second = reconcile(&plugin, &second);
+    let (first, _, second) = reconcile_twice(&plugin, &parent);
     assert_eq!(secret_data(&second), secret_data(&first));
     assert!(reasons(&second).is_empty(), "{:?}", second.events);
 }
@@ -264,18 +271,7 @@ fn database_keeps_the_observed_secret_instead_of_rotating_it() {
 fn database_writes_no_child_again_once_they_are_observed_unchanged() {
     let plugin = database_plugin();
     let parent = database("orders", "mysql", "8.4.3", 1);
-    let first = reconcile(&plugin, &request(&parent, &[], &[]));
-    let stored: Vec<Value> = prepared(&plugin, &parent, &first)
-        .iter()
-        .map(|c| as_stored(c, "child-uid"))
-        .collect();
-
-    let second = Request {
-        now: LATER.into(),
-        entropy: other_entropy(),
-        ..request(&parent, &stored, &[])
-    };
-    let second = reconcile(&plugin, &second);
+    let (_, stored, second) = reconcile_twice(&plugin, &parent);
     let again = prepared(&plugin, &parent, &second);
     assert_eq!(again.len(), 3);
     for want in &again {
