@@ -462,6 +462,21 @@ pub fn events_for(namespace: &str, kind: &str, name: &str) -> Vec<(String, Strin
         .collect()
 }
 
+/// The resourceVersion of each object, keyed by `kind/name`.
+pub fn resource_versions(ns: &str, objects: &[&str]) -> std::collections::BTreeMap<String, String> {
+    objects
+        .iter()
+        .map(|what| {
+            let object = get_json(ns, what).unwrap_or_else(|| panic!("{what} exists"));
+            let rv = object["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            (what.to_string(), rv)
+        })
+        .collect()
+}
+
 /// Fail with context if a condition does not hold (for helper functions).
 pub fn ensure(cond: bool, what: &str) -> anyhow::Result<()> {
     if !cond {

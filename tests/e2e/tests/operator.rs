@@ -6,12 +6,11 @@
 //! host, and waits with generous timeouts: the test machine has two cores and
 //! runs a whole control plane beside the host.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kubeplug_e2e::{
     Host, Namespace, PluginDir, apply, events_for, eventually, get_json, install_crds, kubectl,
-    kubectl_ok,
+    kubectl_ok, resource_versions,
 };
 use serde_json::Value;
 
@@ -585,21 +584,6 @@ fn a_child_of_an_undeclared_kind_is_refused_as_a_fence_violation() {
     let note = wait_for_warning(n, "Hostile", "sneaky", "FenceViolation", "secret");
     assert!(note.contains("not declared"), "{note}");
     assert_never_appears(n, "secret/sneaky-smuggled");
-}
-
-/// The resourceVersion of each object, keyed by `kind/name`.
-fn resource_versions(ns: &str, objects: &[&str]) -> BTreeMap<String, String> {
-    objects
-        .iter()
-        .map(|what| {
-            let object = get_json(ns, what).unwrap_or_else(|| panic!("{what} exists"));
-            let rv = object["metadata"]["resourceVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            (what.to_string(), rv)
-        })
-        .collect()
 }
 
 #[test]
