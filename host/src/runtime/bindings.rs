@@ -8,7 +8,7 @@ wasmtime::component::bindgen!({
     world: "plugin",
 });
 
-pub use kubeplug::plugin::{log, types};
+pub use self::kubeplug::plugin::{log, types};
 
 /// The export every plugin must have, with the contract version the host
 /// speaks. Used to give a clear error when a plugin targets another version.
