@@ -51,6 +51,26 @@ pub enum FenceError {
     ParentWithoutUid,
 }
 
+/// A [`FenceError`] naming the plugin that crossed its fence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plugin {plugin} crossed its fence")]
+pub struct Fenced {
+    pub plugin: String,
+    #[source]
+    pub source: FenceError,
+}
+
+/// Metadata fields the API server owns; never sent in an apply.
+pub const SERVER_OWNED_FIELDS: &[&str] = &[
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "managedFields",
+    "selfLink",
+];
+
 /// Identity of an object: API group, kind, namespace, name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectKey {
@@ -168,16 +188,8 @@ pub fn children(
             }
             meta.insert("namespace".into(), parent_ns.into());
         }
-        for server_owned in [
-            "uid",
-            "resourceVersion",
-            "generation",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "managedFields",
-            "selfLink",
-        ] {
-            meta.remove(server_owned);
+        for server_owned in SERVER_OWNED_FIELDS {
+            meta.remove(*server_owned);
         }
         meta.insert("ownerReferences".into(), json!([owner.clone()]));
         let labels = meta
@@ -210,16 +222,26 @@ pub fn children(
     Ok(out)
 }
 
-/// Refuse a parent patch from a composite plugin: composites own children and
-/// status, and the parent's metadata belongs to its author.
-pub fn check_parent_patch(manifest: &Manifest, has_patch: bool) -> Result<(), FenceError> {
-    if has_patch && manifest.mode == Mode::Composite {
-        return Err(FenceError::WrongMode {
+/// Refuse answers that do not fit the plugin's mode: a parent patch from a
+/// composite plugin (composites own children and status; the parent's
+/// metadata belongs to its author), a status from a decorator (it decorates
+/// objects it does not own, such as Pods).
+pub fn check_mode(
+    manifest: &Manifest,
+    has_patch: bool,
+    has_status: bool,
+) -> Result<(), FenceError> {
+    match manifest.mode {
+        Mode::Composite if has_patch => Err(FenceError::WrongMode {
             mode: "composite",
             what: "a parent patch",
-        });
+        }),
+        Mode::Decorator if has_status => Err(FenceError::WrongMode {
+            mode: "decorator",
+            what: "a status",
+        }),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// SHA-256 of an object's canonical JSON (serde_json sorts object keys).

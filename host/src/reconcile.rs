@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use crate::apply::{WriteError, Writer};
 use crate::informers::{Informer, Key};
-use crate::manifest::{Manifest, Mode, Related};
-use crate::plan::{self, FenceError, ObjectKey};
+use crate::manifest::{Manifest, Related};
+use crate::plan::{self, ObjectKey};
 use crate::runtime::{CallError, Plugin, Request};
 
 /// Why a reconcile failed. Each is retried with backoff.
@@ -18,12 +18,8 @@ use crate::runtime::{CallError, Plugin, Request};
 pub enum ReconcileError {
     #[error(transparent)]
     Call(#[from] CallError),
-    #[error("plugin {plugin} crossed its fence")]
-    Fence {
-        plugin: String,
-        #[source]
-        source: FenceError,
-    },
+    #[error(transparent)]
+    Fence(#[from] plan::Fenced),
     #[error(transparent)]
     Write(#[from] WriteError),
     #[error("the plugin call was cancelled or panicked in the host")]
@@ -35,7 +31,7 @@ impl ReconcileError {
     pub fn label(&self) -> &'static str {
         match self {
             ReconcileError::Call(e) => e.label(),
-            ReconcileError::Fence { .. } => "fence",
+            ReconcileError::Fence(_) => "fence",
             ReconcileError::Write(_) => "write",
             ReconcileError::Join(_) => "join",
         }
@@ -45,7 +41,7 @@ impl ReconcileError {
     pub fn reason(&self) -> &'static str {
         match self {
             ReconcileError::Call(_) | ReconcileError::Join(_) => "PluginFailed",
-            ReconcileError::Fence { .. } => "FenceViolation",
+            ReconcileError::Fence(_) => "FenceViolation",
             ReconcileError::Write(_) => "WriteFailed",
         }
     }
@@ -189,18 +185,17 @@ pub async fn reconcile(
         let plugin = plugin.clone();
         call_blocking(move || plugin.reconcile(&request)).await?
     };
-    let fence = |source| ReconcileError::Fence {
+    let fence = |source| plan::Fenced {
         plugin: manifest.name.clone(),
         source,
     };
     let prepared = plan::children(manifest, &parent, &desired.children).map_err(fence)?;
-    plan::check_parent_patch(manifest, desired.parent_patch.is_some()).map_err(fence)?;
-    if manifest.mode == Mode::Decorator && desired.status.is_some() {
-        return Err(fence(FenceError::WrongMode {
-            mode: "decorator",
-            what: "a status",
-        }));
-    }
+    plan::check_mode(
+        manifest,
+        desired.parent_patch.is_some(),
+        desired.status.is_some(),
+    )
+    .map_err(fence)?;
 
     let by_key: HashMap<ObjectKey, &Value> =
         observed.iter().map(|o| (ObjectKey::of(o), o)).collect();

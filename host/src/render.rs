@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::manifest::{Manifest, Related};
-use crate::plan::{self, FenceError};
+use crate::plan;
 use crate::runtime::{CallError, Event, Plugin, Request};
 
 /// Used as the parent's uid when its file has none (it was never stored).
@@ -39,12 +39,8 @@ pub enum RenderError {
     },
     #[error(transparent)]
     Call(#[from] CallError),
-    #[error("plugin {plugin} crossed its fence")]
-    Fence {
-        plugin: String,
-        #[source]
-        source: FenceError,
-    },
+    #[error(transparent)]
+    Fence(#[from] plan::Fenced),
 }
 
 /// Read every object in a YAML or JSON file (multi-document YAML and `List`
@@ -180,12 +176,17 @@ pub fn render(
         related.iter().map(Value::to_string).collect(),
     );
     let desired = plugin.reconcile(&request)?;
-    let fence = |source| RenderError::Fence {
+    let fence = |source| plan::Fenced {
         plugin: manifest.name.clone(),
         source,
     };
     let children = plan::children(manifest, &parent, &desired.children).map_err(fence)?;
-    plan::check_parent_patch(manifest, desired.parent_patch.is_some()).map_err(fence)?;
+    plan::check_mode(
+        manifest,
+        desired.parent_patch.is_some(),
+        desired.status.is_some(),
+    )
+    .map_err(fence)?;
     let prune = plan::prune(manifest, &observed, &children)
         .into_iter()
         .map(|o| plan::ObjectKey::of(o).to_string())

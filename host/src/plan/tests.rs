@@ -211,18 +211,18 @@ fn a_decorator_returning_no_children_is_accepted() {
 #[test]
 fn a_composite_returning_a_parent_patch_is_refused() {
     assert_eq!(
-        check_parent_patch(&composite(), true),
+        check_mode(&composite(), true, false),
         Err(FenceError::WrongMode {
             mode: "composite",
             what: "a parent patch",
         })
     );
-    assert_eq!(check_parent_patch(&composite(), false), Ok(()));
+    assert_eq!(check_mode(&composite(), false, true), Ok(()));
 }
 
 #[test]
 fn a_decorator_may_patch_its_parent() {
-    assert_eq!(check_parent_patch(&decorator(), true), Ok(()));
+    assert_eq!(check_mode(&decorator(), true, false), Ok(()));
 }
 
 #[test]
@@ -329,16 +329,8 @@ fn server_owned_fields_and_status_are_stripped_from_children() {
     returned["metadata"]["selfLink"] = "/api/v1/namespaces/shop/services/orders".into();
     let child = prepared(returned);
     let meta = child["metadata"].as_object().unwrap();
-    for field in [
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "managedFields",
-        "selfLink",
-    ] {
-        assert!(!meta.contains_key(field), "{field} was kept: {child:#}");
+    for field in SERVER_OWNED_FIELDS {
+        assert!(!meta.contains_key(*field), "{field} was kept: {child:#}");
     }
     assert_eq!(child.get("status"), None);
     assert_eq!(
@@ -671,4 +663,15 @@ fn an_object_key_takes_the_group_from_the_api_version() {
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}});
     assert_eq!(ObjectKey::of(&ns).group, "");
     assert_eq!(ObjectKey::of(&ns).to_string(), "Namespace/shop");
+}
+
+#[test]
+fn a_decorator_may_not_return_a_status() {
+    assert_eq!(
+        check_mode(&decorator(), false, true),
+        Err(FenceError::WrongMode {
+            mode: "decorator",
+            what: "a status",
+        })
+    );
 }
