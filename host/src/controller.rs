@@ -78,7 +78,7 @@ pub struct Controller {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
     _subscriptions: Vec<Subscription>,
-    _campaign: Option<Campaign>,
+    campaign: Option<Campaign>,
 }
 
 /// True if `a` and `b` need the same watches and routes, so that swapping
@@ -187,7 +187,7 @@ impl Controller {
             shared,
             tasks,
             _subscriptions: subscriptions,
-            _campaign: campaign,
+            campaign,
         }
     }
 
@@ -215,6 +215,33 @@ impl Controller {
         self.shared.queue.close();
         for task in &self.tasks {
             task.abort();
+        }
+    }
+
+    /// Stop for a host shutdown: no new reconciles start, those in flight
+    /// get up to `grace` to finish, then the plugin's Lease is released so
+    /// another replica takes over at once.
+    pub async fn shutdown(mut self, grace: Duration) {
+        self.shared.queue.close();
+        let tasks = std::mem::take(&mut self.tasks);
+        // Workers return once the queue is closed and their reconcile is
+        // done; the resync task (the last one) never returns by itself.
+        let workers = &tasks[..tasks.len().saturating_sub(1)];
+        if self.shared.leadership.is_leader() {
+            let finished = async {
+                while !workers.iter().all(JoinHandle::is_finished) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            if tokio::time::timeout(grace, finished).await.is_err() {
+                tracing::warn!(plugin = %self.plugin().name(), "reconciles still running at shutdown; abandoning them");
+            }
+        }
+        for task in &tasks {
+            task.abort();
+        }
+        if let Some(campaign) = self.campaign.take() {
+            campaign.release().await;
         }
     }
 }

@@ -73,6 +73,33 @@ impl Leadership {
 pub struct Campaign {
     pub leadership: Leadership,
     task: JoinHandle<()>,
+    release: Option<(Api<Lease>, String, String)>,
+}
+
+impl Campaign {
+    /// Stop campaigning and, if this replica holds the Lease, give it up so
+    /// that another replica takes over at once instead of after the lease
+    /// duration (client-go's `ReleaseOnCancel`).
+    pub async fn release(mut self) {
+        self.task.abort();
+        let Some((api, name, identity)) = self.release.take() else {
+            return;
+        };
+        let Ok(Some(mut lease)) = api.get_opt(&name).await else {
+            return;
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(micro_now());
+        match api.replace(&name, &PostParams::default(), &lease).await {
+            Ok(_) => tracing::info!(lease = %name, "lease released"),
+            Err(error) => tracing::warn!(lease = %name, %error, "failed to release lease"),
+        }
+    }
 }
 
 impl Drop for Campaign {
@@ -88,8 +115,9 @@ fn micro_now() -> MicroTime {
 /// Start campaigning for Lease `name`.
 pub fn campaign(client: Client, name: String, settings: LeaseSettings) -> Campaign {
     let (tx, rx) = watch::channel(false);
+    let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
+    let release = Some((api.clone(), name.clone(), settings.identity.clone()));
     let task = tokio::spawn(async move {
-        let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
         loop {
             let leading = match try_acquire_or_renew(&api, &name, &settings).await {
                 Ok(leading) => leading,
@@ -110,6 +138,7 @@ pub fn campaign(client: Client, name: String, settings: LeaseSettings) -> Campai
     Campaign {
         leadership: Leadership { rx },
         task,
+        release,
     }
 }
 

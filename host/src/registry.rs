@@ -413,6 +413,20 @@ impl Registry {
             .collect()
     }
 
+    /// Stop every controller for a host shutdown (see
+    /// [`Controller::shutdown`]).
+    pub async fn shutdown(&self, grace: Duration) {
+        let controllers: Vec<Controller> = {
+            let mut files = self.files.lock().expect("registry lock");
+            files
+                .values_mut()
+                .filter_map(|e| e.serving.take())
+                .map(|s| s.controller)
+                .collect()
+        };
+        futures::future::join_all(controllers.into_iter().map(|c| c.shutdown(grace))).await;
+    }
+
     /// Queue lengths per plugin, for metrics.
     pub fn queue_lengths(&self) -> HashMap<String, usize> {
         let files = self.files.lock().expect("registry lock");

@@ -50,6 +50,10 @@ pub struct RunArgs {
 /// loaded by the watcher once it settles.
 const INITIAL_SCAN_RETRIES: usize = 20;
 
+/// How long reconciles in flight may run on after SIGTERM: well inside the
+/// 30 s Kubernetes waits before killing a pod.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -144,6 +148,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     }
     watcher.abort();
     queue_gauges.abort();
+    registry.shutdown(SHUTDOWN_GRACE).await;
     Ok(())
 }
 

@@ -403,6 +403,24 @@ impl Host {
         lines[lines.len().saturating_sub(60)..].join("\n")
     }
 
+    /// Stop the host as Kubernetes does (SIGTERM) and wait for it to exit;
+    /// returns whether it exited successfully.
+    pub fn terminate(mut self) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                panic!("host ignored SIGTERM for 30 s:\n{}", self.log_tail());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Stop the host (SIGKILL: a crash is the harsher restart).
     pub fn stop(mut self) {
         let _ = self.child.kill();

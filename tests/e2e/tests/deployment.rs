@@ -142,3 +142,38 @@ fn a_second_replica_takes_over_when_the_leader_dies() {
         "the second replica took over"
     );
 }
+
+#[test]
+fn a_replica_shutting_down_hands_its_lease_over_at_once() {
+    install_crds();
+    let ns = Namespace::new("handover");
+    let dir = PluginDir::with(&["database"]);
+    let args = ["--leader-elect", "--lease-namespace", ns.name.as_str()];
+    let first = Host::start_with(&dir, &args);
+    let lease_holder = || {
+        get_json(&ns.name, "lease/kubeplug-database")?["spec"]["holderIdentity"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .map(String::from)
+    };
+    let leader = eventually("a leader", TIMEOUT, lease_holder);
+    let second = Host::start_with(&dir, &args);
+
+    let stopped = std::time::Instant::now();
+    assert!(first.terminate(), "the host exits cleanly on SIGTERM");
+    eventually("the lease to move", TIMEOUT, || {
+        lease_holder().filter(|h| *h != leader)
+    });
+    // Without the release, the follower would wait for the 15 s lease to
+    // expire; with it, its next 5 s retry takes over.
+    assert!(
+        stopped.elapsed() < Duration::from_secs(12),
+        "takeover took {:?}",
+        stopped.elapsed()
+    );
+    apply(&ns.name, &database("after-handover"));
+    eventually("the new leader to reconcile", TIMEOUT, || {
+        (phase(&ns.name, "after-handover").as_deref() == Some("Running")).then_some(())
+    });
+    assert!(second.writes("database") > 0);
+}
