@@ -99,21 +99,23 @@ struct RenderArgs {
     /// Related objects (YAML/JSON, multi-document allowed). Repeatable.
     #[arg(long)]
     related: Vec<PathBuf>,
-    /// The plugin's configuration document (YAML or JSON).
-    #[arg(long)]
-    config: Option<PathBuf>,
-    #[arg(short, long, value_enum, default_value = "yaml")]
-    output: Format,
     #[command(flatten)]
-    runtime: RuntimeArgs,
+    common: OfflineArgs,
 }
 
 #[derive(Args)]
 struct InspectArgs {
     /// The plugin (`.wasm` component).
     plugin: PathBuf,
+    #[command(flatten)]
+    common: OfflineArgs,
+}
+
+/// What both offline commands take besides the plugin.
+#[derive(Args)]
+struct OfflineArgs {
     /// The plugin's configuration document (YAML or JSON), for plugins that
-    /// refuse to load without one.
+    /// need one.
     #[arg(long)]
     config: Option<PathBuf>,
     #[arg(short, long, value_enum, default_value = "yaml")]
@@ -156,9 +158,10 @@ pub fn read_config(path: &Path) -> anyhow::Result<serde_json::Value> {
 }
 
 /// Load one plugin file for an offline command.
-fn load(path: &Path, config: Option<&Path>, runtime: &RuntimeArgs) -> anyhow::Result<Plugin> {
+fn load(path: &Path, args: &OfflineArgs) -> anyhow::Result<Plugin> {
+    let runtime = &args.runtime;
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let config = config.map(read_config).transpose()?;
+    let config = args.config.as_deref().map(read_config).transpose()?;
     runtime
         .runtime()?
         .load(
@@ -182,7 +185,7 @@ fn print<T: Serialize>(value: &T, format: Format) -> anyhow::Result<()> {
 }
 
 fn render_cmd(args: RenderArgs) -> anyhow::Result<()> {
-    let plugin = load(&args.plugin, args.config.as_deref(), &args.runtime)?;
+    let plugin = load(&args.plugin, &args.common)?;
     let mut parents = render::read_objects(&args.parent)?;
     if parents.len() != 1 {
         return Err(render::RenderError::ParentCount {
@@ -204,7 +207,7 @@ fn render_cmd(args: RenderArgs) -> anyhow::Result<()> {
         read_all(&args.observed)?,
         read_all(&args.related)?,
     )?;
-    print(&rendered, args.output)
+    print(&rendered, args.common.output)
 }
 
 #[derive(Serialize)]
@@ -217,7 +220,7 @@ struct Inspection<'a> {
 }
 
 fn inspect_cmd(args: InspectArgs) -> anyhow::Result<()> {
-    let plugin = load(&args.plugin, args.config.as_deref(), &args.runtime)?;
+    let plugin = load(&args.plugin, &args.common)?;
     print(
         &Inspection {
             contract: CONTRACT,
@@ -225,6 +228,6 @@ fn inspect_cmd(args: InspectArgs) -> anyhow::Result<()> {
             size_bytes: plugin.size(),
             manifest: plugin.manifest(),
         },
-        args.output,
+        args.common.output,
     )
 }

@@ -107,20 +107,30 @@ fn the_host_runs_all_three_plugins_with_the_service_account_of_deploy_rbac() {
     );
 }
 
+/// Who holds the `database` plugin's Lease in `ns` (none once released).
+fn lease_holder(ns: &Namespace) -> Option<String> {
+    get_json(&ns.name, "lease/kubeplug-database")?["spec"]["holderIdentity"]
+        .as_str()
+        .filter(|h| !h.is_empty())
+        .map(String::from)
+}
+
+/// Two replicas with leader election and their Leases in `ns`: the leader,
+/// its identity, and the follower started after it.
+fn two_replicas(ns: &Namespace, dir: &PluginDir) -> (Host, String, Host) {
+    let args = ["--leader-elect", "--lease-namespace", ns.name.as_str()];
+    let first = Host::start_with(dir, &args);
+    let leader = eventually("a leader", TIMEOUT, || lease_holder(ns));
+    let second = Host::start_with(dir, &args);
+    (first, leader, second)
+}
+
 #[test]
 fn a_second_replica_takes_over_when_the_leader_dies() {
     install_crds();
     let ns = Namespace::new("leader");
     let dir = PluginDir::with(&["database"]);
-    let args = ["--leader-elect", "--lease-namespace", ns.name.as_str()];
-    let first = Host::start_with(&dir, &args);
-    let lease_holder = || {
-        get_json(&ns.name, "lease/kubeplug-database")?["spec"]["holderIdentity"]
-            .as_str()
-            .map(String::from)
-    };
-    let leader = eventually("a leader", TIMEOUT, lease_holder);
-    let second = Host::start_with(&dir, &args);
+    let (first, leader, second) = two_replicas(&ns, &dir);
 
     apply(&ns.name, &database("led-db"));
     eventually("the leader to reconcile", TIMEOUT, || {
@@ -131,7 +141,7 @@ fn a_second_replica_takes_over_when_the_leader_dies() {
 
     first.stop();
     eventually("the lease to move", TIMEOUT, || {
-        lease_holder().filter(|h| *h != leader)
+        lease_holder(&ns).filter(|h| *h != leader)
     });
     apply(&ns.name, &database("after-failover"));
     eventually("the new leader to reconcile", TIMEOUT, || {
@@ -148,21 +158,12 @@ fn a_replica_shutting_down_hands_its_lease_over_at_once() {
     install_crds();
     let ns = Namespace::new("handover");
     let dir = PluginDir::with(&["database"]);
-    let args = ["--leader-elect", "--lease-namespace", ns.name.as_str()];
-    let first = Host::start_with(&dir, &args);
-    let lease_holder = || {
-        get_json(&ns.name, "lease/kubeplug-database")?["spec"]["holderIdentity"]
-            .as_str()
-            .filter(|h| !h.is_empty())
-            .map(String::from)
-    };
-    let leader = eventually("a leader", TIMEOUT, lease_holder);
-    let second = Host::start_with(&dir, &args);
+    let (first, leader, second) = two_replicas(&ns, &dir);
 
     let stopped = std::time::Instant::now();
     assert!(first.terminate(), "the host exits cleanly on SIGTERM");
     eventually("the lease to move", TIMEOUT, || {
-        lease_holder().filter(|h| *h != leader)
+        lease_holder(&ns).filter(|h| *h != leader)
     });
     // Without the release, the follower would wait for the 15 s lease to
     // expire; with it, its next 5 s retry takes over.
