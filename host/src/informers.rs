@@ -261,19 +261,4 @@ impl Informers {
             .values()
             .all(|i| i.is_synced())
     }
-
-    /// Objects cached per resource type, for metrics.
-    pub fn sizes(&self) -> Vec<(String, usize)> {
-        self.informers
-            .lock()
-            .expect("informers lock")
-            .values()
-            .map(|i| {
-                (
-                    i.resource.to_string(),
-                    i.cache.read().expect("cache lock").len(),
-                )
-            })
-            .collect()
-    }
 }

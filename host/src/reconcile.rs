@@ -158,7 +158,7 @@ pub async fn reconcile(
     let related: Vec<String> = sources
         .related(&key.0, &key.1)
         .iter()
-        .map(|o| to_value(o).to_string())
+        .map(|o| serde_json::to_string(&**o).expect("a DynamicObject always serializes"))
         .collect();
     let request = Request::new(
         parent.to_string(),

@@ -153,10 +153,6 @@ impl Runtime {
             expected: RECONCILER_EXPORT.into(),
         })
     }
-
-    pub fn engine(&self) -> &Engine {
-        &self.engine
-    }
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`], which is what makes

@@ -151,22 +151,6 @@ impl Metrics {
             .inc();
     }
 
-    /// Total API writes by `plugin` so far.
-    pub fn writes_of(&self, plugin: &str) -> u64 {
-        ["apply", "delete", "status", "patch", "event"]
-            .iter()
-            .map(|verb| {
-                self.inner
-                    .writes
-                    .get_or_create(&WriteLabels {
-                        plugin: plugin.into(),
-                        verb: (*verb).into(),
-                    })
-                    .get()
-            })
-            .sum()
-    }
-
     pub fn queue_depth(&self, plugin: &str, depth: usize) {
         self.inner
             .queue_depth

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use serde_json::Value;
 
 /// The repository root.
@@ -493,12 +493,4 @@ pub fn resource_versions(ns: &str, objects: &[&str]) -> std::collections::BTreeM
             (what.to_string(), rv)
         })
         .collect()
-}
-
-/// Fail with context if a condition does not hold (for helper functions).
-pub fn ensure(cond: bool, what: &str) -> anyhow::Result<()> {
-    if !cond {
-        bail!("{what}");
-    }
-    Ok(())
 }
