@@ -38,6 +38,9 @@ plugins: toolchain
 	cargo build --release --target wasm32-wasip2 $(addprefix -p ,$(PLUGINS) $(TEST_PLUGINS))
 	@for p in $(PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/plugins/$$p.wasm"; done
 	@for p in $(TEST_PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/test-plugins/$$p.wasm"; done
+	@# A component that takes Cranelift ~10 s and ~600 MiB to compile, for
+	@# the compile-quota tests (built natively; it writes the .wasm).
+	cargo run --release -q -p compile-bomb -- 100000 target/test-plugins/compile-bomb.wasm
 	@ls -l target/plugins target/test-plugins
 
 host: toolchain

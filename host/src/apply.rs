@@ -45,19 +45,31 @@ pub enum WriteError {
         #[source]
         source: kube::Error,
     },
+    #[error("failed to read {what}")]
+    Get {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl WriteError {
+    fn source_error(&self) -> &kube::Error {
+        let (WriteError::Apply { source, .. }
+        | WriteError::Delete { source, .. }
+        | WriteError::Status { source, .. }
+        | WriteError::Patch { source, .. }
+        | WriteError::Get { source, .. }) = self;
+        source
+    }
+
     /// True if the API server refused to create an object because its
     /// namespace is being deleted (cause `NamespaceTerminating`) or is gone
     /// (404 for the namespace itself). Nothing to retry: the parent goes with
     /// the namespace; the cache just has not seen it go yet. Kubernetes' own
     /// controllers skip the first error the same way (ReplicaSet, Job).
     pub fn namespace_gone(&self) -> bool {
-        let (WriteError::Apply { source, .. }
-        | WriteError::Delete { source, .. }
-        | WriteError::Status { source, .. }
-        | WriteError::Patch { source, .. }) = self;
+        let source = self.source_error();
         let kube::Error::Api(status) = source else {
             return false;
         };
@@ -70,20 +82,14 @@ impl WriteError {
     /// True if the object written to is gone (404): a parent deleted after
     /// the cache last saw it.
     pub fn not_found(&self) -> bool {
-        let (WriteError::Apply { source, .. }
-        | WriteError::Delete { source, .. }
-        | WriteError::Status { source, .. }
-        | WriteError::Patch { source, .. }) = self;
+        let source = self.source_error();
         matches!(source, kube::Error::Api(status) if status.code == 404)
     }
 
     /// True if a write guarded by `metadata.resourceVersion` was refused
     /// because the object changed since it was read (409 Conflict).
     pub fn conflict(&self) -> bool {
-        let (WriteError::Apply { source, .. }
-        | WriteError::Delete { source, .. }
-        | WriteError::Status { source, .. }
-        | WriteError::Patch { source, .. }) = self;
+        let source = self.source_error();
         matches!(source, kube::Error::Api(status) if status.code == 409)
     }
 }
@@ -143,20 +149,44 @@ impl Writer {
         self.metrics.write(&self.plugin, verb);
     }
 
-    /// Server-side apply a prepared child (from `plan::children`).
-    /// Returns the object as the API server stored it.
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    /// Server-side apply a prepared child (from `plan::children`). `force`
+    /// takes over fields other managers set; it is only used on children
+    /// this parent controls (and guarded by their uid, see
+    /// `plan::guarded`). Returns the object as the API server stored it.
     pub async fn apply_child(
         &self,
         ty: &ApiResource,
         child: &Value,
+        force: bool,
     ) -> Result<DynamicObject, WriteError> {
         let (ns, name) = name_of(child);
         self.count("apply");
-        let params = PatchParams::apply(&self.field_manager).force();
+        let mut params = PatchParams::apply(&self.field_manager);
+        params.force = force;
         api(&self.client, ty, ns)
             .patch(name, &params, &Patch::Apply(child))
             .await
             .map_err(|source| WriteError::Apply {
+                what: describe(ty, ns, name),
+                source,
+            })
+    }
+
+    /// Read the live object a prepared child would be written to, if any.
+    pub async fn get_child(
+        &self,
+        ty: &ApiResource,
+        child: &Value,
+    ) -> Result<Option<DynamicObject>, WriteError> {
+        let (ns, name) = name_of(child);
+        api(&self.client, ty, ns)
+            .get_opt(name)
+            .await
+            .map_err(|source| WriteError::Get {
                 what: describe(ty, ns, name),
                 source,
             })

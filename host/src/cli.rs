@@ -2,14 +2,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
+use crate::policy::{Effective, Policy};
 use crate::render;
-use crate::runtime::{CONTRACT, Limits, Plugin, PluginOptions, Runtime};
+use crate::runtime::{CONTRACT, Compiler, LimitSettings, Limits, Plugin, PluginOptions, Runtime};
 
 #[derive(Parser)]
 #[command(
@@ -31,6 +31,10 @@ enum Command {
     Inspect(InspectArgs),
     /// Run the operator: load every plugin in a directory and reconcile.
     Run(crate::run::RunArgs),
+    /// Internal: compile a component in a child process of the host, so
+    /// that the host can bound its time and memory.
+    #[command(name = "__compile", hide = true)]
+    Compile { input: PathBuf, output: PathBuf },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -48,12 +52,29 @@ pub struct RuntimeArgs {
     /// Compile in memory only; write no cache.
     #[arg(long)]
     pub no_cache: bool,
-    /// Wall-clock deadline of one plugin call, in milliseconds.
+    /// Wall-clock deadline of one plugin call, in milliseconds (at most the
+    /// policy's `callTimeoutMs`).
     #[arg(long, default_value_t = Limits::default().timeout.as_millis() as u64)]
     pub timeout_ms: u64,
-    /// Cap on a plugin's linear memory, in MiB.
+    /// Cap on a call's guest memory, in MiB (at most the policy's
+    /// `memoryBytes`).
     #[arg(long, default_value_t = (Limits::default().memory_bytes >> 20) as u64)]
     pub memory_mib: u64,
+}
+
+/// The platform's policy (see [`crate::policy`]).
+#[derive(Args, Clone)]
+pub struct PolicyArgs {
+    /// Policy file granting each plugin what it may do (repeatable, or
+    /// comma-separated). Without one, every plugin gets the default grant.
+    #[arg(long = "policy", env = "KUBEPLUG_POLICY", value_delimiter = ',')]
+    pub files: Vec<PathBuf>,
+}
+
+impl PolicyArgs {
+    pub fn load(&self) -> anyhow::Result<Policy> {
+        Policy::load(&self.files).context("failed to load the policy")
+    }
 }
 
 impl RuntimeArgs {
@@ -68,11 +89,18 @@ impl RuntimeArgs {
             .context("failed to start the Wasm runtime")
     }
 
-    pub fn limits(&self) -> Limits {
-        Limits {
-            timeout: Duration::from_millis(self.timeout_ms),
-            memory_bytes: (self.memory_mib as usize) << 20,
-            ..Limits::default()
+    /// The same runtime compiling in a bounded child process of this
+    /// executable (see [`crate::runtime::compile`]).
+    pub fn bounded_runtime(&self) -> anyhow::Result<Runtime> {
+        let exe = std::env::current_exe().context("cannot find the kubeplug executable")?;
+        Ok(self.runtime()?.with_compiler(Compiler::Subprocess(exe)))
+    }
+
+    /// The limits asked for on the command line (the policy caps them).
+    pub fn limits(&self) -> LimitSettings {
+        LimitSettings {
+            timeout_ms: Some(self.timeout_ms),
+            memory_bytes: Some((self.memory_mib as usize) << 20),
         }
     }
 }
@@ -99,6 +127,12 @@ struct RenderArgs {
     /// Related objects (YAML/JSON, multi-document allowed). Repeatable.
     #[arg(long)]
     related: Vec<PathBuf>,
+    /// CustomResourceDefinitions (YAML/JSON) that tell the scope of custom
+    /// kinds, as the live host learns it from the API server. Repeatable.
+    #[arg(long)]
+    crd: Vec<PathBuf>,
+    #[command(flatten)]
+    policy: PolicyArgs,
     #[command(flatten)]
     common: OfflineArgs,
 }
@@ -141,6 +175,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Render(args) => render_cmd(args),
         Command::Inspect(args) => inspect_cmd(args),
         Command::Run(args) => crate::run::run(args),
+        Command::Compile { input, output } => {
+            crate::runtime::compile::compile_main(&input, &output)
+        }
     }
 }
 
@@ -157,22 +194,64 @@ pub fn read_config(path: &Path) -> anyhow::Result<serde_json::Value> {
     }
 }
 
-/// Load one plugin file for an offline command.
-fn load(path: &Path, args: &OfflineArgs) -> anyhow::Result<Plugin> {
+/// Load one plugin file for an offline command, within `policy`'s quotas
+/// (compiled in a bounded child process, as the host does).
+fn load(path: &Path, args: &OfflineArgs, policy: &Policy) -> anyhow::Result<Plugin> {
     let runtime = &args.runtime;
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let config = args.config.as_deref().map(read_config).transpose()?;
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    let quotas = policy.quotas_for_file(stem);
     runtime
-        .runtime()?
+        .bounded_runtime()?
         .load(
             &bytes,
             PluginOptions {
                 config,
-                limits: runtime.limits(),
+                limits: runtime.limits().within(quotas.limits()),
+                compile: quotas.compile(),
                 label: Some(path.display().to_string()),
             },
         )
         .with_context(|| format!("cannot load plugin {}", path.display()))
+}
+
+/// The grant the live host would give `plugin` under `policy`, and the
+/// plugin as the host would admit it (scopes resolved offline: built-in
+/// kinds and `crds`).
+fn admit(
+    plugin: Plugin,
+    policy: &Policy,
+    crds: &[serde_json::Value],
+    limits: LimitSettings,
+) -> anyhow::Result<(Plugin, Effective, Vec<String>)> {
+    let name = plugin.name().to_string();
+    let grant = policy.grant(&name).with_context(|| {
+        format!(
+            "the live host would refuse plugin {name}: the policy is strict and has no grant for it"
+        )
+    })?;
+    let scopes = crate::discovery::Scopes::offline(crds);
+    let notes = std::cell::RefCell::new(Vec::new());
+    let resolved = plugin
+        .manifest()
+        .resolve(|r| {
+            scopes.lookup(r).or_else(|| {
+                notes.borrow_mut().push(format!(
+                    "the scope of {r} is the plugin's own claim (the live host asks the API server; pass --crd to check it here)"
+                ));
+                Some((r.plural.clone(), r.namespaced))
+            })
+        })
+        .map_err(|problems| anyhow::anyhow!("the live host would refuse plugin {name}: {}", problems.join("; ")))?;
+    let admitted = grant
+        .admit(&resolved, plugin.digest())
+        .map_err(|refusal| anyhow::anyhow!("the live host would refuse this plugin: {refusal}"))?;
+    let limits = limits.within(grant.quotas.limits());
+    Ok((plugin.admitted(admitted, limits), grant, notes.into_inner()))
 }
 
 fn print<T: Serialize>(value: &T, format: Format) -> anyhow::Result<()> {
@@ -185,7 +264,13 @@ fn print<T: Serialize>(value: &T, format: Format) -> anyhow::Result<()> {
 }
 
 fn render_cmd(args: RenderArgs) -> anyhow::Result<()> {
-    let plugin = load(&args.plugin, &args.common)?;
+    let policy = args.policy.load()?;
+    let mut crds = Vec::new();
+    for path in &args.crd {
+        crds.extend(render::read_objects(path)?);
+    }
+    let plugin = load(&args.plugin, &args.common, &policy)?;
+    let (plugin, grant, notes) = admit(plugin, &policy, &crds, args.common.runtime.limits())?;
     let mut parents = render::read_objects(&args.parent)?;
     if parents.len() != 1 {
         return Err(render::RenderError::ParentCount {
@@ -201,12 +286,14 @@ fn render_cmd(args: RenderArgs) -> anyhow::Result<()> {
         }
         Ok(all)
     };
-    let rendered = render::render(
+    let mut rendered = render::render(
         &plugin,
+        &grant,
         parents.remove(0),
         read_all(&args.observed)?,
         read_all(&args.related)?,
     )?;
+    rendered.notes = notes;
     print(&rendered, args.common.output)
 }
 
@@ -220,7 +307,7 @@ struct Inspection<'a> {
 }
 
 fn inspect_cmd(args: InspectArgs) -> anyhow::Result<()> {
-    let plugin = load(&args.plugin, &args.common)?;
+    let plugin = load(&args.plugin, &args.common, &Policy::default())?;
     print(
         &Inspection {
             contract: CONTRACT,

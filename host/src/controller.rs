@@ -6,6 +6,7 @@
 //! The plugin behind a controller can be swapped while it runs
 //! ([`Controller::upgrade`]): calls in flight finish on the old version.
 
+pub mod budget;
 pub mod routes;
 
 use std::collections::HashMap;
@@ -16,11 +17,13 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::apply::Writer;
+use crate::identity::Access;
 use crate::informers::{Handler, Informers, Key, Subscription};
 use crate::leader::{self, Campaign, Leadership, LeaseSettings};
 use crate::manifest::Manifest;
+use crate::policy::Effective;
 use crate::queue::Queue;
-use crate::reconcile::{self, Sources};
+use crate::reconcile::{self, Fence, Sources};
 use crate::runtime::{Event, Plugin};
 use crate::telemetry::Metrics;
 
@@ -67,6 +70,7 @@ struct Shared {
     queue: Arc<Queue<Key>>,
     sources: Sources,
     writer: Writer,
+    fence: Fence,
     metrics: Metrics,
     settings: Settings,
     failures: Mutex<HashMap<Key, u32>>,
@@ -90,13 +94,26 @@ pub fn same_shape(a: &Manifest, b: &Manifest) -> bool {
         && a.children == b.children
         && a.related == b.related
         && a.namespaces == b.namespaces
+        && a.excluded_namespaces == b.excluded_namespaces
         && a.finalizer == b.finalizer
+}
+
+/// Who a controller writes as and what it may do: the plugin's grant and a
+/// client impersonating its ServiceAccount (see [`crate::identity`]).
+pub struct Identity {
+    pub grant: Effective,
+    /// Writes go out as the plugin.
+    pub client: kube::Client,
+    /// Read checks, shared by the host's plugins.
+    pub access: Arc<Access>,
 }
 
 impl Controller {
     /// Subscribe to the informers the plugin needs and start its workers.
+    /// `client` is the host's own (Leases); writes use `identity`'s.
     pub fn start(
         plugin: Plugin,
+        identity: Identity,
         informers: &Informers,
         client: kube::Client,
         metrics: Metrics,
@@ -125,17 +142,24 @@ impl Controller {
             .map(|c| c.leadership.clone())
             .unwrap_or_else(Leadership::always);
         let writer = Writer::new(
-            client,
+            identity.client,
             &manifest.name,
             manifest.field_manager(),
             metrics.clone(),
         );
+        let fence = Fence {
+            events: budget::EventBudget::new(identity.grant.quotas.events_per_parent_per_minute),
+            grant: identity.grant,
+            access: identity.access,
+            metrics: metrics.clone(),
+        };
         let queue = Queue::new();
         let shared = Arc::new(Shared {
             plugin: RwLock::new(plugin),
             queue: queue.clone(),
             sources,
             writer,
+            fence,
             metrics,
             settings: settings.clone(),
             failures: Mutex::new(HashMap::new()),
@@ -287,9 +311,15 @@ async fn worker(shared: Arc<Shared>) {
         let name = plugin.name().to_string();
         let span = tracing::info_span!("reconcile", plugin = %name, object = %format!("{}/{}", key.0, key.1));
         let started = Instant::now();
-        let result = reconcile::reconcile(&plugin, &shared.sources, &shared.writer, &key)
-            .instrument(span.clone())
-            .await;
+        let result = reconcile::reconcile(
+            &plugin,
+            &shared.sources,
+            &shared.writer,
+            &shared.fence,
+            &key,
+        )
+        .instrument(span.clone())
+        .await;
         let took = started.elapsed();
         match result {
             Ok(outcome) => {

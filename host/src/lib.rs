@@ -12,10 +12,13 @@
 pub mod apply;
 pub mod cli;
 pub mod controller;
+pub mod discovery;
+pub mod identity;
 pub mod informers;
 pub mod leader;
 pub mod manifest;
 pub mod plan;
+pub mod policy;
 pub mod queue;
 pub mod reconcile;
 pub mod registry;

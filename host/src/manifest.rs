@@ -30,6 +30,12 @@ impl ApiResource {
     pub fn matches(&self, api_version: &str, kind: &str) -> bool {
         self.kind == kind && self.api_version() == api_version
     }
+
+    /// Same group and kind, whatever the version, plural or claimed scope:
+    /// the identity of a kind for every host rule.
+    pub fn same_kind(&self, other: &ApiResource) -> bool {
+        self.group == other.group && self.kind == other.kind
+    }
 }
 
 impl std::fmt::Display for ApiResource {
@@ -88,6 +94,11 @@ pub struct Manifest {
     pub namespaces: Vec<String>,
     pub finalizer: Option<String>,
     pub resync_seconds: Option<u32>,
+    /// Namespaces the host keeps the plugin out of although `namespaces` is
+    /// empty (all): the system namespaces and the host's own, unless the
+    /// grant names them. Set by the policy, never by the plugin.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excluded_namespaces: Vec<String>,
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -126,7 +137,7 @@ impl Manifest {
         check_resource("parent", &self.parent)?;
         for child in &self.children {
             check_resource("child", child)?;
-            if child == &self.parent {
+            if child.same_kind(&self.parent) {
                 return Err(format!(
                     "a plugin may not create its own parent kind {child}"
                 ));
@@ -175,7 +186,55 @@ impl Manifest {
 
     /// Does this plugin reconcile parents in `namespace`?
     pub fn watches_namespace(&self, namespace: &str) -> bool {
-        self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace)
+        if self.namespaces.is_empty() {
+            !self.excluded_namespaces.iter().any(|n| n == namespace)
+        } else {
+            self.namespaces.iter().any(|n| n == namespace)
+        }
+    }
+
+    /// Every resource the manifest names: parent, children, related.
+    pub fn resources_mut(&mut self) -> impl Iterator<Item = &mut ApiResource> {
+        std::iter::once(&mut self.parent)
+            .chain(self.children.iter_mut())
+            .chain(self.related.iter_mut().map(|r| &mut r.resource))
+    }
+
+    /// Replace each resource's plural and scope with what the API server
+    /// says (`lookup`: group, version, kind → plural and namespaced), never
+    /// what the plugin claimed; then apply the rules that need true scopes.
+    /// Returns every problem found.
+    pub fn resolve(
+        &self,
+        lookup: impl Fn(&ApiResource) -> Option<(String, bool)>,
+    ) -> Result<Manifest, Vec<String>> {
+        let mut resolved = self.clone();
+        let mut problems = Vec::new();
+        for r in resolved.resources_mut() {
+            match lookup(r) {
+                Some((plural, namespaced)) => {
+                    r.plural = plural;
+                    r.namespaced = namespaced;
+                }
+                None => problems.push(format!(
+                    "kind {r} is not served by the API server (is its CustomResourceDefinition installed?)"
+                )),
+            }
+        }
+        if problems.is_empty() {
+            for child in resolved.children.iter().filter(|c| !c.namespaced) {
+                if resolved.parent.namespaced {
+                    problems.push(format!(
+                        "cluster-scoped child kind {child} cannot belong to a namespaced parent (garbage collection would never remove it)"
+                    ));
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(resolved)
+        } else {
+            Err(problems)
+        }
     }
 
     /// The field manager for server-side apply.

@@ -49,6 +49,21 @@ pub enum FenceError {
     /// The parent has no `metadata.uid`, so no ownerReference can be built.
     #[error("the parent has no metadata.uid")]
     ParentWithoutUid,
+    /// More children than the plugin's quota.
+    #[error("{count} children, over the quota of {max} per parent")]
+    TooManyChildren { count: usize, max: usize },
+    /// A status larger than the plugin's quota.
+    #[error("a status of {bytes} bytes, over the quota of {max}")]
+    StatusTooLarge { bytes: usize, max: usize },
+    /// More events in one answer than the plugin's quota.
+    #[error("{count} events in one answer, over the quota of {max}")]
+    TooManyEvents { count: usize, max: usize },
+    /// A decorator set a label or annotation its grant does not cover.
+    #[error("key {key} is {}", if *.reserved { "reserved (kubeplug, Kubernetes and kubectl own it) and not granted" } else { "not among the granted decorator keys" })]
+    KeyNotGranted { key: String, reserved: bool },
+    /// A finalizer the plugin's grant does not cover.
+    #[error("finalizer {finalizer} is not granted")]
+    FinalizerNotGranted { finalizer: String },
 }
 
 /// A [`FenceError`] naming the plugin that crossed its fence.
@@ -220,6 +235,18 @@ pub fn children(
         out.push(child);
     }
     Ok(out)
+}
+
+/// `prepared` (from [`children`]) made safe to send: carrying the uid of the
+/// observed child it updates, so that if that object was deleted and another
+/// of the same name made since, the API server refuses the apply (the uid is
+/// immutable) instead of overwriting someone else's object.
+pub fn guarded(prepared: &Value, uid: Option<&str>) -> Value {
+    let mut child = prepared.clone();
+    if let (Some(meta), Some(uid)) = (child["metadata"].as_object_mut(), uid) {
+        meta.insert("uid".into(), uid.into());
+    }
+    child
 }
 
 /// Refuse answers that do not fit the plugin's mode: a parent patch from a

@@ -4,14 +4,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
 
 use crate::apply::{WriteError, Writer};
+use crate::controller::budget::EventBudget;
+use crate::identity::{Access, AccessError};
 use crate::informers::{Informer, Key};
 use crate::manifest::{Manifest, Related};
 use crate::plan::{self, ObjectKey};
+use crate::policy::Effective;
 use crate::runtime::{CallError, Plugin, Request};
+use crate::telemetry::Metrics;
 
 /// Why a reconcile failed. Each is retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +29,8 @@ pub enum ReconcileError {
     Write(#[from] WriteError),
     #[error("the plugin call was cancelled or panicked in the host")]
     Join(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Access(#[from] AccessError),
 }
 
 impl ReconcileError {
@@ -34,6 +41,7 @@ impl ReconcileError {
             ReconcileError::Fence(_) => "fence",
             ReconcileError::Write(_) => "write",
             ReconcileError::Join(_) => "join",
+            ReconcileError::Access(_) => "read_denied",
         }
     }
 
@@ -43,6 +51,7 @@ impl ReconcileError {
             ReconcileError::Call(_) | ReconcileError::Join(_) => "PluginFailed",
             ReconcileError::Fence(_) => "FenceViolation",
             ReconcileError::Write(_) => "WriteFailed",
+            ReconcileError::Access(_) => "ReadDenied",
         }
     }
 }
@@ -51,6 +60,36 @@ impl ReconcileError {
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub requeue_after: Option<Duration>,
+}
+
+/// The plugin's side of the fence at run time: its grant, the read checks
+/// made for its ServiceAccount, and its event budget.
+pub struct Fence {
+    pub grant: Effective,
+    pub access: Arc<Access>,
+    pub events: EventBudget,
+    pub metrics: Metrics,
+}
+
+impl Fence {
+    /// Ok if the plugin's ServiceAccount may read everything this reconcile
+    /// would hand it in `namespace`: the parent, its children's kinds, the
+    /// related kinds.
+    async fn check_reads(&self, manifest: &Manifest, namespace: &str) -> Result<(), AccessError> {
+        let access = &self.access;
+        access
+            .check(&self.grant, "get", &manifest.parent, namespace)
+            .await?;
+        for child in &manifest.children {
+            access.check(&self.grant, "list", child, namespace).await?;
+        }
+        for related in &manifest.related {
+            access
+                .check(&self.grant, "list", &related.resource, namespace)
+                .await?;
+        }
+        Ok(())
+    }
 }
 
 /// The caches a reconcile reads from.
@@ -144,6 +183,7 @@ pub async fn reconcile(
     plugin: &Plugin,
     sources: &Sources,
     writer: &Writer,
+    fence: &Fence,
     key: &Key,
 ) -> Result<Outcome, ReconcileError> {
     let manifest = plugin.manifest();
@@ -151,6 +191,7 @@ pub async fn reconcile(
         // Deleted: its children go through garbage collection.
         return Ok(Outcome::default());
     };
+    fence.check_reads(manifest, &key.0).await?;
     let parent = to_value(&parent_obj);
     let uid = parent_obj.metadata.uid.clone().unwrap_or_default();
     let observed_objs = sources.observed(&uid);
@@ -185,33 +226,53 @@ pub async fn reconcile(
         let plugin = plugin.clone();
         call_blocking(move || plugin.reconcile(&request)).await?
     };
-    let fence = |source| plan::Fenced {
+    let to_fenced = |source| plan::Fenced {
         plugin: manifest.name.clone(),
         source,
     };
-    let prepared = plan::children(manifest, &parent, &desired.children).map_err(fence)?;
+    let checked = fence
+        .grant
+        .check_answer(manifest, &desired)
+        .map_err(&to_fenced);
+    let prepared = checked
+        .and_then(|()| plan::children(manifest, &parent, &desired.children).map_err(&to_fenced))?;
     plan::check_mode(
         manifest,
         desired.parent_patch.is_some(),
         desired.status.is_some(),
     )
-    .map_err(fence)?;
+    .map_err(&to_fenced)?;
 
     let by_key: HashMap<ObjectKey, &Value> =
         observed.iter().map(|o| (ObjectKey::of(o), o)).collect();
     for child in &prepared {
-        if plan::needs_apply(child, by_key.get(&ObjectKey::of(child)).copied()) {
-            let ty = child_type(manifest, child);
-            match writer.apply_child(ty, child).await {
-                Ok(applied) => sources.remember(ty, applied),
-                // The parent's namespace is being deleted or is gone: the
-                // parent goes with it, so there is nothing left to converge.
-                Err(error) if error.namespace_gone() => {
-                    tracing::debug!(%error, "namespace deleted; not creating children");
-                    return Ok(Outcome::default());
-                }
-                Err(error) => return Err(error.into()),
+        let ty = child_type(manifest, child);
+        let written = match by_key.get(&ObjectKey::of(child)) {
+            Some(current) if !plan::needs_apply(child, Some(current)) => continue,
+            // Ours (controlled by this parent): update, guarded by its uid.
+            Some(current) => {
+                let uid = current["metadata"]["uid"].as_str();
+                writer
+                    .apply_child(ty, &plan::guarded(child, uid), true)
+                    .await
             }
+            None => match create_child(writer, ty, child, &uid).await? {
+                Created::Applied(applied) => Ok(*applied),
+                Created::Clash(owner) => {
+                    clash(fence, writer, &parent_obj, ty, child, &owner).await;
+                    continue;
+                }
+            },
+        };
+        match written {
+            Ok(applied) => sources.remember(ty, applied),
+            // The parent's namespace is being deleted or is gone: the
+            // parent goes with it, so there is nothing left to converge.
+            Err(error) if error.namespace_gone() => {
+                tracing::debug!(%error, "namespace deleted; not creating children");
+                return Ok(Outcome::default());
+            }
+            Err(error) => return Err(error.into()),
         }
     }
     for gone in plan::prune(manifest, &observed, &prepared) {
@@ -247,12 +308,99 @@ pub async fn reconcile(
             Err(error) => return Err(error.into()),
         }
     }
-    for event in &desired.events {
+    let allowed = fence.events.take(key, desired.events.len());
+    for event in &desired.events[..allowed] {
         writer.event(&parent_obj, event, "Reconcile").await;
     }
+    if allowed < desired.events.len() {
+        fence
+            .metrics
+            .events_dropped(&manifest.name, desired.events.len() - allowed);
+    }
     Ok(Outcome {
-        requeue_after: desired.requeue_after,
+        // A plugin asking for 0 s would spin: never sooner than the floor.
+        requeue_after: desired
+            .requeue_after
+            .map(|after| after.max(fence.grant.quotas.requeue_floor())),
     })
+}
+
+/// What became of a child the parent does not control yet.
+enum Created {
+    Applied(Box<DynamicObject>),
+    /// An object of that name exists and is not controlled by this parent:
+    /// its controller (or `None`), for the event.
+    Clash(Option<String>),
+}
+
+/// Create a child only if no object of its name exists, or adopt nothing:
+/// an object this parent does not control is never overwritten, adopted or
+/// pruned. Caveat: between the read and the (unforced) apply another client
+/// may create the object; the apply then conflicts on any field it set
+/// differently and that is reported as a clash too.
+async fn create_child(
+    writer: &Writer,
+    ty: &crate::manifest::ApiResource,
+    child: &Value,
+    parent_uid: &str,
+) -> Result<Created, ReconcileError> {
+    match writer.get_child(ty, child).await? {
+        Some(live) => match controller_of(&live) {
+            Some(owner) if owner.uid == parent_uid => {
+                // Ours, not in the cache yet: update it, guarded by its uid.
+                let guarded = plan::guarded(child, live.metadata.uid.as_deref());
+                let applied = writer.apply_child(ty, &guarded, true).await?;
+                Ok(Created::Applied(Box::new(applied)))
+            }
+            owner => Ok(Created::Clash(
+                owner.map(|o| format!("{} {}", o.kind, o.name)),
+            )),
+        },
+        None => match writer.apply_child(ty, child, false).await {
+            Ok(applied) => Ok(Created::Applied(Box::new(applied))),
+            Err(error) if error.conflict() => Ok(Created::Clash(None)),
+            Err(error) => Err(error.into()),
+        },
+    }
+}
+
+/// The controller ownerReference of `object`, if any.
+fn controller_of(object: &DynamicObject) -> Option<&OwnerReference> {
+    object
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+}
+
+/// Report a child that clashes with an object this parent does not control:
+/// a Warning event on the parent and a metric; the object stays untouched.
+async fn clash(
+    fence: &Fence,
+    writer: &Writer,
+    parent: &DynamicObject,
+    ty: &crate::manifest::ApiResource,
+    child: &Value,
+    owner: &Option<String>,
+) {
+    let key = ObjectKey::of(child);
+    let by = owner
+        .as_deref()
+        .map_or("no controller".to_string(), |o| format!("controller {o}"));
+    tracing::warn!(child = %key, %by, "child exists and is not controlled by this parent; left untouched");
+    fence.metrics.child_clash(writer.plugin());
+    let event = crate::runtime::Event {
+        warning: true,
+        reason: "ChildClash".into(),
+        message: format!(
+            "{} {} exists and is not controlled by this {} ({by}); kubeplug leaves it untouched",
+            ty.kind,
+            key.name,
+            parent.types.as_ref().map_or("parent", |t| t.kind.as_str())
+        ),
+    };
+    writer.event(parent, &event, "Reconcile").await;
 }
 
 /// The declared type of a child that passed the fence (or was observed

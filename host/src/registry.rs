@@ -10,7 +10,13 @@
 //! - a file that fails to load never replaces a working version: the old one
 //!   keeps serving and the plugin is reported `degraded` with the error;
 //! - a removed file stops its controller; its children stay;
-//! - a second plugin for a parent kind already served is refused.
+//! - a second plugin for a parent kind already served is refused;
+//! - every plugin is admitted by the platform's [`Policy`]: its manifest is
+//!   resolved through API discovery and checked against its grant, and its
+//!   controller writes as the plugin's own ServiceAccount.
+//!
+//! Loads run concurrently, one task per file: a slow compile delays no other
+//! plugin's load.
 //!
 //! Optional settings live beside each plugin: `<stem>.yaml` (or `.yml`,
 //! `.json`) with `config` (the plugin's configuration document), `limits`
@@ -21,7 +27,7 @@
 //! modification time is [`SETTLE`] old; a file that still fails is retried
 //! when its content changes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -29,9 +35,12 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::controller::{self, Controller, Settings};
+use crate::controller::{self, Controller, Identity, Settings};
+use crate::discovery::Scopes;
+use crate::identity::{self, Access};
 use crate::informers::Informers;
-use crate::runtime::{Limits, Plugin, PluginOptions, Runtime};
+use crate::policy::Policy;
+use crate::runtime::{LimitSettings, Plugin, PluginOptions, Runtime};
 use crate::telemetry::Metrics;
 
 /// How long a file must be unchanged before it is loaded.
@@ -43,7 +52,8 @@ pub const SETTLE: Duration = Duration::from_millis(500);
 pub struct PluginSettings {
     /// The plugin's configuration document.
     pub config: Option<serde_json::Value>,
-    pub limits: Limits,
+    /// Requests to lower the per-call limits below the policy's quotas.
+    pub limits: LimitSettings,
 }
 
 /// A plugin's state, as reported by `/plugins` and metrics.
@@ -88,15 +98,44 @@ struct Serving {
     loaded_at: String,
 }
 
+/// What the registry needs from the rest of the host.
+pub struct Wiring {
+    pub runtime: Arc<Runtime>,
+    pub informers: Arc<Informers>,
+    /// The host's own client (discovery, Leases).
+    pub client: kube::Client,
+    /// The host's connection settings, from which each plugin's
+    /// impersonating client is made.
+    pub config: kube::Config,
+    pub access: Arc<Access>,
+    pub policy: Arc<Policy>,
+    pub metrics: Metrics,
+    pub settings: Settings,
+}
+
 /// The host's plugins and their controllers.
 pub struct Registry {
     dir: PathBuf,
-    runtime: Arc<Runtime>,
-    informers: Arc<Informers>,
-    client: kube::Client,
-    metrics: Metrics,
-    settings: Settings,
+    wiring: Wiring,
     files: Mutex<BTreeMap<PathBuf, FileEntry>>,
+    /// Files being loaded now.
+    loading: Mutex<HashSet<PathBuf>>,
+}
+
+/// Why a load failed, and whether to try the same content again.
+struct Failure {
+    error: String,
+    /// Worth retrying without a change (e.g. a CRD not installed yet).
+    retry: bool,
+}
+
+impl From<String> for Failure {
+    fn from(error: String) -> Self {
+        Failure {
+            error,
+            retry: false,
+        }
+    }
 }
 
 fn settings_path(wasm: &Path) -> Option<PathBuf> {
@@ -180,22 +219,12 @@ fn settled_files(dir: &Path) -> std::io::Result<(Vec<PathBuf>, bool)> {
 }
 
 impl Registry {
-    pub fn new(
-        dir: PathBuf,
-        runtime: Arc<Runtime>,
-        informers: Arc<Informers>,
-        client: kube::Client,
-        metrics: Metrics,
-        settings: Settings,
-    ) -> Self {
+    pub fn new(dir: PathBuf, wiring: Wiring) -> Self {
         Registry {
             dir,
-            runtime,
-            informers,
-            client,
-            metrics,
-            settings,
+            wiring,
             files: Mutex::new(BTreeMap::new()),
+            loading: Mutex::new(HashSet::new()),
         }
     }
 
@@ -203,10 +232,12 @@ impl Registry {
         &self.dir
     }
 
-    /// Bring the loaded plugins in line with the directory. Returns true if
-    /// some file was too fresh to load and a later scan is needed.
-    pub async fn sync(&self) -> bool {
-        let (present, fresh) = match settled_files(&self.dir) {
+    /// Bring the loaded plugins in line with the directory: start a load for
+    /// every new or changed file (each in its own task). Returns true if a
+    /// file was too fresh to load, or still loading, so a later scan is
+    /// needed.
+    pub async fn sync(self: &Arc<Self>) -> bool {
+        let (present, mut again) = match settled_files(&self.dir) {
             Ok(found) => found,
             Err(error) => {
                 tracing::warn!(dir = %self.dir.display(), %error, "cannot scan plugin directory");
@@ -215,9 +246,45 @@ impl Registry {
         };
         self.remove_missing(&present);
         for path in present {
-            self.sync_file(&path).await;
+            if self.loading.lock().expect("loading lock").contains(&path) {
+                again = true;
+                continue;
+            }
+            let candidate = match read_candidate(&path) {
+                Ok(c) => c,
+                Err(error) => {
+                    self.failed(&path, None, error);
+                    continue;
+                }
+            };
+            let attempted = self
+                .files
+                .lock()
+                .expect("registry lock")
+                .get(&path)
+                .map(|e| e.attempted.clone());
+            if attempted.as_deref() == Some(candidate.key.as_str()) {
+                continue;
+            }
+            self.loading
+                .lock()
+                .expect("loading lock")
+                .insert(path.clone());
+            let registry = self.clone();
+            tokio::spawn(async move {
+                registry.load(&path, candidate).await;
+                registry.loading.lock().expect("loading lock").remove(&path);
+            });
         }
-        fresh
+        again
+    }
+
+    /// Wait until no load is running, at most `limit`.
+    pub async fn loaded(&self, limit: Duration) {
+        let started = std::time::Instant::now();
+        while !self.loading.lock().expect("loading lock").is_empty() && started.elapsed() < limit {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     fn remove_missing(&self, present: &[PathBuf]) {
@@ -233,37 +300,56 @@ impl Registry {
             }) = files.remove(&path)
             {
                 tracing::info!(plugin = %s.name, file = %path.display(), "plugin file removed; stopping its controller (children are kept)");
-                self.metrics.plugin_removed(&s.name);
+                self.wiring.metrics.plugin_removed(&s.name);
                 s.controller.stop();
             }
         }
     }
 
-    async fn sync_file(&self, path: &Path) {
-        let candidate = match read_candidate(path) {
-            Ok(c) => c,
-            Err(error) => return self.failed(path, None, error),
-        };
-        if self
-            .files
-            .lock()
-            .expect("registry lock")
-            .get(path)
-            .map(|e| e.attempted.as_str())
-            == Some(candidate.key.as_str())
-        {
-            return;
-        }
-        let runtime = self.runtime.clone();
-        let label = path.display().to_string();
+    /// Load, admit and serve one file; on any failure keep what serves.
+    async fn load(&self, path: &Path, candidate: Candidate) {
         let key = candidate.key.clone();
+        match self.admit(path, candidate).await {
+            Ok((plugin, identity)) => self.serve(path, key, plugin, identity),
+            Err(Failure { error, retry }) => self.failed(path, (!retry).then_some(key), error),
+        }
+    }
+
+    /// Compile within the policy's quotas, call `manifest()`, resolve it
+    /// through discovery and check it against the plugin's grant.
+    async fn admit(
+        &self,
+        path: &Path,
+        candidate: Candidate,
+    ) -> Result<(Plugin, Identity), Failure> {
+        let w = &self.wiring;
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_string();
+        // Pins are checked before compiling: a file that is not the pinned
+        // one costs nothing.
+        let digest = hex::encode(Sha256::digest(&candidate.bytes));
+        let pins = w.policy.pins_for_file(&stem);
+        if !pins.is_empty() && !pins.contains(&digest) {
+            return Err(format!(
+                "digest sha256:{digest} is not pinned for plugin {stem} by the policy"
+            )
+            .into());
+        }
+        let quotas = w.policy.quotas_for_file(&stem);
+        let runtime = w.runtime.clone();
+        let label = path.display().to_string();
+        let settings = candidate.settings;
         // Compiling may take long for big guests: keep it off the workers.
         let loaded = tokio::task::spawn_blocking(move || {
             runtime.load(
                 &candidate.bytes,
                 PluginOptions {
-                    config: candidate.settings.config,
-                    limits: candidate.settings.limits,
+                    config: settings.config,
+                    limits: settings.limits.within(quotas.limits()),
+                    compile: quotas.compile(),
                     label: Some(label),
                 },
             )
@@ -271,34 +357,64 @@ impl Registry {
         .await;
         let plugin = match loaded {
             Ok(Ok(plugin)) => plugin,
-            Ok(Err(error)) => {
-                return self.failed(path, Some(key), controller::format_chain(&error));
-            }
-            Err(error) => return self.failed(path, Some(key), format!("loader panicked: {error}")),
+            Ok(Err(error)) => return Err(controller::format_chain(&error).into()),
+            Err(error) => return Err(format!("loader panicked: {error}").into()),
         };
-        if let Err(error) = self.check_conflicts(path, &plugin) {
-            return self.failed(path, Some(key), error);
-        }
-        self.serve(path, key, plugin);
+        let name = plugin.name().to_string();
+        let Some(grant) = w.policy.grant(&name) else {
+            return Err(format!(
+                "plugin {name} has no grant in the policy, which is strict: ask the platform team to add one"
+            )
+            .into());
+        };
+        let scopes = Scopes::discover(&w.client, plugin.manifest())
+            .await
+            .map_err(|e| Failure {
+                error: format!("cannot ask the API server about the plugin's kinds: {e}"),
+                retry: true,
+            })?;
+        let resolved = scopes
+            .resolve(plugin.manifest())
+            .map_err(|problems| Failure {
+                // A CRD may be installed later: try again on the next scan.
+                retry: problems.iter().any(|p| p.contains("not served")),
+                error: format!("plugin {name} refused: {}", problems.join("; ")),
+            })?;
+        let admitted = grant
+            .admit(&resolved, plugin.digest())
+            .map_err(|refusal| refusal.to_string())?;
+        let limits = settings.limits.within(grant.quotas.limits());
+        let client = identity::client_for(&w.config, &grant)
+            .map_err(|e| format!("cannot make a client for plugin {name}: {e}"))?;
+        let identity = Identity {
+            grant,
+            client,
+            access: w.access.clone(),
+        };
+        Ok((plugin.admitted(admitted, limits), identity))
     }
 
-    /// Refuse a plugin whose name or parent kind another file already serves.
-    fn check_conflicts(&self, path: &Path, plugin: &Plugin) -> Result<(), String> {
-        let files = self.files.lock().expect("registry lock");
+    /// Refuse a plugin whose name or parent kind (group and kind, whatever
+    /// the version) another file already serves.
+    fn conflict(
+        files: &BTreeMap<PathBuf, FileEntry>,
+        path: &Path,
+        plugin: &Plugin,
+    ) -> Option<String> {
         for (other_path, entry) in files.iter().filter(|(p, _)| p.as_path() != path) {
             let Some(serving) = &entry.serving else {
                 continue;
             };
             let other = serving.controller.plugin();
             if other.name() == plugin.name() {
-                return Err(format!(
+                return Some(format!(
                     "plugin name {} is already served from {}",
                     plugin.name(),
                     other_path.display()
                 ));
             }
-            if other.manifest().parent == plugin.manifest().parent {
-                return Err(format!(
+            if other.manifest().parent.same_kind(&plugin.manifest().parent) {
+                return Some(format!(
                     "parent kind {} is already reconciled by plugin {} ({})",
                     plugin.manifest().parent,
                     other.name(),
@@ -306,16 +422,21 @@ impl Registry {
                 ));
             }
         }
-        Ok(())
+        None
     }
 
-    fn serve(&self, path: &Path, key: String, plugin: Plugin) {
+    fn serve(&self, path: &Path, key: String, plugin: Plugin, identity: Identity) {
+        let w = &self.wiring;
         let mut files = self.files.lock().expect("registry lock");
+        if let Some(error) = Self::conflict(&files, path, &plugin) {
+            drop(files);
+            return self.failed(path, Some(key), error);
+        }
         let entry = files.entry(path.to_path_buf()).or_default();
         entry.attempted = key;
         entry.last_error = None;
         let manifest = plugin.manifest().clone();
-        self.metrics.plugin_info(
+        w.metrics.plugin_info(
             &manifest.name,
             &manifest.version,
             plugin.digest(),
@@ -336,17 +457,18 @@ impl Registry {
                 if let Some(old) = old {
                     tracing::info!(plugin = %old.name, "plugin changed shape; restarting its controller");
                     if old.name != manifest.name {
-                        self.metrics.plugin_removed(&old.name);
+                        w.metrics.plugin_removed(&old.name);
                     }
                     old.controller.stop();
                 }
-                tracing::info!(plugin = %manifest.name, version = %manifest.version, digest = %plugin.digest(), file = %path.display(), "plugin loaded");
+                tracing::info!(plugin = %manifest.name, version = %manifest.version, digest = %plugin.digest(), file = %path.display(), service_account = %identity.grant.user(), "plugin loaded");
                 let controller = Controller::start(
                     plugin,
-                    &self.informers,
-                    self.client.clone(),
-                    self.metrics.clone(),
-                    self.settings.clone(),
+                    identity,
+                    &w.informers,
+                    w.client.clone(),
+                    w.metrics.clone(),
+                    w.settings.clone(),
                 );
                 entry.serving = Some(Serving {
                     name: manifest.name,
@@ -376,15 +498,19 @@ impl Registry {
         match &entry.serving {
             Some(s) => {
                 let p = s.controller.plugin();
-                self.metrics
-                    .plugin_info(&s.name, &p.manifest().version, p.digest(), "degraded");
+                self.wiring.metrics.plugin_info(
+                    &s.name,
+                    &p.manifest().version,
+                    p.digest(),
+                    "degraded",
+                );
                 tracing::error!(plugin = %s.name, file = %path.display(), %error, "new plugin version refused; the previous version keeps serving");
             }
             None => {
                 tracing::error!(file = %path.display(), %error, "plugin refused");
             }
         }
-        self.metrics.load_failed(&label);
+        self.wiring.metrics.load_failed(&label);
         entry.last_error = Some(error);
     }
 

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::manifest::{Manifest, Related};
 use crate::plan;
+use crate::policy::Effective;
 use crate::runtime::{CallError, Event, Plugin, Request};
 
 /// Used as the parent's uid when its file has none (it was never stored).
@@ -90,9 +91,14 @@ pub struct Rendered {
     pub status: Option<Value>,
     /// Merge patch for the parent's metadata (decorators).
     pub parent_patch: Option<Value>,
+    /// When the operator would reconcile again (the plugin's ask, raised to
+    /// the policy's floor).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requeue_after_seconds: Option<u64>,
     pub events: Vec<Event>,
+    /// What render could not check as the live host would.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Fill in what the API server would have set on a stored parent.
@@ -141,6 +147,7 @@ fn is_related(manifest: &Manifest, parent: &Value, o: &Value) -> bool {
 /// the files provide, filtered as the operator would filter them.
 pub fn render(
     plugin: &Plugin,
+    grant: &Effective,
     parent: Value,
     observed: Vec<Value>,
     related: Vec<Value>,
@@ -180,6 +187,7 @@ pub fn render(
         plugin: manifest.name.clone(),
         source,
     };
+    grant.check_answer(manifest, &desired).map_err(fence)?;
     let children = plan::children(manifest, &parent, &desired.children).map_err(fence)?;
     plan::check_mode(
         manifest,
@@ -201,7 +209,10 @@ pub fn render(
         prune,
         status: plan::status_update(&parent, desired.status.as_ref()).cloned(),
         parent_patch,
-        requeue_after_seconds: desired.requeue_after.map(|d| d.as_secs()),
+        requeue_after_seconds: desired
+            .requeue_after
+            .map(|d| d.max(grant.quotas.requeue_floor()).as_secs()),
         events: desired.events,
+        notes: Vec::new(),
     })
 }

@@ -9,11 +9,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::cli::RuntimeArgs;
+use crate::cli::{PolicyArgs, RuntimeArgs};
 use crate::controller::Settings;
+use crate::identity::Access;
 use crate::informers::Informers;
 use crate::leader::LeaseSettings;
-use crate::registry::Registry;
+use crate::registry::{Registry, Wiring};
 use crate::telemetry::{self, Metrics, Probes};
 
 #[derive(Args)]
@@ -43,12 +44,18 @@ pub struct RunArgs {
     rescan_seconds: u64,
     #[command(flatten)]
     runtime: RuntimeArgs,
+    #[command(flatten)]
+    policy: PolicyArgs,
 }
 
 /// Initial scans, [`crate::registry::SETTLE`] apart, waiting for fresh files
 /// before reporting ready (10 s). A file that keeps changing for longer is
 /// loaded by the watcher once it settles.
 const INITIAL_SCAN_RETRIES: usize = 20;
+
+/// How long readiness waits for the plugins present at start to load (each
+/// load is bounded by its compile quota; a slower one is served once done).
+const INITIAL_LOAD_WAIT: Duration = Duration::from_secs(120);
 
 /// How long reconciles in flight may run on after SIGTERM: well inside the
 /// 30 s Kubernetes waits before killing a pod.
@@ -68,10 +75,13 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         "plugin directory {} does not exist",
         args.plugins.display()
     );
-    let client = kube::Client::try_default()
+    let policy = Arc::new(args.policy.load()?);
+    let config = kube::Config::infer()
         .await
+        .context("failed to find Kubernetes credentials (kubeconfig or in-cluster)")?;
+    let client = kube::Client::try_from(config.clone())
         .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
-    let runtime = Arc::new(args.runtime.runtime()?);
+    let runtime = Arc::new(args.runtime.bounded_runtime()?);
     let informers = Arc::new(Informers::new(client.clone()));
     let metrics = Metrics::new();
     let settings = Settings {
@@ -86,13 +96,24 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         }),
         ..Settings::default()
     };
+    tracing::info!(
+        strict = policy.strict,
+        identity_namespace = %policy.identity_namespace,
+        granted = ?policy.service_accounts(),
+        "policy loaded"
+    );
     let registry = Arc::new(Registry::new(
         args.plugins.clone(),
-        runtime,
-        informers.clone(),
-        client,
-        metrics.clone(),
-        settings,
+        Wiring {
+            runtime,
+            informers: informers.clone(),
+            access: Arc::new(Access::new(client.clone())),
+            client,
+            config,
+            policy,
+            metrics: metrics.clone(),
+            settings,
+        },
     ));
 
     let scanned = Arc::new(AtomicBool::new(false));
@@ -120,6 +141,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         tokio::time::sleep(crate::registry::SETTLE).await;
         again = registry.sync().await;
     }
+    registry.loaded(INITIAL_LOAD_WAIT).await;
     scanned.store(true, Ordering::Relaxed);
     tracing::info!(dir = %args.plugins.display(), plugins = registry.status().len(), "initial plugin scan done");
     let watcher = tokio::spawn(

@@ -17,6 +17,7 @@
 
 mod bindings;
 mod cache;
+pub mod compile;
 mod error;
 mod limits;
 mod plugin;
@@ -31,8 +32,9 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 pub use cache::{CompileCache, Origin};
+pub use compile::{CompileLimits, Compiler};
 pub use error::{CallError, GuestError, LoadError};
-pub use limits::Limits;
+pub use limits::{LimitSettings, Limits};
 pub use plugin::{Desired, Event, Finalized, MetadataPatch, Plugin, Request};
 
 use bindings::{RECONCILER_EXPORT, RECONCILER_INTERFACE};
@@ -51,6 +53,8 @@ pub struct PluginOptions {
     /// JSON configuration passed to every call; `{}` when `None`.
     pub config: Option<serde_json::Value>,
     pub limits: Limits,
+    /// Bounds on compiling it (enforced by [`Compiler::Subprocess`]).
+    pub compile: CompileLimits,
     /// What to call the plugin in errors until its manifest names it (e.g.
     /// the file name).
     pub label: Option<String>,
@@ -73,6 +77,7 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<State>,
     cache: CompileCache,
+    compiler: Compiler,
     ticker: Arc<EpochTicker>,
 }
 
@@ -91,19 +96,31 @@ impl Runtime {
             engine,
             linker,
             cache: CompileCache::new(cache_dir),
+            compiler: Compiler::default(),
             ticker,
         })
+    }
+
+    /// Compile with `compiler` (see [`compile`]): `kubeplug run` and
+    /// `render` compile in a bounded child process.
+    pub fn with_compiler(mut self, compiler: Compiler) -> Self {
+        self.compiler = compiler;
+        self
     }
 
     /// Compile (or load from cache), link and validate a plugin, calling its
     /// `manifest()` with the configuration. Any failure leaves nothing behind.
     pub fn load(&self, bytes: &[u8], options: PluginOptions) -> Result<Plugin, LoadError> {
         let digest = hex::encode(Sha256::digest(bytes));
+        compile::precheck(bytes)?;
         let started = Instant::now();
-        let (component, origin) = self
-            .cache
-            .component(&self.engine, bytes, &digest)
-            .map_err(|e| LoadError::NotAComponent(error::boxed(e)))?;
+        let (component, origin) = self.cache.component(
+            &self.engine,
+            bytes,
+            &digest,
+            &self.compiler,
+            options.compile,
+        )?;
         let load_time = started.elapsed();
         self.check_contract(&component)?;
         let pre = self

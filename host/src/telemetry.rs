@@ -55,6 +55,8 @@ struct Inner {
     /// The info series currently set per plugin, to replace it on upgrade.
     info_current: std::sync::Mutex<std::collections::HashMap<String, InfoLabels>>,
     load_failures: Family<PluginLabels, Counter>,
+    child_clashes: Family<PluginLabels, Counter>,
+    events_dropped: Family<PluginLabels, Counter>,
 }
 
 /// The host's metrics. Cheap to clone.
@@ -111,6 +113,18 @@ impl Metrics {
             "Plugin files that failed to load",
             load_failures.clone(),
         );
+        let child_clashes = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "child_clashes",
+            "Children not written because an object of that name exists and is not controlled by their parent",
+            child_clashes.clone(),
+        );
+        let events_dropped = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "events_dropped",
+            "Plugin events not recorded: over the per-parent rate quota",
+            events_dropped.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -121,6 +135,8 @@ impl Metrics {
                 plugin_info,
                 info_current: Default::default(),
                 load_failures,
+                child_clashes,
+                events_dropped,
             }),
         }
     }
@@ -190,6 +206,24 @@ impl Metrics {
                 plugin: plugin.into(),
             })
             .inc();
+    }
+
+    pub fn child_clash(&self, plugin: &str) {
+        self.inner
+            .child_clashes
+            .get_or_create(&PluginLabels {
+                plugin: plugin.into(),
+            })
+            .inc();
+    }
+
+    pub fn events_dropped(&self, plugin: &str, count: usize) {
+        self.inner
+            .events_dropped
+            .get_or_create(&PluginLabels {
+                plugin: plugin.into(),
+            })
+            .inc_by(count as u64);
     }
 
     /// Prometheus text exposition.

@@ -17,8 +17,19 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// `kubeplug <args>` with a compile cache shared by these tests and no
-/// colours in the logs.
+/// The policies the live hosts of the acceptance tests run with: the seed
+/// plugins' grants and the test guests'.
+fn policies() -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    format!(
+        "{},{}",
+        root.join("deploy/policy.yaml").display(),
+        root.join("tests/e2e/manifests/policy.yaml").display()
+    )
+}
+
+/// `kubeplug <args>` under [`policies`], with a compile cache shared by
+/// these tests and no colours in the logs.
 fn kubeplug<I, S>(args: I) -> Output
 where
     I: IntoIterator<Item = S>,
@@ -26,6 +37,7 @@ where
 {
     Command::new(env!("CARGO_BIN_EXE_kubeplug"))
         .args(args)
+        .env("KUBEPLUG_POLICY", policies())
         .env("KUBEPLUG_CACHE_DIR", shared_cache_dir())
         .env("NO_COLOR", "1")
         .env_remove("KUBEPLUG_LOG")
@@ -322,4 +334,110 @@ fn a_missing_argument_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--filename"), "{stderr}");
+}
+
+/// A Hostile parent doing `behave` (with `spec` extras), in a temporary file.
+fn hostile_parent(dir: &Path, behave: &str, extra: &str) -> PathBuf {
+    let path = dir.join(format!("hostile-{behave}.yaml"));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: h\nspec:\n  behave: {behave}\n{extra}"
+        ),
+    )
+    .expect("write parent");
+    path
+}
+
+fn render_hostile(parent: &Path, config: Option<&str>) -> Output {
+    let dir = parent.parent().expect("parent dir");
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "render".into(),
+        "--plugin".into(),
+        test_plugin_path("hostile").into_os_string(),
+        "-f".into(),
+        parent.as_os_str().to_owned(),
+    ];
+    if let Some(config) = config {
+        let path = dir.join("config.yaml");
+        std::fs::write(&path, config).expect("write config");
+        args.extend(["--config".into(), path.into_os_string()]);
+    }
+    kubeplug(args)
+}
+
+#[test]
+fn render_says_the_live_host_would_refuse_a_plugin_asking_beyond_its_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let parent = hostile_parent(dir.path(), "cluster-child", "");
+    let stderr = failure(&render_hostile(
+        &parent,
+        Some(
+            "children: [clusterrolebinding, namespace]\nfinalizer: kubernetes.io/pvc-protection\n",
+        ),
+    ));
+    for needle in [
+        "the live host would refuse plugin hostile",
+        "cluster-scoped child kind ClusterRoleBinding.rbac.authorization.k8s.io/v1 cannot belong to a namespaced parent",
+        "cluster-scoped child kind Namespace.v1",
+    ] {
+        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    }
+}
+
+#[test]
+fn render_resolves_scopes_itself_and_refuses_a_lie_about_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let parent = hostile_parent(dir.path(), "ok", "");
+    // The ConfigMap is declared cluster-scoped, related Secrets too: render
+    // uses the real scopes, so a Secret it is not granted is named.
+    let stderr = failure(&render_hostile(
+        &parent,
+        Some("children: [configmap-lie]\nrelated: [secrets-everywhere]\n"),
+    ));
+    assert!(
+        stderr.contains("related kind Secret") && !stderr.contains("cluster-scoped ConfigMap"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn render_refuses_an_answer_over_the_plugins_quotas() {
+    let dir = tempfile::tempdir().unwrap();
+    let many = hostile_parent(dir.path(), "children", "  count: 100\n");
+    let stderr = failure(&render_hostile(&many, None));
+    assert!(
+        stderr.contains("plugin hostile answered with 100 children (quota 64)"),
+        "{stderr}"
+    );
+    let big = hostile_parent(dir.path(), "status-bomb", "  bytes: 100000\n");
+    let stderr = failure(&render_hostile(&big, None));
+    assert!(
+        stderr.contains("a status of 100011 bytes, over the quota of 65536"),
+        "{stderr}"
+    );
+    let chatty = hostile_parent(dir.path(), "events", "  count: 11\n");
+    let stderr = failure(&render_hostile(&chatty, None));
+    assert!(
+        stderr.contains("11 events in one answer, over the quota of 10"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn render_raises_a_zero_requeue_to_the_policys_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let parent = hostile_parent(dir.path(), "events", "  count: 3\n");
+    let plugin = test_plugin_path("hostile");
+    let rendered = stdout_json(&kubeplug([
+        "render".as_ref(),
+        "--plugin".as_ref(),
+        plugin.as_os_str(),
+        "-f".as_ref(),
+        parent.as_os_str(),
+        "-o".as_ref(),
+        "json".as_ref(),
+    ]));
+    assert_eq!(rendered["requeueAfterSeconds"], 5);
+    assert_eq!(rendered["events"].as_array().map(Vec::len), Some(3));
 }

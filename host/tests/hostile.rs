@@ -160,6 +160,7 @@ fn load_with_panicking_manifest(runtime: &Runtime) -> Result<Plugin, LoadError> 
             config: Some(json!({"manifest": "panic"})),
             limits: limits(),
             label: Some("hostile.wasm".into()),
+            ..Default::default()
         },
     )
 }
@@ -328,4 +329,110 @@ fn a_component_built_for_another_contract_version_is_refused_by_name() {
          this host speaks kubeplug:plugin/reconciler@0.1.0"
     );
     assert_eq!(CONTRACT, "kubeplug:plugin@0.1.0");
+}
+
+// Quotas on answers, logs and compiles.
+
+#[test]
+fn an_answer_with_too_many_children_is_refused_before_it_is_parsed() {
+    let plugin = load_hostile(runtime());
+    let mut parent = hostile_parent("children");
+    parent["spec"]["count"] = json!(2000);
+    match plugin.reconcile(&request(&parent, &[], &[])) {
+        Err(CallError::OverQuota { what, .. }) => {
+            assert_eq!(what, "2000 children (quota 64)")
+        }
+        other => panic!("expected a quota refusal, got {other:?}"),
+    }
+    // With the default memory cap: the status is built in guest memory.
+    let roomy = runtime()
+        .load(&test_plugin_bytes("hostile"), PluginOptions::default())
+        .unwrap();
+    let mut parent = hostile_parent("status-bomb");
+    parent["spec"]["bytes"] = json!(5 << 20);
+    let error = roomy.reconcile(&request(&parent, &[], &[])).unwrap_err();
+    assert_eq!(error.label(), "quota");
+    assert!(error.to_string().contains("(quota 4194304)"), "{error}");
+}
+
+#[test]
+fn a_guest_that_floods_its_log_still_answers_within_its_deadline() {
+    // 1,000 lines of 1 MiB: the host keeps 64 KiB of them and drops the
+    // rest without copying them into its log.
+    let plugin = load_hostile(runtime());
+    let mut parent = hostile_parent("log-bomb");
+    parent["spec"]["count"] = json!(100);
+    let desired = plugin.reconcile(&request(&parent, &[], &[])).unwrap();
+    assert_eq!(desired.children.len(), 1);
+}
+
+fn bounded_runtime() -> Runtime {
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_kubeplug"));
+    Runtime::new(None)
+        .expect("starting the runtime")
+        .with_compiler(kubeplug::runtime::Compiler::Subprocess(exe))
+}
+
+fn load_bomb(runtime: &Runtime, compile: kubeplug::runtime::CompileLimits) -> LoadError {
+    runtime
+        .load(
+            &test_plugin_bytes("compile-bomb"),
+            PluginOptions {
+                compile,
+                ..Default::default()
+            },
+        )
+        .expect_err("the compile bomb never loads")
+}
+
+#[test]
+fn a_compile_bomb_is_stopped_at_its_compile_deadline_while_another_plugin_loads() {
+    let runtime = std::sync::Arc::new(bounded_runtime());
+    let bomb = {
+        let runtime = runtime.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let error = load_bomb(
+                &runtime,
+                kubeplug::runtime::CompileLimits {
+                    timeout: Duration::from_secs(1),
+                    memory_bytes: 4 << 30,
+                },
+            );
+            (error, started.elapsed())
+        })
+    };
+    // Loads beside it are not held up by it (each compile is its own
+    // process; nothing is locked while it runs).
+    let myapp = runtime.load(
+        &plugin_bytes("myapp"),
+        PluginOptions {
+            config: None,
+            ..Default::default()
+        },
+    );
+    assert!(myapp.is_ok(), "{myapp:?}");
+    let (error, took) = bomb.join().unwrap();
+    assert!(
+        matches!(error, LoadError::CompileTimeout { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("compile quota of 1s"), "{error}");
+    // The bomb takes Cranelift ~10 s: it was stopped, not waited for.
+    assert!(took < Duration::from_secs(8), "{took:?}");
+}
+
+#[test]
+fn a_compile_bomb_is_stopped_at_its_compile_memory_quota() {
+    let error = load_bomb(
+        &bounded_runtime(),
+        kubeplug::runtime::CompileLimits {
+            timeout: Duration::from_secs(120),
+            memory_bytes: 64 << 20,
+        },
+    );
+    assert!(
+        matches!(error, LoadError::CompileMemory { .. }),
+        "{error:?}"
+    );
 }

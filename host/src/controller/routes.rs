@@ -107,6 +107,7 @@ mod tests {
             namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
             finalizer: None,
             resync_seconds: None,
+            excluded_namespaces: Vec::new(),
         }
     }
 

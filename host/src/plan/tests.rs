@@ -37,6 +37,7 @@ fn composite() -> Manifest {
         namespaces: Vec::new(),
         finalizer: None,
         resync_seconds: None,
+        excluded_namespaces: Vec::new(),
     }
 }
 

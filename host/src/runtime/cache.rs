@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use super::LoadError;
+use super::compile::{CompileLimits, Compiler, compile_in_child};
+
 /// The wasmtime release the host is built with: equal to the `=` pin in
 /// `host/Cargo.toml`. Part of every artefact's name; the engine's
 /// compatibility hash covers it too, this makes it visible on disk.
@@ -49,39 +52,86 @@ impl CompileCache {
         )))
     }
 
-    /// The component for `bytes` (whose SHA-256 is `digest`).
+    /// The component for `bytes` (whose SHA-256 is `digest`), compiled by
+    /// `compiler` within `limits` unless a precompiled artefact exists.
     pub fn component(
         &self,
         engine: &Engine,
         bytes: &[u8],
         digest: &str,
-    ) -> wasmtime::Result<(Component, Origin)> {
-        let Some(path) = self.artefact(engine, digest) else {
-            return Ok((Component::new(engine, bytes)?, Origin::Compiled));
-        };
-        if path.exists() {
-            // SAFETY: the file name binds the artefact to these exact bytes,
-            // this wasmtime version and this engine configuration, and only
-            // this host writes into the cache directory (see module docs).
-            match unsafe { Component::deserialize_file(engine, &path) } {
-                Ok(component) => return Ok((component, Origin::Cached)),
-                Err(error) => {
-                    tracing::warn!(path = %path.display(), %error, "discarding unreadable precompiled component");
-                    let _ = std::fs::remove_file(&path);
-                }
-            }
+        compiler: &Compiler,
+        limits: CompileLimits,
+    ) -> Result<(Component, Origin), LoadError> {
+        let refused = |e: wasmtime::Error| LoadError::NotAComponent(super::error::boxed(e));
+        if let Compiler::Subprocess(exe) = compiler {
+            return self.compile_in_child(engine, bytes, digest, exe, limits);
         }
-        let artefact = engine.precompile_component(bytes)?;
+        let Some(path) = self.artefact(engine, digest) else {
+            return Ok((
+                Component::new(engine, bytes).map_err(refused)?,
+                Origin::Compiled,
+            ));
+        };
+        if let Some(component) = Self::cached(engine, &path) {
+            return Ok((component, Origin::Cached));
+        }
+        let artefact = engine.precompile_component(bytes).map_err(refused)?;
         if let Err(error) = write_atomically(&path, &artefact) {
             tracing::warn!(path = %path.display(), %error, "cannot write precompiled component; continuing without cache");
         }
         // SAFETY: `artefact` was produced by this engine just now.
-        let component = unsafe { Component::deserialize(engine, &artefact)? };
+        let component = unsafe { Component::deserialize(engine, &artefact) }.map_err(refused)?;
+        Ok((component, Origin::Compiled))
+    }
+
+    /// A precompiled artefact, if `path` holds a readable one.
+    fn cached(engine: &Engine, path: &Path) -> Option<Component> {
+        if !path.exists() {
+            return None;
+        }
+        // SAFETY: the file name binds the artefact to these exact bytes,
+        // this wasmtime version and this engine configuration, and only
+        // this host writes into the cache directory (see module docs).
+        match unsafe { Component::deserialize_file(engine, path) } {
+            Ok(component) => Some(component),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "discarding unreadable precompiled component");
+                let _ = std::fs::remove_file(path);
+                None
+            }
+        }
+    }
+
+    /// Compile in a child process (see [`super::compile`]) into the cache,
+    /// or into a temporary file when there is no cache.
+    fn compile_in_child(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest: &str,
+        exe: &Path,
+        limits: CompileLimits,
+    ) -> Result<(Component, Origin), LoadError> {
+        let cached = self.artefact(engine, digest);
+        if let Some(component) = cached.as_deref().and_then(|p| Self::cached(engine, p)) {
+            return Ok((component, Origin::Cached));
+        }
+        let scratch = tempfile::tempdir()
+            .map_err(|e| LoadError::Compile(format!("no scratch directory: {e}")))?;
+        let input = scratch.path().join("plugin.wasm");
+        std::fs::write(&input, bytes)
+            .map_err(|e| LoadError::Compile(format!("cannot stage the component: {e}")))?;
+        let output = cached.unwrap_or_else(|| scratch.path().join("plugin.cwasm"));
+        compile_in_child(exe, &input, &output, limits)?;
+        // SAFETY: the child is this executable with the same engine
+        // configuration, and wrote the file for these exact bytes.
+        let component = unsafe { Component::deserialize_file(engine, &output) }
+            .map_err(|e| LoadError::Compile(format!("unreadable compiled component: {e}")))?;
         Ok((component, Origin::Compiled))
     }
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(

@@ -23,6 +23,21 @@ pub enum LoadError {
     /// socket or a newer WIT import).
     #[error("cannot be linked: it imports something this host does not provide")]
     Link(#[source] BoxError),
+    /// The component imports interfaces the host does not provide (found
+    /// before compiling).
+    #[error("imports {}, which this host does not provide (plugins get WASI without network, files or environment, and kubeplug:plugin/log)", .0.join(", "))]
+    Unprovided(Vec<String>),
+    /// Compiling failed (the compiler process reported an error).
+    #[error("cannot compile: {0}")]
+    Compile(String),
+    /// Compiling ran past the plugin's compile deadline and was stopped.
+    #[error("compiling took longer than the compile quota of {limit:?}; the compiler was stopped")]
+    CompileTimeout { limit: Duration },
+    /// The compiler's memory crossed the plugin's compile quota.
+    #[error(
+        "compiling needed more than the compile memory quota of {limit_bytes} bytes; the compiler was stopped"
+    )]
+    CompileMemory { limit_bytes: u64 },
     /// `manifest()` failed, trapped or returned a manifest the host refuses.
     #[error("manifest refused")]
     Manifest(#[source] CallError),
@@ -57,6 +72,10 @@ pub enum CallError {
     /// The guest answered with an error of its own.
     #[error("plugin {plugin} returned an error: {error}")]
     Guest { plugin: String, error: GuestError },
+    /// The answer is over a quota of the plugin (children, bytes); it was
+    /// not parsed.
+    #[error("plugin {plugin} answered with {what}")]
+    OverQuota { plugin: String, what: String },
     /// The guest answered with something that is not what the contract says
     /// (e.g. a child that is not a JSON object).
     #[error("plugin {plugin} returned a malformed response: {reason}")]
@@ -72,6 +91,7 @@ impl CallError {
             CallError::Trap { .. } => "trap",
             CallError::Guest { .. } => "guest_error",
             CallError::Malformed { .. } => "malformed",
+            CallError::OverQuota { .. } => "quota",
         }
     }
 }

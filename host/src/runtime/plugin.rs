@@ -19,9 +19,10 @@ use crate::manifest::{self, Manifest};
 /// How much of a guest's stderr (where Rust panics print) is kept per call.
 const STDERR_CAPTURE: usize = 16 << 10;
 /// Log calls a guest may make per call; the rest are dropped, so a chatty or
-/// hostile plugin cannot flood the host's logs.
+/// hostile plugin cannot flood the host's logs. Bytes are capped too
+/// ([`Limits::log_bytes`]).
 const LOG_BUDGET: u32 = 200;
-/// Longest log message kept, in bytes.
+/// Longest log message or field value kept, in bytes.
 const LOG_MESSAGE_MAX: usize = 4 << 10;
 
 /// Per-call host state, owned by the call's `Store`.
@@ -31,6 +32,13 @@ pub struct State {
     limiter: Limiter,
     plugin: Arc<str>,
     log_budget: u32,
+    /// Log bytes this call may still write.
+    log_bytes: usize,
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn clipped(text: &str, max: usize) -> &str {
+    &text[..text.floor_char_boundary(max)]
 }
 
 impl WasiView for State {
@@ -46,17 +54,24 @@ impl types::Host for State {}
 
 impl log::Host for State {
     fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
-        if self.log_budget == 0 {
+        if self.log_budget == 0 || self.log_bytes == 0 {
             return;
         }
         self.log_budget -= 1;
-        let mut message = message;
-        message.truncate(message.floor_char_boundary(LOG_MESSAGE_MAX));
-        let fields = fields
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let message = clipped(&message, LOG_MESSAGE_MAX.min(self.log_bytes)).to_string();
+        self.log_bytes -= message.len();
+        let mut shown = Vec::with_capacity(fields.len());
+        for (k, v) in &fields {
+            let k = clipped(k, self.log_bytes);
+            self.log_bytes -= k.len();
+            let v = clipped(v, LOG_MESSAGE_MAX.min(self.log_bytes));
+            self.log_bytes -= v.len();
+            shown.push(format!("{k}={v}"));
+        }
+        if self.log_bytes == 0 {
+            shown.push("(log quota of this call reached; the rest is dropped)".into());
+        }
+        let fields = shown.join(" ");
         let plugin = &*self.plugin;
         match level {
             log::Level::Trace => tracing::trace!(target: "plugin", plugin, fields, "{message}"),
@@ -91,8 +106,9 @@ struct Caller {
 }
 
 struct Inner {
-    caller: Caller,
+    caller: Arc<Caller>,
     manifest: Manifest,
+    limits: Limits,
 }
 
 /// A loaded, validated plugin. Cheap to clone; calls may run concurrently.
@@ -231,6 +247,7 @@ fn host_manifest(m: types::PluginManifest) -> Manifest {
         namespaces: m.namespaces,
         finalizer: m.finalizer,
         resync_seconds: m.resync_seconds,
+        excluded_namespaces: Vec::new(),
     }
 }
 
@@ -298,8 +315,9 @@ impl Plugin {
             epoch_tick,
         };
         let config = caller.loaded.config.clone();
+        let limits = caller.loaded.limits;
         let manifest = caller
-            .call(|store, guest| {
+            .call(limits, |store, guest| {
                 guest
                     .kubeplug_plugin_reconciler()
                     .call_manifest(store, &config)
@@ -315,8 +333,25 @@ impl Plugin {
         manifest.validate().map_err(LoadError::InvalidManifest)?;
         caller.name = Arc::from(manifest.name.as_str());
         Ok(Plugin {
-            inner: Arc::new(Inner { caller, manifest }),
+            inner: Arc::new(Inner {
+                caller: Arc::new(caller),
+                manifest,
+                limits,
+            }),
         })
+    }
+
+    /// The same component as the host admitted it: the manifest with scopes
+    /// and plurals from API discovery and namespaces narrowed to the grant,
+    /// and the limits of the grant's quotas.
+    pub fn admitted(&self, manifest: Manifest, limits: Limits) -> Plugin {
+        Plugin {
+            inner: Arc::new(Inner {
+                caller: self.inner.caller.clone(),
+                manifest,
+                limits,
+            }),
+        }
     }
 
     pub fn manifest(&self) -> &Manifest {
@@ -348,7 +383,7 @@ impl Plugin {
     }
 
     pub fn limits(&self) -> Limits {
-        self.inner.caller.loaded.limits
+        self.inner.limits
     }
 
     fn wit_request(&self, request: &Request) -> types::Request {
@@ -365,12 +400,13 @@ impl Plugin {
     /// Decide the desired state for one parent.
     pub fn reconcile(&self, request: &Request) -> Result<Desired, CallError> {
         let request = self.wit_request(request);
-        let response = self.inner.caller.call(|store, guest| {
+        let response = self.inner.caller.call(self.limits(), |store, guest| {
             guest
                 .kubeplug_plugin_reconciler()
                 .call_reconcile(store, &request)
         })?;
         let response = response.map_err(|e| self.guest(e))?;
+        self.check_size(&response)?;
         parse_response(response).map_err(|reason| CallError::Malformed {
             plugin: self.name().into(),
             reason,
@@ -380,7 +416,7 @@ impl Plugin {
     /// Ask the plugin to clean up for a parent being deleted.
     pub fn finalize(&self, request: &Request) -> Result<Finalized, CallError> {
         let request = self.wit_request(request);
-        let response = self.inner.caller.call(|store, guest| {
+        let response = self.inner.caller.call(self.limits(), |store, guest| {
             guest
                 .kubeplug_plugin_reconciler()
                 .call_finalize(store, &request)
@@ -393,6 +429,44 @@ impl Plugin {
                 .map(|s| Duration::from_secs(s.into())),
             events: events(r.events),
         })
+    }
+
+    /// Refuse an answer over the size quotas before parsing any of it: the
+    /// JSON parse, not the copy out of the guest, is what costs the host.
+    fn check_size(&self, r: &types::Response) -> Result<(), CallError> {
+        let limits = self.limits();
+        let over = |what: String| CallError::OverQuota {
+            plugin: self.name().into(),
+            what,
+        };
+        if r.children.len() > limits.children {
+            return Err(over(format!(
+                "{} children (quota {})",
+                r.children.len(),
+                limits.children
+            )));
+        }
+        let patch = r.parent_patch.as_ref().map_or(0, |p| {
+            p.labels
+                .iter()
+                .chain(&p.annotations)
+                .map(|(k, v)| k.len() + v.len())
+                .sum()
+        });
+        let bytes = r.children.iter().map(String::len).sum::<usize>()
+            + r.status.as_ref().map_or(0, String::len)
+            + r.events
+                .iter()
+                .map(|e| e.reason.len() + e.message.len())
+                .sum::<usize>()
+            + patch;
+        if bytes > limits.response_bytes {
+            return Err(over(format!(
+                "an answer of {bytes} bytes (quota {})",
+                limits.response_bytes
+            )));
+        }
+        Ok(())
     }
 
     fn guest(&self, e: types::Error) -> CallError {
@@ -408,9 +482,9 @@ impl Caller {
     /// limits, and classify any failure.
     fn call<R>(
         &self,
+        limits: Limits,
         f: impl FnOnce(&mut Store<State>, &bindings::Plugin) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
-        let limits = self.loaded.limits;
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
         let wasi = WasiCtxBuilder::new()
             .stderr(stderr.clone())
@@ -424,6 +498,7 @@ impl Caller {
             limiter: Limiter::new(limits),
             plugin: self.name.clone(),
             log_budget: LOG_BUDGET,
+            log_bytes: limits.log_bytes,
         };
         let mut store = Store::new(&self.loaded.engine, state);
         store.limiter(|s| &mut s.limiter);

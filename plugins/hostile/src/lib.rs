@@ -1,21 +1,83 @@
 //! A plugin that misbehaves on command, to prove the host survives it.
 //!
-//! Parent: `Hostile` (`test.kubeplug.io/v1`). `spec.behave` picks what a
-//! reconcile does: `ok` (returns one ConfigMap), `loop` (spins forever),
-//! `alloc` (grows memory without bound), `panic`, `malformed` (returns a child
-//! that is not JSON), `error` (returns a typed error), `undeclared` (returns a
-//! Secret, a kind its manifest does not declare).
+//! Parent: `Hostile` (`test.kubeplug.io/v1`) unless `claim` says otherwise.
 //!
-//! Config keys: `manifest: panic` makes `manifest()` panic (load-time
-//! checks); `name` renames the plugin; `claim: databases` makes it claim the
-//! `Database` kind (to test that two plugins cannot own one parent kind);
-//! `finalizer: true` declares the finalizer `test.kubeplug.io/hold`, which
-//! `finalize` releases only once the parent is annotated
-//! `test.kubeplug.io/release: "true"`.
+//! # Configuration (read by `manifest()`)
+//!
+//! - `manifest: panic` makes `manifest()` panic (load-time checks).
+//! - `name` renames the plugin (default `hostile`).
+//! - `claim` picks another parent kind (to test that two plugins cannot own
+//!   one parent kind, and what the host does with parents it should refuse):
+//!   `databases` (`example.com/v1` `Database`), `secrets` (core `v1`
+//!   `Secret`), `serviceaccounts` (core `v1` `ServiceAccount`),
+//!   `databases-v2` (`example.com/v2` `Database`, plural `databasez`, declared
+//!   cluster-scoped: a deliberate lie). Any other value keeps `Hostile`.
+//! - `finalizer`: `true` declares the finalizer `test.kubeplug.io/hold`; a
+//!   string declares exactly that finalizer (e.g.
+//!   `kubernetes.io/pvc-protection`). Either way `finalize` releases the
+//!   parent only once it is annotated `test.kubeplug.io/release: "true"`.
+//! - `children`: extra declared child kinds beside `ConfigMap`:
+//!   `clusterrolebinding`, `namespace`, `validatingwebhookconfiguration`
+//!   (all cluster-scoped), `secret`, `hostile` (the plugin's own parent kind
+//!   at `test.kubeplug.io/v2`, plural `hostilez`: an attempt to dodge an
+//!   equality check), and `configmap-lie`, which adds no kind but declares the
+//!   `ConfigMap` child cluster-scoped (a lie).
+//! - `related`: `secrets-everywhere` observes `v1` `Secret`s declared
+//!   cluster-scoped (a lie) labelled `kubeplug-test/steal: "yes"`; `pods`
+//!   observes `v1` `Pod`s labelled `app: hostile`.
+//! - `mode: decorator` makes the plugin a decorator of the same parent kind,
+//!   with no children at all (`mode: composite` is the default).
+//! - `namespaces`: the namespaces the plugin is restricted to.
+//!
+//! Unknown entries in `children`, `related` or `mode` are refused as invalid
+//! configuration, so a typo in a test fails loudly.
+//!
+//! # Behaviour (`spec.behave` of the parent picks what `reconcile` does)
+//!
+//! The "ok ConfigMap" is a `ConfigMap` named `<name>-ok`.
+//!
+//! - `ok` (and any unknown value): returns the ok ConfigMap.
+//! - `loop`: spins forever. `alloc`: grows memory without bound. `panic`:
+//!   panics. `error`: returns a typed error. `malformed`: returns a child
+//!   that is not JSON. `undeclared`: returns a `Secret` `<name>-smuggled`
+//!   (a kind the default manifest does not declare).
+//! - `cluster-child`: returns only cluster-scoped children: a
+//!   `ClusterRoleBinding` `<name>-escalate` binding `cluster-admin` to the
+//!   `default` ServiceAccount of the parent's namespace, a `Namespace`
+//!   `<name>-ns`, and a `ValidatingWebhookConfiguration` `<name>-webhook`
+//!   that denies (fail-closed, unreachable URL) every create and update.
+//! - `adopt`: returns a ConfigMap named `spec.target` with data
+//!   `adopted: "yes"` (to take over an object the plugin does not own).
+//! - `steal`: returns a ConfigMap `<name>-loot` with one key per related
+//!   object, `<namespace>.<name>` (`_` for no namespace), whose value is the
+//!   JSON text of that object's `data`; status `{"loot": ["<ns>/<name>", ...]}`.
+//! - `events`: the ok ConfigMap, `spec.count` (default 1000) Normal events
+//!   (reason `Flood`, message `event <i>`), and requeue after 0 seconds.
+//! - `children`: `spec.count` (default 2000) ConfigMaps `<name>-<i>`.
+//! - `status-bomb`: the ok ConfigMap and status `{"blob": "xxx…"}` of
+//!   `spec.bytes` (default 8 MiB) characters.
+//! - `log-bomb`: logs `spec.count` (default 1000) info messages `flood`, each
+//!   with a 1 MiB field `blob`, then returns the ok ConfigMap.
+//! - `spawn`: the ok ConfigMap and a child `Hostile` (`test.kubeplug.io/v2`)
+//!   `<name>-spawn` whose `spec.behave` is `spawn` again.
+//! - `reserved` (for decorator mode): a parent patch setting labels
+//!   `kubeplug.io/plugin: database` and `pod-template-hash: abc` and the
+//!   annotation `kubectl.kubernetes.io/last-applied-configuration: "{}"`.
+//! - `decorate` (for decorator mode): a parent patch setting the annotation
+//!   `example.com/decorated: "true"`.
+//! - `secret-child`: the ok ConfigMap and a `Secret` `<name>-made` with
+//!   `stringData` `k: v`.
+//!
+//! `i` counts from 0.
 
-use kubeplug_sdk::k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kubeplug_sdk::{Context, Error, FinalizeResponse, Manifest, Plugin, Resource, Response};
+use std::collections::BTreeMap;
+
+use kubeplug_sdk::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kubeplug_sdk::{
+    Context, Error, Event, FinalizeResponse, LabelValue, Manifest, Plugin, Resource, Response,
+};
 use serde::Deserialize;
+use serde_json::{Value, json};
 
 /// The plugin (public so a native build, where nothing exports it, still uses it).
 pub struct Hostile;
@@ -30,11 +92,100 @@ pub struct Config {
     #[serde(default)]
     claim: Option<String>,
     #[serde(default)]
-    finalizer: bool,
+    finalizer: Finalizer,
+    #[serde(default)]
+    children: Vec<String>,
+    #[serde(default)]
+    related: Vec<String>,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    namespaces: Vec<String>,
+}
+
+/// `finalizer: true|false` or `finalizer: "<name>"`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum Finalizer {
+    Enabled(bool),
+    Named(String),
+}
+
+impl Default for Finalizer {
+    fn default() -> Self {
+        Finalizer::Enabled(false)
+    }
+}
+
+impl Finalizer {
+    fn name(&self) -> Option<&str> {
+        match self {
+            Finalizer::Enabled(true) => Some(FINALIZER),
+            Finalizer::Enabled(false) => None,
+            Finalizer::Named(name) => Some(name),
+        }
+    }
 }
 
 const FINALIZER: &str = "test.kubeplug.io/hold";
 const RELEASE: &str = "test.kubeplug.io/release";
+
+/// A cluster-scoped resource type (or a namespaced one declared as such).
+fn cluster(group: &str, version: &str, kind: &str, plural: &str) -> Resource {
+    Resource {
+        namespaced: false,
+        ..Resource::namespaced(group, version, kind, plural)
+    }
+}
+
+fn parent_kind(claim: Option<&str>) -> Resource {
+    match claim {
+        Some("databases") => Resource::namespaced("example.com", "v1", "Database", "databases"),
+        Some("secrets") => Resource::namespaced("", "v1", "Secret", "secrets"),
+        Some("serviceaccounts") => {
+            Resource::namespaced("", "v1", "ServiceAccount", "serviceaccounts")
+        }
+        Some("databases-v2") => cluster("example.com", "v2", "Database", "databasez"),
+        _ => Resource::namespaced("test.kubeplug.io", "v1", "Hostile", "hostiles"),
+    }
+}
+
+fn child_kinds(children: &[String]) -> Result<Vec<Resource>, Error> {
+    let mut config_map = Resource::of::<ConfigMap>();
+    let mut kinds = Vec::new();
+    for child in children {
+        match child.as_str() {
+            "configmap-lie" => config_map.namespaced = false,
+            "clusterrolebinding" => kinds.push(cluster(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "ClusterRoleBinding",
+                "clusterrolebindings",
+            )),
+            "namespace" => kinds.push(cluster("", "v1", "Namespace", "namespaces")),
+            "validatingwebhookconfiguration" => kinds.push(cluster(
+                "admissionregistration.k8s.io",
+                "v1",
+                "ValidatingWebhookConfiguration",
+                "validatingwebhookconfigurations",
+            )),
+            "hostile" => kinds.push(Resource::namespaced(
+                "test.kubeplug.io",
+                "v2",
+                "Hostile",
+                "hostilez",
+            )),
+            "secret" => kinds.push(Resource::namespaced("", "v1", "Secret", "secrets")),
+            other => {
+                return Err(Error::InvalidConfig(format!(
+                    "unknown child kind {other:?}"
+                )));
+            }
+        }
+    }
+    kinds.insert(0, config_map);
+    Ok(kinds)
+}
 
 impl Plugin for Hostile {
     type Config = Config;
@@ -43,22 +194,46 @@ impl Plugin for Hostile {
         if config.manifest.as_deref() == Some("panic") {
             panic!("hostile plugin asked to panic in manifest()");
         }
-        let parent = match config.claim.as_deref() {
-            Some("databases") => Resource::namespaced("example.com", "v1", "Database", "databases"),
-            _ => Resource::namespaced("test.kubeplug.io", "v1", "Hostile", "hostiles"),
-        };
+        let parent = parent_kind(config.claim.as_deref());
         let name = config.name.as_deref().unwrap_or("hostile");
-        let manifest =
-            Manifest::composite(name, "0.1.0", parent).child(Resource::of::<ConfigMap>());
-        Ok(if config.finalizer {
-            manifest.finalizer(FINALIZER)
-        } else {
-            manifest
+        let mut manifest = match config.mode.as_deref() {
+            None | Some("composite") => {
+                let mut manifest = Manifest::composite(name, "0.1.0", parent);
+                for kind in child_kinds(&config.children)? {
+                    manifest = manifest.child(kind);
+                }
+                manifest
+            }
+            Some("decorator") => Manifest::decorator(name, "0.1.0", parent),
+            Some(other) => return Err(Error::InvalidConfig(format!("unknown mode {other:?}"))),
+        };
+        for related in &config.related {
+            manifest = match related.as_str() {
+                "secrets-everywhere" => manifest.related(
+                    cluster("", "v1", "Secret", "secrets"),
+                    &[("kubeplug-test/steal", LabelValue::Literal("yes".into()))],
+                ),
+                "pods" => manifest.related(
+                    Resource::of::<Pod>(),
+                    &[("app", LabelValue::Literal("hostile".into()))],
+                ),
+                other => {
+                    return Err(Error::InvalidConfig(format!(
+                        "unknown related kind {other:?}"
+                    )));
+                }
+            };
+        }
+        manifest = manifest.namespaces(config.namespaces.iter().cloned());
+        Ok(match config.finalizer.name() {
+            Some(finalizer) => manifest.finalizer(finalizer),
+            None => manifest,
         })
     }
 
     fn reconcile(ctx: &Context<Config>) -> Result<Response, Error> {
         let behave = ctx.parent["spec"]["behave"].as_str().unwrap_or("ok");
+        let name = ctx.name();
         match behave {
             "loop" => {
                 let mut n: u64 = 0;
@@ -78,14 +253,63 @@ impl Plugin for Hostile {
             "malformed" => Ok(Response::default().child_json("{not json")),
             "undeclared" => {
                 let mut secret = Secret::default();
-                secret.metadata.name = Some(format!("{}-smuggled", ctx.name()));
+                secret.metadata.name = Some(format!("{name}-smuggled"));
                 Response::default().child(&secret)
             }
-            _ => {
-                let mut cm = ConfigMap::default();
-                cm.metadata.name = Some(format!("{}-ok", ctx.name()));
-                Response::default().child(&cm)
+            "cluster-child" => Ok(cluster_children(ctx)),
+            "adopt" => {
+                let target = ctx.parent["spec"]["target"]
+                    .as_str()
+                    .ok_or_else(|| Error::InvalidInput("adopt needs spec.target".into()))?;
+                Response::default().child(&config_map(target, [("adopted", "yes".into())]))
             }
+            "steal" => steal(ctx),
+            "events" => {
+                let mut response = ok(ctx)?.requeue_after(0);
+                for i in 0..count(ctx, "count", 1000) {
+                    response = response.event(Event::normal("Flood", format!("event {i}")));
+                }
+                Ok(response)
+            }
+            "children" => {
+                let mut response = Response::default();
+                for i in 0..count(ctx, "count", 2000) {
+                    response = response.child(&config_map(&format!("{name}-{i}"), []))?;
+                }
+                Ok(response)
+            }
+            "status-bomb" => {
+                let blob = "x".repeat(count(ctx, "bytes", 8 << 20) as usize);
+                ok(ctx)?.status(&json!({ "blob": blob }))
+            }
+            "log-bomb" => {
+                let blob = "x".repeat(1 << 20);
+                for _ in 0..count(ctx, "count", 1000) {
+                    kubeplug_sdk::log::info("flood", &[("blob", &blob)]);
+                }
+                ok(ctx)
+            }
+            "spawn" => Ok(ok(ctx)?.child_json(
+                json!({
+                    "apiVersion": "test.kubeplug.io/v2",
+                    "kind": "Hostile",
+                    "metadata": { "name": format!("{name}-spawn") },
+                    "spec": { "behave": "spawn" },
+                })
+                .to_string(),
+            )),
+            "reserved" => Ok(Response::default()
+                .label("kubeplug.io/plugin", "database")
+                .label("pod-template-hash", "abc")
+                .annotation("kubectl.kubernetes.io/last-applied-configuration", "{}")),
+            "decorate" => Ok(Response::default().annotation("example.com/decorated", "true")),
+            "secret-child" => {
+                let mut secret = Secret::default();
+                secret.metadata.name = Some(format!("{name}-made"));
+                secret.string_data = Some(BTreeMap::from([("k".into(), "v".into())]));
+                ok(ctx)?.child(&secret)
+            }
+            _ => ok(ctx),
         }
     }
 
@@ -96,6 +320,94 @@ impl Plugin for Hostile {
             Ok(FinalizeResponse::pending(1))
         }
     }
+}
+
+/// `spec.<key>` as a count, or `default` when absent or not a number.
+fn count(ctx: &Context<Config>, key: &str, default: u64) -> u64 {
+    ctx.parent["spec"][key].as_u64().unwrap_or(default)
+}
+
+fn config_map<const N: usize>(name: &str, data: [(&str, String); N]) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name.into());
+    if N > 0 {
+        cm.data = Some(data.into_iter().map(|(k, v)| (k.into(), v)).collect());
+    }
+    cm
+}
+
+/// A response with just the ok ConfigMap `<name>-ok`.
+fn ok(ctx: &Context<Config>) -> Result<Response, Error> {
+    Response::default().child(&config_map(&format!("{}-ok", ctx.name()), []))
+}
+
+/// `cluster-child`: a cluster-admin binding, a Namespace and a fail-closed
+/// webhook that denies every write.
+fn cluster_children(ctx: &Context<Config>) -> Response {
+    let name = ctx.name();
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": { "name": format!("{name}-escalate") },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "cluster-admin",
+        },
+        "subjects": [{
+            "kind": "ServiceAccount",
+            "name": "default",
+            "namespace": ctx.namespace(),
+        }],
+    });
+    let namespace = json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": { "name": format!("{name}-ns") },
+    });
+    let webhook = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": { "name": format!("{name}-webhook") },
+        "webhooks": [{
+            "name": "deny.test.kubeplug.io",
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": { "url": "https://127.0.0.1:1/deny" },
+            "rules": [{
+                "operations": ["CREATE", "UPDATE"],
+                "apiGroups": ["*"],
+                "apiVersions": ["*"],
+                "resources": ["*"],
+            }],
+        }],
+    });
+    Response::default()
+        .child_json(binding.to_string())
+        .child_json(namespace.to_string())
+        .child_json(webhook.to_string())
+}
+
+/// `steal`: copy every related object's `data` into a ConfigMap and list
+/// what was taken in the status.
+fn steal(ctx: &Context<Config>) -> Result<Response, Error> {
+    let mut data = BTreeMap::new();
+    let mut loot = Vec::new();
+    for object in &ctx.related {
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        let object_name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let key_namespace = if namespace.is_empty() { "_" } else { namespace };
+        let text = serde_json::to_string(&object["data"])
+            .map_err(|e| Error::Failed(format!("cannot serialize data: {e}")))?;
+        data.insert(format!("{key_namespace}.{object_name}"), text);
+        loot.push(Value::String(format!("{namespace}/{object_name}")));
+    }
+    let mut cm = config_map(&format!("{}-loot", ctx.name()), []);
+    cm.data = Some(data);
+    Response::default()
+        .child(&cm)?
+        .status(&json!({ "loot": loot }))
 }
 
 kubeplug_sdk::export_plugin!(Hostile);

@@ -91,13 +91,27 @@ pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> O
     }
 }
 
-/// Install the CRDs the tests use (idempotent).
+/// The policy files every test host runs with unless a test passes its own
+/// `--policy`: the seed plugins' grants and the test guests'.
+pub fn default_policy() -> String {
+    let root = repo();
+    format!(
+        "{},{}",
+        root.join("deploy/policy.yaml").display(),
+        root.join("tests/e2e/manifests/policy.yaml").display()
+    )
+}
+
+/// Install the CRDs the tests use and the plugins' identities (their
+/// ServiceAccounts and roles), idempotently.
 pub fn install_crds() {
     let root = repo();
     for file in [
         root.join("crds/databases.example.com.yaml"),
         root.join("crds/myapps.example.com.yaml"),
         root.join("tests/e2e/manifests/hostiles.test.kubeplug.io.yaml"),
+        root.join("deploy/plugin-rbac.yaml"),
+        root.join("tests/e2e/manifests/plugin-rbac.yaml"),
     ] {
         kubectl_ok(&["apply", "-f", file.to_str().expect("utf-8 path")], None);
     }
@@ -273,10 +287,16 @@ impl Host {
         let port = free_port();
         let log = dir.path.with_extension(format!("host-{port}.log"));
         let file = std::fs::File::create(&log).expect("create host log");
+        let policy = if extra.iter().any(|a| a.starts_with("--policy")) {
+            Vec::new()
+        } else {
+            vec!["--policy".to_string(), default_policy()]
+        };
         let child = Command::new(host_binary())
             .args(["run", "--plugins", dir.path.to_str().expect("utf-8 path")])
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--rescan-seconds", "2"])
+            .args(policy)
             .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env("KUBEPLUG_LOG", "info")

@@ -1,0 +1,273 @@
+//! The platform's grants: what each plugin may read and write.
+//!
+//! A plugin's manifest is a *request*. The people who run the host write a
+//! policy file (`--policy`, mounted from a ConfigMap the platform team owns,
+//! outside the plugin volume) that grants each plugin, by name, what it may
+//! do. The host checks the manifest against the grant when it loads a plugin
+//! (refusing it with every missing grant named) and every answer against the
+//! grant's quotas and key rules. `kubeplug run` and `kubeplug render` read the
+//! same file through this module.
+//!
+//! ```yaml
+//! apiVersion: kubeplug.io/v1alpha1
+//! kind: PluginPolicy
+//! strict: true                 # plugins without an entry are refused
+//! identityNamespace: kubeplug-system
+//! quotas: { eventsPerAnswer: 10 }   # defaults for every plugin
+//! plugins:
+//!   database:
+//!     parent: [Database.example.com]
+//!     children: [StatefulSet.apps, Service, Secret]
+//!     related: [Pod]
+//!     namespaces: ["*"]
+//! ```
+//!
+//! Kinds are written `Kind.group` (`Kind` for the core group), whatever the
+//! version. `"*"` in a kind list means any namespaced kind that is not
+//! [sensitive](is_sensitive); sensitive and cluster-scoped kinds must be named
+//! (cluster-scoped ones also under `clusterScoped`).
+//!
+//! Guarantees: nothing a plugin ships (its manifest, its `<name>.yaml`
+//! settings) can widen its grant; settings may only lower limits.
+
+mod grant;
+mod quotas;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+pub use grant::{Grant, KindRef, KindSet, NamespaceScope, Refusal, derived_finalizer_domain};
+pub use quotas::Quotas;
+
+/// Namespaces `"*"` never covers: a grant must name them.
+pub const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
+
+/// Where plugin ServiceAccounts live when the policy does not say.
+pub const DEFAULT_IDENTITY_NAMESPACE: &str = "kubeplug-system";
+
+/// Why a policy file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid policy {path}")]
+    Parse {
+        path: String,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    #[error("invalid policy {path}: {reason}")]
+    Invalid { path: String, reason: String },
+}
+
+/// The policy file, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    strict: Option<bool>,
+    #[serde(default)]
+    identity_namespace: Option<String>,
+    /// Quota defaults for every plugin (each key optional).
+    #[serde(default)]
+    quotas: serde_json::Map<String, serde_json::Value>,
+    /// The grant of plugins without an entry (non-strict mode).
+    #[serde(default)]
+    default_grant: Option<grant::GrantFile>,
+    #[serde(default)]
+    plugins: BTreeMap<String, grant::GrantFile>,
+}
+
+/// The platform's policy: one grant per plugin name.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Plugins without an entry are refused.
+    pub strict: bool,
+    /// Namespace of the plugins' ServiceAccounts.
+    pub identity_namespace: String,
+    quotas: Quotas,
+    default_grant: Grant,
+    plugins: BTreeMap<String, Grant>,
+}
+
+impl Default for Policy {
+    /// No policy file: every plugin runs under the safe default grant.
+    fn default() -> Self {
+        Policy {
+            strict: false,
+            identity_namespace: DEFAULT_IDENTITY_NAMESPACE.into(),
+            quotas: Quotas::default(),
+            default_grant: Grant::safe_default(),
+            plugins: BTreeMap::new(),
+        }
+    }
+}
+
+impl Policy {
+    /// Read and merge policy files (a plugin granted in two files is an
+    /// error, so that split files cannot silently override each other).
+    pub fn load(paths: &[impl AsRef<Path>]) -> Result<Policy, PolicyError> {
+        let mut policy = Policy::default();
+        let mut quotas = serde_json::Map::new();
+        for path in paths {
+            let path = path.as_ref();
+            let shown = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+                path: shown.clone(),
+                source,
+            })?;
+            let file: PolicyFile =
+                serde_yaml::from_str(&text).map_err(|source| PolicyError::Parse {
+                    path: shown.clone(),
+                    source,
+                })?;
+            let invalid = |reason: String| PolicyError::Invalid {
+                path: shown.clone(),
+                reason,
+            };
+            if let Some(kind) = &file.kind
+                && kind != "PluginPolicy"
+            {
+                return Err(invalid(format!("kind must be PluginPolicy, not {kind}")));
+            }
+            if let Some(v) = &file.api_version
+                && v != "kubeplug.io/v1alpha1"
+            {
+                return Err(invalid(format!(
+                    "apiVersion must be kubeplug.io/v1alpha1, not {v}"
+                )));
+            }
+            if let Some(strict) = file.strict {
+                policy.strict |= strict;
+            }
+            if let Some(ns) = file.identity_namespace {
+                policy.identity_namespace = ns;
+            }
+            quotas.extend(file.quotas);
+            if let Some(g) = file.default_grant {
+                policy.default_grant = g.into_grant().map_err(&invalid)?;
+            }
+            for (name, g) in file.plugins {
+                if policy.plugins.contains_key(&name) {
+                    return Err(invalid(format!("plugin {name} is granted twice")));
+                }
+                policy
+                    .plugins
+                    .insert(name, g.into_grant().map_err(&invalid)?);
+            }
+        }
+        policy.quotas =
+            Quotas::default()
+                .merged(&quotas)
+                .map_err(|reason| PolicyError::Invalid {
+                    path: "quotas".into(),
+                    reason,
+                })?;
+        for (name, grant) in &policy.plugins {
+            policy
+                .quotas
+                .merged(&grant.quota_overrides)
+                .map_err(|reason| PolicyError::Invalid {
+                    path: format!("plugins.{name}.quotas"),
+                    reason,
+                })?;
+        }
+        Ok(policy)
+    }
+
+    /// The grant for plugin `name`, with quotas resolved. `None`: refused
+    /// (strict mode and no entry).
+    pub fn grant(&self, name: &str) -> Option<Effective> {
+        let (grant, explicit) = match self.plugins.get(name) {
+            Some(g) => (g.clone(), true),
+            None if self.strict => return None,
+            None => (self.default_grant.clone(), false),
+        };
+        let quotas = self
+            .quotas
+            .merged(&grant.quota_overrides)
+            .expect("quota overrides were checked at load");
+        let service_account = grant
+            .service_account
+            .clone()
+            .unwrap_or_else(|| format!("kubeplug-plugin-{name}"));
+        Some(Effective {
+            plugin: name.to_string(),
+            explicit,
+            service_account,
+            identity_namespace: self.identity_namespace.clone(),
+            quotas,
+            grant,
+        })
+    }
+
+    /// Quotas for a file not yet known by name (compile limits apply before
+    /// the manifest names the plugin): the grant named by the file stem if
+    /// there is one, else the defaults.
+    pub fn quotas_for_file(&self, stem: &str) -> Quotas {
+        self.grant(stem)
+            .map(|g| g.quotas)
+            .unwrap_or_else(|| self.quotas.clone())
+    }
+
+    /// The sha256 pins of the plugin named like the file stem, if any.
+    pub fn pins_for_file(&self, stem: &str) -> &[String] {
+        self.plugins
+            .get(stem)
+            .map(|g| g.sha256.as_slice())
+            .unwrap_or_default()
+    }
+
+    /// Every plugin the policy names and its ServiceAccount.
+    pub fn service_accounts(&self) -> Vec<(String, String)> {
+        self.plugins
+            .keys()
+            .filter_map(|n| self.grant(n).map(|g| (n.clone(), g.service_account)))
+            .collect()
+    }
+}
+
+/// One plugin's grant with its quotas and identity resolved.
+#[derive(Debug, Clone)]
+pub struct Effective {
+    pub plugin: String,
+    /// The policy names this plugin (not the default grant).
+    pub explicit: bool,
+    /// ServiceAccount the plugin acts as (in `identity_namespace`).
+    pub service_account: String,
+    pub identity_namespace: String,
+    pub quotas: Quotas,
+    pub grant: Grant,
+}
+
+impl Effective {
+    /// The Kubernetes user name of the plugin's ServiceAccount.
+    pub fn user(&self) -> String {
+        format!(
+            "system:serviceaccount:{}:{}",
+            self.identity_namespace, self.service_account
+        )
+    }
+
+    /// The groups the API server gives that ServiceAccount.
+    pub fn groups(&self) -> Vec<String> {
+        vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{}", self.identity_namespace),
+            "system:authenticated".into(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests;

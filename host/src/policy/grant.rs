@@ -1,0 +1,405 @@
+//! One plugin's grant, and the checks of a manifest and an answer against it.
+
+use serde::Deserialize;
+
+use super::{Effective, SYSTEM_NAMESPACES};
+use crate::manifest::{ApiResource, Manifest, Mode};
+use crate::plan::FenceError;
+use crate::runtime::Desired;
+
+/// A kind, whatever its version: `Kind.group`, or `Kind` for the core group.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KindRef {
+    pub group: String,
+    pub kind: String,
+}
+
+impl KindRef {
+    pub fn of(r: &ApiResource) -> Self {
+        KindRef {
+            group: r.group.clone(),
+            kind: r.kind.clone(),
+        }
+    }
+
+    fn parse(text: &str) -> Result<Self, String> {
+        let (kind, group) = text.split_once('.').unwrap_or((text, ""));
+        if kind.is_empty() || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+            return Err(format!(
+                "kind {text:?} must be written Kind.group (Kind for the core group), e.g. StatefulSet.apps"
+            ));
+        }
+        Ok(KindRef {
+            group: group.into(),
+            kind: kind.into(),
+        })
+    }
+}
+
+impl std::fmt::Display for KindRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}", self.kind)
+        } else {
+            write!(f, "{}.{}", self.kind, self.group)
+        }
+    }
+}
+
+/// Kinds that no wildcard covers: reading or writing them hands out
+/// credentials, identities or cluster-wide control. A grant must name them.
+pub fn is_sensitive(kind: &KindRef) -> bool {
+    const GROUPS: &[&str] = &[
+        "rbac.authorization.k8s.io",
+        "admissionregistration.k8s.io",
+        "apiextensions.k8s.io",
+        "apiregistration.k8s.io",
+        "certificates.k8s.io",
+        "authentication.k8s.io",
+        "authorization.k8s.io",
+        "coordination.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+        "kubeplug.io",
+    ];
+    const CORE: &[&str] = &[
+        "Secret",
+        "ServiceAccount",
+        "Namespace",
+        "Node",
+        "PersistentVolume",
+    ];
+    GROUPS.contains(&kind.group.as_str())
+        || (kind.group.is_empty() && CORE.contains(&kind.kind.as_str()))
+}
+
+/// A set of kinds: named ones, plus (with `"*"`) any namespaced kind that is
+/// not sensitive.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KindSet {
+    pub any: bool,
+    pub named: Vec<KindRef>,
+}
+
+impl KindSet {
+    fn parse(list: &[String]) -> Result<Self, String> {
+        let mut set = KindSet::default();
+        for entry in list {
+            if entry == "*" {
+                set.any = true;
+            } else {
+                set.named.push(KindRef::parse(entry)?);
+            }
+        }
+        Ok(set)
+    }
+
+    /// Does the set cover `r` (with its scope as the API server reports it)?
+    pub fn covers(&self, r: &ApiResource) -> bool {
+        let kind = KindRef::of(r);
+        self.named.contains(&kind) || (self.any && r.namespaced && !is_sensitive(&kind))
+    }
+}
+
+/// Namespaces a plugin may act in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceScope {
+    /// Every namespace but the system ones and the host's own.
+    pub all: bool,
+    /// Named namespaces (system ones must be named to be granted).
+    pub named: Vec<String>,
+}
+
+/// What a platform team writes for one plugin.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct GrantFile {
+    service_account: Option<String>,
+    #[serde(default)]
+    sha256: Vec<String>,
+    #[serde(default)]
+    parent: Vec<String>,
+    #[serde(default)]
+    children: Vec<String>,
+    #[serde(default)]
+    related: Vec<String>,
+    #[serde(default)]
+    cluster_scoped: Vec<String>,
+    namespaces: Option<Vec<String>>,
+    #[serde(default)]
+    finalizers: Vec<String>,
+    #[serde(default)]
+    decorator_keys: Vec<String>,
+    #[serde(default)]
+    quotas: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What one plugin may do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grant {
+    /// Its ServiceAccount; default `kubeplug-plugin-<name>`.
+    pub service_account: Option<String>,
+    /// If not empty, only these `.wasm` digests load.
+    pub sha256: Vec<String>,
+    pub parent: KindSet,
+    pub children: KindSet,
+    pub related: KindSet,
+    /// Cluster-scoped kinds among parent, children and related.
+    pub cluster_scoped: Vec<KindRef>,
+    pub namespaces: NamespaceScope,
+    /// Finalizer names beyond the plugin's own domain (exact, or `prefix*`).
+    pub finalizers: Vec<String>,
+    /// Label and annotation keys a decorator may set (exact, or `prefix*`);
+    /// empty: any key outside the reserved prefixes.
+    pub decorator_keys: Vec<String>,
+    pub quota_overrides: serde_json::Map<String, serde_json::Value>,
+}
+
+impl GrantFile {
+    pub(super) fn into_grant(self) -> Result<Grant, String> {
+        let namespaces = match self.namespaces {
+            None => NamespaceScope {
+                all: true,
+                named: Vec::new(),
+            },
+            Some(list) => NamespaceScope {
+                all: list.iter().any(|n| n == "*"),
+                named: list.into_iter().filter(|n| n != "*").collect(),
+            },
+        };
+        let sha256 = self
+            .sha256
+            .into_iter()
+            .map(|d| d.trim_start_matches("sha256:").to_ascii_lowercase())
+            .collect::<Vec<_>>();
+        if let Some(bad) = sha256
+            .iter()
+            .find(|d| d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(format!("sha256 pin {bad:?} is not a hex SHA-256 digest"));
+        }
+        Ok(Grant {
+            service_account: self.service_account,
+            sha256,
+            parent: KindSet::parse(&self.parent)?,
+            children: KindSet::parse(&self.children)?,
+            related: KindSet::parse(&self.related)?,
+            cluster_scoped: self
+                .cluster_scoped
+                .iter()
+                .map(|k| KindRef::parse(k))
+                .collect::<Result<_, _>>()?,
+            namespaces,
+            finalizers: self.finalizers,
+            decorator_keys: self.decorator_keys,
+            quota_overrides: self.quotas,
+        })
+    }
+}
+
+impl Grant {
+    /// The grant of a plugin the policy does not name: namespaced,
+    /// non-sensitive kinds in non-system namespaces, its own finalizer
+    /// domain, unreserved keys, default quotas. The API server still decides
+    /// through the plugin's ServiceAccount.
+    pub fn safe_default() -> Self {
+        let any = KindSet {
+            any: true,
+            named: Vec::new(),
+        };
+        Grant {
+            service_account: None,
+            sha256: Vec::new(),
+            parent: any.clone(),
+            children: any.clone(),
+            related: any,
+            cluster_scoped: Vec::new(),
+            namespaces: NamespaceScope {
+                all: true,
+                named: Vec::new(),
+            },
+            finalizers: Vec::new(),
+            decorator_keys: Vec::new(),
+            quota_overrides: serde_json::Map::new(),
+        }
+    }
+}
+
+/// The finalizer domain every plugin may use: `<name>.kubeplug.io/`.
+pub fn derived_finalizer_domain(plugin: &str) -> String {
+    format!("{plugin}.kubeplug.io/")
+}
+
+/// `pattern` is an exact key or a `prefix*`.
+fn pattern_matches(pattern: &str, key: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => key.starts_with(prefix),
+        None => pattern == key,
+    }
+}
+
+/// Keys the host, Kubernetes or kubectl own: a decorator may not set them
+/// unless a grant names them (a bare `*` does not).
+pub fn reserved_key(key: &str) -> bool {
+    const BARE: &[&str] = &["pod-template-hash", "controller-revision-hash"];
+    const DOMAINS: &[&str] = &["kubeplug.io", "kubernetes.io", "k8s.io"];
+    match key.split_once('/') {
+        None => BARE.contains(&key),
+        Some((prefix, _)) => DOMAINS
+            .iter()
+            .any(|d| prefix == *d || prefix.ends_with(&format!(".{d}"))),
+    }
+}
+
+/// A manifest the grant does not cover: every missing grant, named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plugin {plugin} asks for more than its grant{}: {}", if *.explicit { "" } else { " (it has no entry in the policy; the default grant applies)" }, .missing.join("; "))]
+pub struct Refusal {
+    pub plugin: String,
+    pub explicit: bool,
+    pub missing: Vec<String>,
+}
+
+impl Effective {
+    fn scope_check(&self, what: &str, r: &ApiResource, set: &KindSet, missing: &mut Vec<String>) {
+        let kind = KindRef::of(r);
+        if !set.covers(r) {
+            let why = if !set.named.contains(&kind) && set.any && is_sensitive(&kind) {
+                " (sensitive kinds must be named)"
+            } else if !set.named.contains(&kind) && set.any && !r.namespaced {
+                " (cluster-scoped kinds must be named)"
+            } else {
+                ""
+            };
+            missing.push(format!("{what} kind {kind}{why}"));
+        }
+        if !r.namespaced && !self.grant.cluster_scoped.contains(&kind) {
+            missing.push(format!(
+                "cluster-scoped {kind} (grant it under clusterScoped)"
+            ));
+        }
+    }
+
+    /// Check a manifest (with scopes already resolved through discovery)
+    /// against the grant. Returns the manifest narrowed to the grant's
+    /// namespaces, or every missing grant.
+    pub fn admit(&self, manifest: &Manifest, digest: &str) -> Result<Manifest, Refusal> {
+        let mut missing = Vec::new();
+        if !self.grant.sha256.is_empty() && !self.grant.sha256.iter().any(|d| d == digest) {
+            missing.push(format!("digest sha256:{digest} is not pinned"));
+        }
+        self.scope_check("parent", &manifest.parent, &self.grant.parent, &mut missing);
+        for child in &manifest.children {
+            self.scope_check("child", child, &self.grant.children, &mut missing);
+        }
+        for related in &manifest.related {
+            self.scope_check(
+                "related",
+                &related.resource,
+                &self.grant.related,
+                &mut missing,
+            );
+        }
+        if let Some(finalizer) = &manifest.finalizer
+            && !self.finalizer_allowed(finalizer)
+        {
+            missing.push(format!(
+                "finalizer {finalizer} (a plugin may use {}* unless granted more)",
+                derived_finalizer_domain(&self.plugin)
+            ));
+        }
+        let mut admitted = manifest.clone();
+        let scope = &self.grant.namespaces;
+        let inside = |ns: &str| {
+            scope.named.iter().any(|n| n == ns)
+                || (scope.all && !SYSTEM_NAMESPACES.contains(&ns) && ns != self.identity_namespace)
+        };
+        if manifest.parent.namespaced {
+            for ns in manifest.namespaces.iter().filter(|ns| !inside(ns)) {
+                missing.push(format!("namespace {ns}"));
+            }
+            if manifest.namespaces.is_empty() {
+                if scope.all {
+                    admitted.excluded_namespaces = SYSTEM_NAMESPACES
+                        .iter()
+                        .map(|s| s.to_string())
+                        .chain(std::iter::once(self.identity_namespace.clone()))
+                        .filter(|s| !scope.named.contains(s))
+                        .collect();
+                } else if scope.named.is_empty() {
+                    missing.push("any namespace (the grant names none)".into());
+                } else {
+                    // "All namespaces" narrowed to what is granted.
+                    admitted.namespaces = scope.named.clone();
+                }
+            }
+        }
+        if missing.is_empty() {
+            Ok(admitted)
+        } else {
+            Err(Refusal {
+                plugin: self.plugin.clone(),
+                explicit: self.explicit,
+                missing,
+            })
+        }
+    }
+
+    pub fn finalizer_allowed(&self, finalizer: &str) -> bool {
+        finalizer.starts_with(&derived_finalizer_domain(&self.plugin))
+            || self
+                .grant
+                .finalizers
+                .iter()
+                .any(|p| pattern_matches(p, finalizer))
+    }
+
+    fn key_allowed(&self, key: &str) -> bool {
+        let patterns = &self.grant.decorator_keys;
+        if reserved_key(key) {
+            patterns.iter().any(|p| p != "*" && pattern_matches(p, key))
+        } else {
+            patterns.is_empty() || patterns.iter().any(|p| pattern_matches(p, key))
+        }
+    }
+
+    /// Check an answer against the quotas and key rules. Size quotas on the
+    /// raw response are enforced earlier, by the runtime, before parsing.
+    pub fn check_answer(&self, manifest: &Manifest, desired: &Desired) -> Result<(), FenceError> {
+        let q = &self.quotas;
+        if desired.children.len() > q.children_per_parent {
+            return Err(FenceError::TooManyChildren {
+                count: desired.children.len(),
+                max: q.children_per_parent,
+            });
+        }
+        if let Some(status) = &desired.status {
+            let bytes = status.to_string().len();
+            if bytes > q.status_bytes {
+                return Err(FenceError::StatusTooLarge {
+                    bytes,
+                    max: q.status_bytes,
+                });
+            }
+        }
+        if desired.events.len() > q.events_per_answer {
+            return Err(FenceError::TooManyEvents {
+                count: desired.events.len(),
+                max: q.events_per_answer,
+            });
+        }
+        if manifest.mode == Mode::Decorator
+            && let Some(patch) = &desired.parent_patch
+            && let Some(key) = patch
+                .labels
+                .keys()
+                .chain(patch.annotations.keys())
+                .find(|k| !self.key_allowed(k))
+        {
+            return Err(FenceError::KeyNotGranted {
+                key: key.clone(),
+                reserved: reserved_key(key),
+            });
+        }
+        Ok(())
+    }
+}

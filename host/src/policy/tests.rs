@@ -1,0 +1,292 @@
+//! Unit tests of the policy: parsing, admission of manifests (with scopes
+//! as discovery reports them) and the checks on answers.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+
+use super::*;
+use crate::manifest::{ApiResource, LabelValue, Manifest, Mode, Related};
+use crate::plan::FenceError;
+use crate::runtime::{Desired, Event, MetadataPatch};
+
+fn res(group: &str, kind: &str, plural: &str, namespaced: bool) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: "v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+        namespaced,
+    }
+}
+
+fn database() -> Manifest {
+    Manifest {
+        name: "database".into(),
+        version: "0.1.0".into(),
+        parent: res("example.com", "Database", "databases", true),
+        mode: Mode::Composite,
+        children: vec![
+            res("apps", "StatefulSet", "statefulsets", true),
+            res("", "Service", "services", true),
+            res("", "Secret", "secrets", true),
+        ],
+        related: vec![Related {
+            resource: res("", "Pod", "pods", true),
+            match_labels: vec![("app".into(), LabelValue::ParentName)],
+        }],
+        namespaces: Vec::new(),
+        finalizer: None,
+        resync_seconds: None,
+        excluded_namespaces: Vec::new(),
+    }
+}
+
+fn policy(yaml: &str) -> Policy {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(yaml.as_bytes()).unwrap();
+    Policy::load(&[file.path()]).unwrap()
+}
+
+const SEEDS: &str = "
+strict: true
+plugins:
+  database:
+    parent: [Database.example.com]
+    children: [StatefulSet.apps, Service, Secret]
+    related: [Pod]
+  pod-annotator:
+    parent: [Pod]
+    decoratorKeys: [\"example.com/*\"]
+";
+
+const DIGEST: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+#[test]
+fn a_manifest_within_its_grant_is_admitted_outside_system_namespaces() {
+    let grant = policy(SEEDS).grant("database").unwrap();
+    let admitted = grant.admit(&database(), DIGEST).unwrap();
+    assert!(admitted.watches_namespace("shop"));
+    assert!(!admitted.watches_namespace("kube-system"));
+    assert!(!admitted.watches_namespace("kubeplug-system"));
+    assert_eq!(
+        grant.user(),
+        "system:serviceaccount:kubeplug-system:kubeplug-plugin-database"
+    );
+}
+
+#[test]
+fn a_refusal_names_every_missing_grant() {
+    let grant = policy(SEEDS).grant("database").unwrap();
+    let mut asks = database();
+    asks.children.push(res(
+        "rbac.authorization.k8s.io",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+    ));
+    asks.related.push(Related {
+        resource: res("", "ConfigMap", "configmaps", true),
+        match_labels: vec![("a".into(), LabelValue::Literal("b".into()))],
+    });
+    asks.finalizer = Some("kubernetes.io/pvc-protection".into());
+    asks.namespaces = vec!["kube-system".into()];
+    let refusal = grant.admit(&asks, DIGEST).unwrap_err();
+    let text = refusal.to_string();
+    for needle in [
+        "child kind ClusterRoleBinding.rbac.authorization.k8s.io",
+        "cluster-scoped ClusterRoleBinding.rbac.authorization.k8s.io",
+        "related kind ConfigMap",
+        "finalizer kubernetes.io/pvc-protection",
+        "namespace kube-system",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from {text}");
+    }
+}
+
+#[test]
+fn strict_mode_refuses_a_plugin_without_an_entry_and_the_default_grant_fences_one() {
+    assert!(policy(SEEDS).grant("stranger").is_none());
+    let lenient = Policy::default();
+    let grant = lenient.grant("stranger").unwrap();
+    assert!(!grant.explicit);
+    // Namespaced, non-sensitive kinds pass; Secrets must be named.
+    let mut m = database();
+    m.name = "stranger".into();
+    let text = grant.admit(&m, DIGEST).unwrap_err().to_string();
+    assert!(
+        text.contains("child kind Secret (sensitive kinds must be named)"),
+        "{text}"
+    );
+    m.children.pop();
+    assert!(grant.admit(&m, DIGEST).is_ok());
+    // A parent kind of Secret in kube-system is not granted.
+    m.parent = res("", "Secret", "secrets", true);
+    m.children = vec![res("", "ConfigMap", "configmaps", true)];
+    m.namespaces = vec!["kube-system".into()];
+    let text = grant.admit(&m, DIGEST).unwrap_err().to_string();
+    assert!(
+        text.contains("parent kind Secret") && text.contains("namespace kube-system"),
+        "{text}"
+    );
+}
+
+#[test]
+fn pins_refuse_other_digests() {
+    let pinned = policy(&format!(
+        "plugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    sha256: [\"sha256:{}\"]\n",
+        "ab".repeat(32)
+    ));
+    let grant = pinned.grant("database").unwrap();
+    assert!(grant.admit(&database(), &"ab".repeat(32)).is_ok());
+    assert!(
+        grant
+            .admit(&database(), DIGEST)
+            .unwrap_err()
+            .to_string()
+            .contains("is not pinned")
+    );
+    assert_eq!(pinned.pins_for_file("database"), ["ab".repeat(32)]);
+}
+
+#[test]
+fn a_grant_for_named_namespaces_narrows_a_plugin_that_asks_for_all() {
+    let p = policy(
+        "plugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    namespaces: [team-a]\n",
+    );
+    let admitted = p
+        .grant("database")
+        .unwrap()
+        .admit(&database(), DIGEST)
+        .unwrap();
+    assert_eq!(admitted.namespaces, vec!["team-a".to_string()]);
+}
+
+#[test]
+fn the_plugins_own_finalizer_domain_is_always_granted() {
+    let grant = policy(SEEDS).grant("database").unwrap();
+    let mut m = database();
+    m.finalizer = Some("database.kubeplug.io/cleanup".into());
+    assert!(grant.admit(&m, DIGEST).is_ok());
+    assert!(!grant.finalizer_allowed("kubeplug.io/cleanup"));
+}
+
+fn answer() -> Desired {
+    Desired::default()
+}
+
+fn decorator() -> Manifest {
+    Manifest {
+        name: "pod-annotator".into(),
+        parent: res("", "Pod", "pods", true),
+        mode: Mode::Decorator,
+        children: Vec::new(),
+        related: Vec::new(),
+        ..database()
+    }
+}
+
+fn patch(key: &str) -> Desired {
+    Desired {
+        parent_patch: Some(MetadataPatch {
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::from([(key.to_string(), "x".to_string())]),
+        }),
+        ..answer()
+    }
+}
+
+#[test]
+fn reserved_and_ungranted_decorator_keys_are_refused() {
+    let grant = policy(SEEDS).grant("pod-annotator").unwrap();
+    let m = decorator();
+    assert!(
+        grant
+            .check_answer(&m, &patch("example.com/injected"))
+            .is_ok()
+    );
+    for key in [
+        "kubeplug.io/plugin",
+        "pod-template-hash",
+        "kubectl.kubernetes.io/last-applied-configuration",
+    ] {
+        assert_eq!(
+            grant.check_answer(&m, &patch(key)),
+            Err(FenceError::KeyNotGranted {
+                key: key.into(),
+                reserved: true
+            })
+        );
+    }
+    assert!(matches!(
+        grant.check_answer(&m, &patch("other.io/x")),
+        Err(FenceError::KeyNotGranted {
+            reserved: false,
+            ..
+        })
+    ));
+    // The default grant: any key but the reserved ones.
+    let lenient = Policy::default().grant("pod-annotator").unwrap();
+    assert!(lenient.check_answer(&m, &patch("other.io/x")).is_ok());
+    assert!(
+        lenient
+            .check_answer(&m, &patch("app.kubernetes.io/name"))
+            .is_err()
+    );
+}
+
+#[test]
+fn answers_over_quota_are_refused() {
+    let p = policy(
+        "plugins:\n  database:\n    parent: [Database.example.com]\n    quotas: {statusBytes: 100, eventsPerAnswer: 2, childrenPerParent: 1}\n",
+    );
+    let grant = p.grant("database").unwrap();
+    let m = database();
+    let big = Desired {
+        status: Some(serde_json::json!({"blob": "x".repeat(200)})),
+        ..answer()
+    };
+    assert!(matches!(
+        grant.check_answer(&m, &big),
+        Err(FenceError::StatusTooLarge { .. })
+    ));
+    let event = Event {
+        warning: false,
+        reason: "R".into(),
+        message: "m".into(),
+    };
+    let chatty = Desired {
+        events: vec![event; 3],
+        ..answer()
+    };
+    assert_eq!(
+        grant.check_answer(&m, &chatty),
+        Err(FenceError::TooManyEvents { count: 3, max: 2 })
+    );
+    let many = Desired {
+        children: vec![serde_json::json!({}); 2],
+        ..answer()
+    };
+    assert!(matches!(
+        grant.check_answer(&m, &many),
+        Err(FenceError::TooManyChildren { .. })
+    ));
+    assert_eq!(grant.quotas.limits().children, 1);
+}
+
+#[test]
+fn a_plugin_granted_in_two_files_is_an_error() {
+    let mut a = tempfile::NamedTempFile::new().unwrap();
+    a.write_all(b"plugins:\n  x:\n    parent: [Pod]\n").unwrap();
+    let error = Policy::load(&[a.path(), a.path()]).unwrap_err();
+    assert!(error.to_string().contains("invalid policy"), "{error}");
+}
+
+#[test]
+fn typos_in_a_policy_are_errors_not_silent_defaults() {
+    let mut a = tempfile::NamedTempFile::new().unwrap();
+    a.write_all(b"plugins:\n  x:\n    parnet: [Pod]\n").unwrap();
+    assert!(Policy::load(&[a.path()]).is_err());
+    let mut b = tempfile::NamedTempFile::new().unwrap();
+    b.write_all(b"quotas: {eventsPerAnwser: 3}\n").unwrap();
+    assert!(Policy::load(&[b.path()]).is_err());
+}
