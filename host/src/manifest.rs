@@ -193,6 +193,23 @@ impl Manifest {
         }
     }
 
+    /// Host rules that need true scopes (after [`Manifest::resolve`]) and
+    /// that no grant lifts.
+    pub fn scope_rules(&self) -> Vec<String> {
+        if !self.parent.namespaced {
+            return Vec::new();
+        }
+        self.children
+            .iter()
+            .filter(|c| !c.namespaced)
+            .map(|child| {
+                format!(
+                    "cluster-scoped child kind {child} cannot belong to a namespaced parent (garbage collection would never remove it; no grant allows this)"
+                )
+            })
+            .collect()
+    }
+
     /// Every resource the manifest names: parent, children, related.
     pub fn resources_mut(&mut self) -> impl Iterator<Item = &mut ApiResource> {
         std::iter::once(&mut self.parent)
@@ -202,8 +219,7 @@ impl Manifest {
 
     /// Replace each resource's plural and scope with what the API server
     /// says (`lookup`: group, version, kind → plural and namespaced), never
-    /// what the plugin claimed; then apply the rules that need true scopes.
-    /// Returns every problem found.
+    /// what the plugin claimed. Returns every kind the server does not serve.
     pub fn resolve(
         &self,
         lookup: impl Fn(&ApiResource) -> Option<(String, bool)>,
@@ -219,15 +235,6 @@ impl Manifest {
                 None => problems.push(format!(
                     "kind {r} is not served by the API server (is its CustomResourceDefinition installed?)"
                 )),
-            }
-        }
-        if problems.is_empty() {
-            for child in resolved.children.iter().filter(|c| !c.namespaced) {
-                if resolved.parent.namespaced {
-                    problems.push(format!(
-                        "cluster-scoped child kind {child} cannot belong to a namespaced parent (garbage collection would never remove it)"
-                    ));
-                }
             }
         }
         if problems.is_empty() {

@@ -377,9 +377,12 @@ fn render_says_the_live_host_would_refuse_a_plugin_asking_beyond_its_grant() {
         ),
     ));
     for needle in [
-        "the live host would refuse plugin hostile",
+        "the live host would refuse this plugin: plugin hostile asks for more than it may",
         "cluster-scoped child kind ClusterRoleBinding.rbac.authorization.k8s.io/v1 cannot belong to a namespaced parent",
         "cluster-scoped child kind Namespace.v1",
+        "; child kind ClusterRoleBinding.rbac.authorization.k8s.io;",
+        "cluster-scoped Namespace (grant it under clusterScoped)",
+        "finalizer kubernetes.io/pvc-protection",
     ] {
         assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
     }

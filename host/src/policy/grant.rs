@@ -252,7 +252,7 @@ pub fn reserved_key(key: &str) -> bool {
 
 /// A manifest the grant does not cover: every missing grant, named.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("plugin {plugin} asks for more than its grant{}: {}", if *.explicit { "" } else { " (it has no entry in the policy; the default grant applies)" }, .missing.join("; "))]
+#[error("plugin {plugin} asks for more than it may{}: {}", if *.explicit { "" } else { " (it has no entry in the policy; the default grant applies)" }, .missing.join("; "))]
 pub struct Refusal {
     pub plugin: String,
     pub explicit: bool,
@@ -283,7 +283,7 @@ impl Effective {
     /// against the grant. Returns the manifest narrowed to the grant's
     /// namespaces, or every missing grant.
     pub fn admit(&self, manifest: &Manifest, digest: &str) -> Result<Manifest, Refusal> {
-        let mut missing = Vec::new();
+        let mut missing = manifest.scope_rules();
         if !self.grant.sha256.is_empty() && !self.grant.sha256.iter().any(|d| d == digest) {
             missing.push(format!("digest sha256:{digest} is not pinned"));
         }
