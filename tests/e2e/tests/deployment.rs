@@ -178,3 +178,126 @@ fn a_replica_shutting_down_hands_its_lease_over_at_once() {
     });
     assert!(second.writes("database") > 0);
 }
+
+const HOST_USER: &str = "system:serviceaccount:kubeplug-system:kubeplug";
+
+fn can_i(verb: &str, resource: &str, namespace: &str) -> bool {
+    let out = kubectl(
+        &["auth", "can-i", verb, resource, "--as", HOST_USER, "-n", namespace],
+        None,
+    );
+    String::from_utf8_lossy(&out.stdout).trim() == "yes"
+}
+
+#[test]
+fn the_hosts_own_role_has_no_write_verb_on_any_kind_its_plugins_write() {
+    kubectl_ok(
+        &[
+            "apply",
+            "-f",
+            repo().join("deploy/rbac.yaml").to_str().expect("utf-8 path"),
+        ],
+        None,
+    );
+    for resource in [
+        "statefulsets.apps",
+        "deployments.apps",
+        "services",
+        "secrets",
+        "pods",
+        "configmaps",
+        "databases.example.com",
+        "myapps.example.com",
+        "databases.example.com/status",
+        "events.events.k8s.io",
+    ] {
+        for verb in ["create", "update", "patch", "delete"] {
+            assert!(
+                !can_i(verb, resource, "default"),
+                "the host may {verb} {resource}"
+            );
+        }
+    }
+    assert!(can_i("list", "statefulsets.apps", "default"));
+    assert!(can_i(
+        "impersonate",
+        "serviceaccounts/kubeplug-plugin-database",
+        "kubeplug-system"
+    ));
+    assert!(!can_i("impersonate", "serviceaccounts/default", "kube-system"));
+    assert!(!can_i("impersonate", "users/admin", "default"));
+}
+
+/// Puts a plugin's role back as `deploy/plugin-rbac.yaml` has it, even when
+/// the test fails (RBAC is cluster-wide; later tests need it).
+struct RestoreRoles;
+
+impl Drop for RestoreRoles {
+    fn drop(&mut self) {
+        let rbac = repo().join("deploy/plugin-rbac.yaml");
+        let _ = kubectl(&["apply", "-f", rbac.to_str().unwrap_or_default()], None);
+    }
+}
+
+#[test]
+fn a_plugin_whose_role_loses_a_rule_fails_with_a_clear_event_while_the_others_go_on() {
+    install_crds();
+    let ns = Namespace::new("rbac-cut");
+    let dir = PluginDir::with(&["database", "myapp", "pod-annotator"]);
+    dir.settings(
+        "pod-annotator",
+        &format!("config:\n  namespaces: [{}]\n", ns.name),
+    );
+    let kubeconfig = service_account_kubeconfig(&dir);
+    let _restore = RestoreRoles;
+    // myapp's role keeps reading Deployments but may no longer write them.
+    let role = kubectl_ok(
+        &["get", "clusterrole", "kubeplug-plugin-myapp", "-o", "json"],
+        None,
+    );
+    let mut role: serde_json::Value = serde_json::from_str(&role).expect("role JSON");
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if rule["resources"] == serde_json::json!(["deployments"]) {
+            rule["verbs"] = serde_json::json!(["get", "list", "watch"]);
+        }
+    }
+    kubectl_ok(&["apply", "-f", "-"], Some(&role.to_string()));
+
+    let _host = Host::start_as(&dir, &[], &kubeconfig);
+    apply(
+        &ns.name,
+        "apiVersion: example.com/v1alpha1\nkind: MyApp\nmetadata:\n  name: cut-app\nspec:\n  replicas: 1\n",
+    );
+    apply(&ns.name, &database("cut-db"));
+    apply(
+        &ns.name,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: cut-pod\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n",
+    );
+    let note = eventually("a WriteFailed event on the app", TIMEOUT, || {
+        events_for(&ns.name, "MyApp", "cut-app")
+            .into_iter()
+            .find(|(t, r, _)| t == "Warning" && r == "WriteFailed")
+            .map(|(_, _, note)| note)
+    });
+    for needle in [
+        "failed to apply Deployment",
+        "forbidden",
+        "system:serviceaccount:kubeplug-system:kubeplug-plugin-myapp",
+    ] {
+        assert!(note.contains(needle), "{needle:?} not in {note}");
+    }
+    eventually("the database to run", TIMEOUT, || {
+        (phase(&ns.name, "cut-db").as_deref() == Some("Running")).then_some(())
+    });
+    eventually("the pod to be stamped", TIMEOUT, || {
+        let pod = get_json(&ns.name, "pod/cut-pod")?;
+        (pod["metadata"]["annotations"]["example.com/injected"] == "true").then_some(())
+    });
+    assert!(get_json(&ns.name, "deployment/cut-app-deploy").is_none());
+
+    // The platform puts the rule back: the app converges on a retry.
+    drop(_restore);
+    eventually("the app's deployment once the rule is back", TIMEOUT, || {
+        get_json(&ns.name, "deployment/cut-app-deploy")
+    });
+}
