@@ -41,6 +41,20 @@ fn service_account_kubeconfig(dir: &PluginDir) -> std::path::PathBuf {
     path
 }
 
+/// A namespace, the three seed plugins (pod-annotator pointed at that
+/// namespace) and a kubeconfig of the host's ServiceAccount.
+fn seed_plugins_as_service_account(prefix: &str) -> (Namespace, PluginDir, std::path::PathBuf) {
+    install_crds();
+    let ns = Namespace::new(prefix);
+    let dir = PluginDir::with(&["database", "myapp", "pod-annotator"]);
+    dir.settings(
+        "pod-annotator",
+        &format!("config:\n  namespaces: [{}]\n", ns.name),
+    );
+    let kubeconfig = service_account_kubeconfig(&dir);
+    (ns, dir, kubeconfig)
+}
+
 fn database(name: &str) -> String {
     format!(
         "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: {name}\nspec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n"
@@ -55,14 +69,7 @@ fn phase(ns: &str, name: &str) -> Option<String> {
 
 #[test]
 fn the_host_runs_all_three_plugins_with_the_service_account_of_deploy_rbac() {
-    install_crds();
-    let ns = Namespace::new("sa");
-    let dir = PluginDir::with(&["database", "myapp", "pod-annotator"]);
-    dir.settings(
-        "pod-annotator",
-        &format!("config:\n  namespaces: [{}]\n", ns.name),
-    );
-    let kubeconfig = service_account_kubeconfig(&dir);
+    let (ns, dir, kubeconfig) = seed_plugins_as_service_account("sa");
     // The token really is not admin: it may not list nodes.
     let denied = kubectl(
         &["--kubeconfig", kubeconfig.to_str().unwrap(), "get", "nodes"],
@@ -183,7 +190,9 @@ const HOST_USER: &str = "system:serviceaccount:kubeplug-system:kubeplug";
 
 fn can_i(verb: &str, resource: &str, namespace: &str) -> bool {
     let out = kubectl(
-        &["auth", "can-i", verb, resource, "--as", HOST_USER, "-n", namespace],
+        &[
+            "auth", "can-i", verb, resource, "--as", HOST_USER, "-n", namespace,
+        ],
         None,
     );
     String::from_utf8_lossy(&out.stdout).trim() == "yes"
@@ -195,7 +204,10 @@ fn the_hosts_own_role_has_no_write_verb_on_any_kind_its_plugins_write() {
         &[
             "apply",
             "-f",
-            repo().join("deploy/rbac.yaml").to_str().expect("utf-8 path"),
+            repo()
+                .join("deploy/rbac.yaml")
+                .to_str()
+                .expect("utf-8 path"),
         ],
         None,
     );
@@ -224,7 +236,11 @@ fn the_hosts_own_role_has_no_write_verb_on_any_kind_its_plugins_write() {
         "serviceaccounts/kubeplug-plugin-database",
         "kubeplug-system"
     ));
-    assert!(!can_i("impersonate", "serviceaccounts/default", "kube-system"));
+    assert!(!can_i(
+        "impersonate",
+        "serviceaccounts/default",
+        "kube-system"
+    ));
     assert!(!can_i("impersonate", "users/admin", "default"));
 }
 
@@ -241,14 +257,7 @@ impl Drop for RestoreRoles {
 
 #[test]
 fn a_plugin_whose_role_loses_a_rule_fails_with_a_clear_event_while_the_others_go_on() {
-    install_crds();
-    let ns = Namespace::new("rbac-cut");
-    let dir = PluginDir::with(&["database", "myapp", "pod-annotator"]);
-    dir.settings(
-        "pod-annotator",
-        &format!("config:\n  namespaces: [{}]\n", ns.name),
-    );
-    let kubeconfig = service_account_kubeconfig(&dir);
+    let (ns, dir, kubeconfig) = seed_plugins_as_service_account("rbac-cut");
     let _restore = RestoreRoles;
     // myapp's role keeps reading Deployments but may no longer write them.
     let role = kubectl_ok(
@@ -297,7 +306,9 @@ fn a_plugin_whose_role_loses_a_rule_fails_with_a_clear_event_while_the_others_go
 
     // The platform puts the rule back: the app converges on a retry.
     drop(_restore);
-    eventually("the app's deployment once the rule is back", TIMEOUT, || {
-        get_json(&ns.name, "deployment/cut-app-deploy")
-    });
+    eventually(
+        "the app's deployment once the rule is back",
+        TIMEOUT,
+        || get_json(&ns.name, "deployment/cut-app-deploy"),
+    );
 }

@@ -35,6 +35,13 @@ fn hostile_as(dir: &PluginDir, name: &str, config: &str) {
     dir.install("hostile", name);
 }
 
+/// Wait until plugin `name` serves.
+fn running(host: &Host, name: &str) {
+    eventually(&format!("{name} to load"), TIMEOUT, || {
+        host.plugin(name).filter(|p| p["state"] == "running")
+    });
+}
+
 fn hostile(name: &str, behave: &str, extra: &str) -> String {
     format!(
         "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: {name}\nspec:\n  behave: {behave}\n{extra}"
@@ -155,7 +162,10 @@ plugins:
         &granted,
         &["cluster-scoped child kind Namespace.v1 cannot belong to a namespaced parent"],
     );
-    assert!(!granted.contains("grant it under clusterScoped"), "{granted}");
+    assert!(
+        !granted.contains("grant it under clusterScoped"),
+        "{granted}"
+    );
     // Its own parent kind, dressed up as another version and plural.
     assert_mentions(
         &refused(&host, "spawner"),
@@ -170,7 +180,9 @@ plugins:
     );
     assert_mentions(
         &refused(&host, "finalizer-thief"),
-        &["finalizer kubernetes.io/pvc-protection (a plugin may use finalizer-thief.kubeplug.io/* unless granted more)"],
+        &[
+            "finalizer kubernetes.io/pvc-protection (a plugin may use finalizer-thief.kubeplug.io/* unless granted more)",
+        ],
     );
     assert_mentions(
         &refused(&host, "pinned"),
@@ -220,9 +232,7 @@ plugins:
         "thief",
         "children: [configmap-lie]\nrelated: [secrets-everywhere]",
     );
-    eventually("thief to load", TIMEOUT, || {
-        host.plugin("thief").filter(|p| p["state"] == "running")
-    });
+    running(&host, "thief");
     let secret = |name: &str| {
         format!(
             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  labels:\n    kubeplug-test/steal: \"yes\"\nstringData:\n  password: hunter2\n"
@@ -251,7 +261,7 @@ plugins:
 
 #[test]
 fn a_child_named_like_an_object_the_parent_does_not_control_is_never_overwritten_adopted_or_pruned()
- {
+{
     install_crds();
     let ns = Namespace::new("fence-clash");
     let dir = PluginDir::with(&["hostile"]);
@@ -283,7 +293,12 @@ fn a_child_named_like_an_object_the_parent_does_not_control_is_never_overwritten
         &hostile("grabber", "adopt", "  target: first-ok\n"),
     );
     let note = warning(&ns.name, "adopter", "ChildClash", "precious");
-    assert_mentions(&note, &["ConfigMap precious exists and is not controlled by this Hostile (no controller); kubeplug leaves it untouched"]);
+    assert_mentions(
+        &note,
+        &[
+            "ConfigMap precious exists and is not controlled by this Hostile (no controller); kubeplug leaves it untouched",
+        ],
+    );
     let note = warning(&ns.name, "grabber", "ChildClash", "first-ok");
     assert_mentions(&note, &["(controller Hostile first)"]);
     assert!(host.metric("kubeplug_child_clashes_total", "plugin=\"hostile\"") >= 2.0);
@@ -411,9 +426,7 @@ plugins:
 ",
     );
     hostile_as(&dir, "decor", "mode: decorator");
-    eventually("decor to load", TIMEOUT, || {
-        host.plugin("decor").filter(|p| p["state"] == "running")
-    });
+    running(&host, "decor");
     apply(&ns.name, &hostile("sneaky", "reserved", ""));
     apply(&ns.name, &hostile("nice", "decorate", ""));
     let note = warning(&ns.name, "sneaky", "FenceViolation", "reserved");
@@ -447,14 +460,15 @@ plugins:
 ",
     );
     let pid = host.pid();
-    dir.put("bomb", &std::fs::read(compile_bomb()).expect("read the bomb"));
+    dir.put(
+        "bomb",
+        &std::fs::read(compile_bomb()).expect("read the bomb"),
+    );
     // Dropped while the bomb compiles: it must not wait for it.
     std::thread::sleep(Duration::from_millis(700));
     dir.install("myapp", "myapp");
     let started = Instant::now();
-    eventually("myapp to load", TIMEOUT, || {
-        host.plugin("myapp").filter(|p| p["state"] == "running")
-    });
+    running(&host, "myapp");
     let myapp_loaded = started.elapsed();
     let error = refused(&host, "bomb");
     assert_mentions(
