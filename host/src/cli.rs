@@ -75,6 +75,11 @@ impl PolicyArgs {
     pub fn load(&self) -> anyhow::Result<Policy> {
         Policy::load(&self.files).context("failed to load the policy")
     }
+
+    /// The policy files, to be re-read while the host runs.
+    pub fn watch(&self) -> anyhow::Result<crate::policy::PolicyFiles> {
+        crate::policy::PolicyFiles::load(self.files.clone()).context("failed to load the policy")
+    }
 }
 
 impl RuntimeArgs {

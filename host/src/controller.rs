@@ -215,6 +215,11 @@ impl Controller {
         }
     }
 
+    /// The grant the controller acts under.
+    pub fn grant(&self) -> &Effective {
+        &self.shared.fence.grant
+    }
+
     /// The plugin version now serving.
     pub fn plugin(&self) -> Plugin {
         self.shared.plugin.read().expect("plugin lock").clone()

@@ -34,7 +34,10 @@ mod grant;
 mod quotas;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
 
 use serde::Deserialize;
 
@@ -237,8 +240,59 @@ impl Policy {
     }
 }
 
+/// The policy files of a running host and the policy last read from them.
+/// The platform changes its ConfigMap; the host notices on its next rescan
+/// ([`PolicyFiles::refresh`]) and re-admits every plugin under the new
+/// grants. A file that does not parse leaves the previous policy in force.
+pub struct PolicyFiles {
+    paths: Vec<PathBuf>,
+    state: Mutex<(String, Arc<Policy>)>,
+}
+
+impl PolicyFiles {
+    pub fn load(paths: Vec<PathBuf>) -> Result<Self, PolicyError> {
+        let digest = Self::digest(&paths);
+        let policy = Policy::load(&paths)?;
+        Ok(PolicyFiles {
+            paths,
+            state: Mutex::new((digest, Arc::new(policy))),
+        })
+    }
+
+    /// The policy in force.
+    pub fn current(&self) -> Arc<Policy> {
+        self.state.lock().expect("policy lock").1.clone()
+    }
+
+    /// Read the files again if their content changed. `Ok(true)`: a new
+    /// policy is in force.
+    pub fn refresh(&self) -> Result<bool, PolicyError> {
+        let digest = Self::digest(&self.paths);
+        if self.state.lock().expect("policy lock").0 == digest {
+            return Ok(false);
+        }
+        let policy = Policy::load(&self.paths)?;
+        *self.state.lock().expect("policy lock") = (digest, Arc::new(policy));
+        Ok(true)
+    }
+
+    /// What the files hold now (an unreadable file hashes as its error, so
+    /// it reads as a change and is reported by the load).
+    fn digest(paths: &[PathBuf]) -> String {
+        let mut hasher = Sha256::new();
+        for path in paths {
+            match std::fs::read(path) {
+                Ok(bytes) => hasher.update(&bytes),
+                Err(error) => hasher.update(error.to_string().as_bytes()),
+            }
+            hasher.update([0]);
+        }
+        hex::encode(hasher.finalize())
+    }
+}
+
 /// One plugin's grant with its quotas and identity resolved.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Effective {
     pub plugin: String,
     /// The policy names this plugin (not the default grant).

@@ -39,7 +39,7 @@ use crate::controller::{self, Controller, Identity, Settings};
 use crate::discovery::Scopes;
 use crate::identity::{self, Access};
 use crate::informers::Informers;
-use crate::policy::Policy;
+use crate::policy::{Effective, PolicyFiles};
 use crate::runtime::{LimitSettings, Plugin, PluginOptions, Runtime};
 use crate::telemetry::Metrics;
 
@@ -90,6 +90,9 @@ struct FileEntry {
     /// The plugin served from this file, if any.
     serving: Option<Serving>,
     last_error: Option<String>,
+    /// The policy changed: the next load decides whether what serves may
+    /// go on (a refusal then stops it instead of leaving it serving).
+    revalidate: bool,
 }
 
 struct Serving {
@@ -108,7 +111,8 @@ pub struct Wiring {
     /// impersonating client is made.
     pub config: kube::Config,
     pub access: Arc<Access>,
-    pub policy: Arc<Policy>,
+    /// The platform's policy, re-read on every rescan.
+    pub policy: Arc<PolicyFiles>,
     pub metrics: Metrics,
     pub settings: Settings,
 }
@@ -311,7 +315,37 @@ impl Registry {
         let key = candidate.key.clone();
         match self.admit(path, candidate).await {
             Ok((plugin, identity)) => self.serve(path, key, plugin, identity),
-            Err(Failure { error, retry }) => self.failed(path, (!retry).then_some(key), error),
+            Err(Failure { error, retry }) => {
+                self.revoke_if_revalidating(path, &error);
+                self.failed(path, (!retry).then_some(key), error)
+            }
+        }
+    }
+
+    /// After a policy change, a plugin the new policy refuses stops serving
+    /// (its children stay): a grant the platform withdrew is withdrawn now,
+    /// not at the next upgrade.
+    fn revoke_if_revalidating(&self, path: &Path, error: &str) {
+        let mut files = self.files.lock().expect("registry lock");
+        let Some(entry) = files.get_mut(path) else {
+            return;
+        };
+        if !std::mem::take(&mut entry.revalidate) {
+            return;
+        }
+        if let Some(serving) = entry.serving.take() {
+            tracing::warn!(plugin = %serving.name, %error, "the new policy refuses this plugin; stopping its controller (children are kept)");
+            self.wiring.metrics.plugin_removed(&serving.name);
+            serving.controller.stop();
+        }
+    }
+
+    /// The policy changed: admit every file again under it.
+    fn revalidate_all(&self) {
+        let mut files = self.files.lock().expect("registry lock");
+        for entry in files.values_mut() {
+            entry.attempted.clear();
+            entry.revalidate = true;
         }
     }
 
@@ -323,6 +357,7 @@ impl Registry {
         candidate: Candidate,
     ) -> Result<(Plugin, Identity), Failure> {
         let w = &self.wiring;
+        let policy = w.policy.current();
         let stem = path
             .file_stem()
             .and_then(|s| s.to_str())
@@ -331,14 +366,14 @@ impl Registry {
         // Pins are checked before compiling: a file that is not the pinned
         // one costs nothing.
         let digest = hex::encode(Sha256::digest(&candidate.bytes));
-        let pins = w.policy.pins_for_file(&stem);
+        let pins = policy.pins_for_file(&stem);
         if !pins.is_empty() && !pins.contains(&digest) {
             return Err(format!(
                 "digest sha256:{digest} is not pinned for plugin {stem} by the policy"
             )
             .into());
         }
-        let quotas = w.policy.quotas_for_file(&stem);
+        let quotas = policy.quotas_for_file(&stem);
         let runtime = w.runtime.clone();
         let label = path.display().to_string();
         let settings = candidate.settings;
@@ -361,7 +396,7 @@ impl Registry {
             Err(error) => return Err(format!("loader panicked: {error}").into()),
         };
         let name = plugin.name().to_string();
-        let Some(grant) = w.policy.grant(&name) else {
+        let Some(grant) = policy.grant(&name) else {
             return Err(format!(
                 "plugin {name} has no grant in the policy, which is strict: ask the platform team to add one"
             )
@@ -435,6 +470,7 @@ impl Registry {
         let entry = files.entry(path.to_path_buf()).or_default();
         entry.attempted = key;
         entry.last_error = None;
+        entry.revalidate = false;
         let manifest = plugin.manifest().clone();
         w.metrics.plugin_info(
             &manifest.name,
@@ -444,7 +480,10 @@ impl Registry {
         );
         let loaded_at = now_rfc3339();
         match entry.serving.take() {
-            Some(old) if controller::same_shape(old.controller.plugin().manifest(), &manifest) => {
+            Some(old)
+                if controller::same_shape(old.controller.plugin().manifest(), &manifest)
+                    && same_grant(old.controller.grant(), &identity.grant) =>
+            {
                 tracing::info!(plugin = %manifest.name, version = %manifest.version, digest = %plugin.digest(), "upgrading plugin in place");
                 old.controller.upgrade(plugin);
                 entry.serving = Some(Serving {
@@ -598,7 +637,22 @@ impl Registry {
                 }
                 _ = tokio::time::sleep(wait) => {}
             }
+            match self.wiring.policy.refresh() {
+                Ok(false) => {}
+                Ok(true) => {
+                    tracing::info!("policy changed; admitting every plugin again");
+                    self.revalidate_all();
+                }
+                Err(error) => {
+                    tracing::error!(error = %controller::format_chain(&error), "policy unreadable; the previous one stays in force")
+                }
+            }
             again = self.sync().await;
         }
     }
+}
+
+/// Whether a running controller may keep its identity and fence.
+fn same_grant(a: &Effective, b: &Effective) -> bool {
+    a == b
 }

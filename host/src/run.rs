@@ -75,7 +75,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         "plugin directory {} does not exist",
         args.plugins.display()
     );
-    let policy = Arc::new(args.policy.load()?);
+    let policy = Arc::new(args.policy.watch()?);
     let config = kube::Config::infer()
         .await
         .context("failed to find Kubernetes credentials (kubeconfig or in-cluster)")?;
@@ -96,12 +96,15 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         }),
         ..Settings::default()
     };
-    tracing::info!(
-        strict = policy.strict,
-        identity_namespace = %policy.identity_namespace,
-        granted = ?policy.service_accounts(),
-        "policy loaded"
-    );
+    {
+        let policy = policy.current();
+        tracing::info!(
+            strict = policy.strict,
+            identity_namespace = %policy.identity_namespace,
+            granted = ?policy.service_accounts(),
+            "policy loaded"
+        );
+    }
     let registry = Arc::new(Registry::new(
         args.plugins.clone(),
         Wiring {

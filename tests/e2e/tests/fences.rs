@@ -492,3 +492,41 @@ plugins:
     });
     assert_eq!(host.pid(), pid);
 }
+
+#[test]
+fn a_grant_the_platform_withdraws_stops_the_plugin_and_a_new_one_starts_it_again() {
+    install_crds();
+    let ns = Namespace::new("fence-revoke");
+    let dir = PluginDir::with(&["database"]);
+    let seeds = std::fs::read_to_string(repo().join("deploy/policy.yaml")).expect("read policy");
+    let policy = dir.path.with_extension("live-policy.yaml");
+    std::fs::write(&policy, &seeds).expect("write policy");
+    let host = Host::start_with(&dir, &["--policy", policy.to_str().expect("utf-8 path")]);
+    apply(&ns.name, &database("granted"));
+    database_runs(&ns.name, "granted");
+
+    // The platform withdraws the grant (its ConfigMap changes).
+    let without: String = {
+        let start = seeds.find("  database:").expect("database grant");
+        let end = seeds.find("  myapp:").expect("myapp grant");
+        format!("{}{}", &seeds[..start], &seeds[end..])
+    };
+    std::fs::write(&policy, without).expect("write policy");
+    assert_mentions(
+        &refused(&host, "database"),
+        &["plugin database has no grant in the policy, which is strict"],
+    );
+    apply(&ns.name, &database("ungranted"));
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        get_json(&ns.name, "statefulset/ungranted").is_none(),
+        "a plugin whose grant was withdrawn still writes"
+    );
+    // The children of what it did while granted are kept.
+    assert!(get_json(&ns.name, "statefulset/granted").is_some());
+
+    // The grant comes back: the plugin serves again and catches up.
+    std::fs::write(&policy, &seeds).expect("write policy");
+    running(&host, "database");
+    database_runs(&ns.name, "ungranted");
+}
