@@ -249,3 +249,84 @@ impl Manifest {
         format!("kubeplug/{}", self.name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> ApiResource {
+        ApiResource {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            namespaced,
+        }
+    }
+
+    fn hostile() -> Manifest {
+        Manifest {
+            name: "hostile".into(),
+            version: "0.1.0".into(),
+            parent: res("test.kubeplug.io", "v1", "Hostile", "hostiles", true),
+            mode: Mode::Composite,
+            children: vec![res("", "v1", "ConfigMap", "configmaps", true)],
+            related: Vec::new(),
+            namespaces: Vec::new(),
+            finalizer: None,
+            resync_seconds: None,
+            excluded_namespaces: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn its_own_parent_kind_at_another_version_and_plural_is_still_refused_as_a_child() {
+        let mut m = hostile();
+        m.children
+            .push(res("test.kubeplug.io", "v2", "Hostile", "hostilez", false));
+        let error = m.validate().unwrap_err();
+        assert!(
+            error.contains("may not create its own parent kind"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn scopes_and_plurals_come_from_the_lookup_not_the_claim() {
+        let mut m = hostile();
+        m.children[0].namespaced = false;
+        m.children[0].plural = "lies".into();
+        let resolved = m
+            .resolve(|r| Some((format!("{}s", r.kind.to_lowercase()), true)))
+            .unwrap();
+        assert_eq!(resolved.children[0].plural, "configmaps");
+        assert!(resolved.children[0].namespaced);
+        assert!(resolved.scope_rules().is_empty());
+    }
+
+    #[test]
+    fn an_unserved_kind_is_named_and_cluster_scoped_children_of_namespaced_parents_break_a_rule() {
+        let m = hostile();
+        let problems = m
+            .resolve(|r| (r.kind != "ConfigMap").then(|| ("x".into(), true)))
+            .unwrap_err();
+        assert!(
+            problems[0].contains("ConfigMap.v1 is not served"),
+            "{problems:?}"
+        );
+        let mut m = hostile();
+        m.children
+            .push(res("", "v1", "Namespace", "namespaces", false));
+        assert_eq!(m.scope_rules().len(), 1);
+    }
+
+    #[test]
+    fn excluded_namespaces_apply_only_when_the_plugin_watches_all() {
+        let mut m = hostile();
+        m.excluded_namespaces = vec!["kube-system".into()];
+        assert!(!m.watches_namespace("kube-system"));
+        assert!(m.watches_namespace("team-a"));
+        m.namespaces = vec!["team-a".into()];
+        assert!(!m.watches_namespace("kube-system"));
+    }
+}
