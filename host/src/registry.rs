@@ -11,7 +11,7 @@
 //!   keeps serving and the plugin is reported `degraded` with the error;
 //! - a removed file stops its controller; its children stay;
 //! - a second plugin for a parent kind already served is refused;
-//! - every plugin is admitted by the platform's [`Policy`]: its manifest is
+//! - every plugin is admitted by the platform's [`crate::policy::Policy`]: its manifest is
 //!   resolved through API discovery and checked against its grant, and its
 //!   controller writes as the plugin's own ServiceAccount.
 //!
@@ -39,7 +39,7 @@ use crate::controller::{self, Controller, Identity, Settings};
 use crate::discovery::Scopes;
 use crate::identity::{self, Access};
 use crate::informers::Informers;
-use crate::policy::{Effective, PolicyFiles};
+use crate::policy::PolicyFiles;
 use crate::runtime::{LimitSettings, Plugin, PluginOptions, Runtime};
 use crate::telemetry::Metrics;
 
@@ -482,7 +482,7 @@ impl Registry {
         match entry.serving.take() {
             Some(old)
                 if controller::same_shape(old.controller.plugin().manifest(), &manifest)
-                    && same_grant(old.controller.grant(), &identity.grant) =>
+                    && old.controller.grant() == &identity.grant =>
             {
                 tracing::info!(plugin = %manifest.name, version = %manifest.version, digest = %plugin.digest(), "upgrading plugin in place");
                 old.controller.upgrade(plugin);
@@ -650,9 +650,4 @@ impl Registry {
             again = self.sync().await;
         }
     }
-}
-
-/// Whether a running controller may keep its identity and fence.
-fn same_grant(a: &Effective, b: &Effective) -> bool {
-    a == b
 }
