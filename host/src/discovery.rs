@@ -93,14 +93,15 @@ fn of<K: k8s_openapi::Resource>() -> ApiResource
 where
     K::Scope: 'static,
 {
-    ApiResource {
-        group: K::GROUP.into(),
-        version: K::VERSION.into(),
-        kind: K::KIND.into(),
-        plural: K::URL_PATH_SEGMENT.into(),
-        namespaced: std::any::TypeId::of::<K::Scope>()
-            == std::any::TypeId::of::<k8s_openapi::NamespaceResourceScope>(),
-    }
+    let namespaced = std::any::TypeId::of::<K::Scope>()
+        == std::any::TypeId::of::<k8s_openapi::NamespaceResourceScope>();
+    ApiResource::new(
+        K::GROUP,
+        K::VERSION,
+        K::KIND,
+        K::URL_PATH_SEGMENT,
+        namespaced,
+    )
 }
 
 /// The built-in kinds a plugin is likely to name.
@@ -148,20 +149,8 @@ fn builtin() -> Vec<ApiResource> {
 mod tests {
     use super::*;
 
-    fn claimed(
-        group: &str,
-        version: &str,
-        kind: &str,
-        plural: &str,
-        namespaced: bool,
-    ) -> ApiResource {
-        ApiResource {
-            group: group.into(),
-            version: version.into(),
-            kind: kind.into(),
-            plural: plural.into(),
-            namespaced,
-        }
+    fn claimed(g: &str, v: &str, kind: &str, plural: &str, namespaced: bool) -> ApiResource {
+        ApiResource::new(g, v, kind, plural, namespaced)
     }
 
     #[test]

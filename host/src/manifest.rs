@@ -17,6 +17,16 @@ pub struct ApiResource {
 }
 
 impl ApiResource {
+    pub fn new(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
+        ApiResource {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            namespaced,
+        }
+    }
+
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -255,13 +265,7 @@ mod tests {
     use super::*;
 
     fn res(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> ApiResource {
-        ApiResource {
-            group: group.into(),
-            version: version.into(),
-            kind: kind.into(),
-            plural: plural.into(),
-            namespaced,
-        }
+        ApiResource::new(group, version, kind, plural, namespaced)
     }
 
     fn hostile() -> Manifest {

@@ -10,13 +10,7 @@ use crate::plan::FenceError;
 use crate::runtime::{Desired, Event, MetadataPatch};
 
 fn res(group: &str, kind: &str, plural: &str, namespaced: bool) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: "v1".into(),
-        kind: kind.into(),
-        plural: plural.into(),
-        namespaced,
-    }
+    ApiResource::new(group, "v1", kind, plural, namespaced)
 }
 
 fn database() -> Manifest {
