@@ -99,6 +99,8 @@ struct Serving {
     name: String,
     controller: Controller,
     loaded_at: String,
+    /// Content key (plugin + settings) of what serves.
+    key: String,
 }
 
 /// What the registry needs from the rest of the host.
@@ -468,7 +470,7 @@ impl Registry {
             return self.failed(path, Some(key), error);
         }
         let entry = files.entry(path.to_path_buf()).or_default();
-        entry.attempted = key;
+        entry.attempted = key.clone();
         entry.last_error = None;
         entry.revalidate = false;
         let manifest = plugin.manifest().clone();
@@ -480,6 +482,15 @@ impl Registry {
         );
         let loaded_at = now_rfc3339();
         match entry.serving.take() {
+            // Admitted again after a policy change, and nothing changed for
+            // it: keep serving as it was, without re-queueing every parent.
+            Some(old)
+                if old.key == key
+                    && old.controller.plugin().manifest() == &manifest
+                    && old.controller.grant() == &identity.grant =>
+            {
+                entry.serving = Some(old);
+            }
             Some(old)
                 if controller::same_shape(old.controller.plugin().manifest(), &manifest)
                     && old.controller.grant() == &identity.grant =>
@@ -490,6 +501,7 @@ impl Registry {
                     name: manifest.name,
                     controller: old.controller,
                     loaded_at,
+                    key,
                 });
             }
             old => {
@@ -513,6 +525,7 @@ impl Registry {
                     name: manifest.name,
                     controller,
                     loaded_at,
+                    key,
                 });
             }
         }
