@@ -5,15 +5,19 @@
 //! nothing was written" can be checked. Decisions about *whether* to write
 //! live in [`crate::plan`]; this module only performs them.
 
+use std::future::Future;
+
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{
-    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
+    PropagationPolicy,
 };
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Client, Resource as _};
 use serde_json::{Value, json};
 
 use crate::informers::kube_resource;
+use crate::leader::Leadership;
 use crate::manifest::ApiResource;
 use crate::runtime::Event;
 use crate::telemetry::Metrics;
@@ -51,16 +55,41 @@ pub enum WriteError {
         #[source]
         source: kube::Error,
     },
+    #[error("failed to create {what}")]
+    Create {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// This replica does not lead the plugin (any more): nothing was sent.
+    #[error("not written: {what}: this replica no longer leads the plugin")]
+    NotLeader { what: String },
 }
 
 impl WriteError {
-    fn source_error(&self) -> &kube::Error {
-        let (WriteError::Apply { source, .. }
-        | WriteError::Delete { source, .. }
-        | WriteError::Status { source, .. }
-        | WriteError::Patch { source, .. }
-        | WriteError::Get { source, .. }) = self;
-        source
+    fn source_error(&self) -> Option<&kube::Error> {
+        match self {
+            WriteError::Apply { source, .. }
+            | WriteError::Delete { source, .. }
+            | WriteError::Status { source, .. }
+            | WriteError::Patch { source, .. }
+            | WriteError::Get { source, .. }
+            | WriteError::Create { source, .. } => Some(source),
+            WriteError::NotLeader { .. } => None,
+        }
+    }
+
+    fn status_code(&self) -> Option<u16> {
+        match self.source_error() {
+            Some(kube::Error::Api(status)) => Some(status.code),
+            _ => None,
+        }
+    }
+
+    /// True if the write was not sent because this replica lost the
+    /// plugin's leadership.
+    pub fn not_leader(&self) -> bool {
+        matches!(self, WriteError::NotLeader { .. })
     }
 
     /// True if the API server refused to create an object because its
@@ -69,8 +98,7 @@ impl WriteError {
     /// the namespace; the cache just has not seen it go yet. Kubernetes' own
     /// controllers skip the first error the same way (ReplicaSet, Job).
     pub fn namespace_gone(&self) -> bool {
-        let source = self.source_error();
-        let kube::Error::Api(status) = source else {
+        let Some(kube::Error::Api(status)) = self.source_error() else {
             return false;
         };
         status.details.as_ref().is_some_and(|d| {
@@ -82,19 +110,21 @@ impl WriteError {
     /// True if the object written to is gone (404): a parent deleted after
     /// the cache last saw it.
     pub fn not_found(&self) -> bool {
-        let source = self.source_error();
-        matches!(source, kube::Error::Api(status) if status.code == 404)
+        self.status_code() == Some(404)
     }
 
     /// True if a write guarded by `metadata.resourceVersion` was refused
     /// because the object changed since it was read (409 Conflict).
     pub fn conflict(&self) -> bool {
-        let source = self.source_error();
-        matches!(source, kube::Error::Api(status) if status.code == 409)
+        self.status_code() == Some(409)
     }
 }
 
 /// Writes for one plugin, with its field manager and event reporter.
+///
+/// Every write is gated on the plugin's [`Leadership`], checked just before
+/// the request is sent: a replica that lost the Lease (or whose renew
+/// deadline passed) sends nothing more.
 #[derive(Clone)]
 pub struct Writer {
     client: Client,
@@ -102,6 +132,7 @@ pub struct Writer {
     field_manager: String,
     recorder: Recorder,
     metrics: Metrics,
+    leadership: Leadership,
 }
 
 fn api(client: &Client, ty: &ApiResource, namespace: &str) -> Api<DynamicObject> {
@@ -129,7 +160,13 @@ fn describe(ty: &ApiResource, namespace: &str, name: &str) -> String {
 }
 
 impl Writer {
-    pub fn new(client: Client, plugin: &str, field_manager: String, metrics: Metrics) -> Self {
+    pub fn new(
+        client: Client,
+        plugin: &str,
+        field_manager: String,
+        metrics: Metrics,
+        leadership: Leadership,
+    ) -> Self {
         let reporter = Reporter {
             controller: field_manager.clone(),
             instance: std::env::var("POD_NAME")
@@ -142,15 +179,40 @@ impl Writer {
             plugin: plugin.to_string(),
             field_manager,
             metrics,
+            leadership,
         }
     }
 
-    fn count(&self, verb: &str) {
+    /// Send one write, fenced: refused unless this replica leads, counted
+    /// (per plugin and verb), and dropped unsent the moment leadership ends.
+    /// The check runs before every poll (`biased`), so a request still
+    /// waiting (rate limit, a retry after a 429) is never sent after the
+    /// term is over, even when the whole process was frozen past it.
+    async fn send<T>(
+        &self,
+        verb: &str,
+        what: &str,
+        request: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<Result<T, kube::Error>, WriteError> {
+        let not_leader = || WriteError::NotLeader { what: what.into() };
+        if !self.leadership.is_leader() {
+            return Err(not_leader());
+        }
         self.metrics.write(&self.plugin, verb);
+        tokio::select! {
+            biased;
+            () = self.leadership.lost() => Err(not_leader()),
+            result = request => Ok(result),
+        }
     }
 
     pub fn plugin(&self) -> &str {
         &self.plugin
+    }
+
+    /// The plugin's field manager (`kubeplug/<name>`).
+    pub fn field_manager(&self) -> &str {
+        &self.field_manager
     }
 
     /// Server-side apply a prepared child (from `plan::children`). `force`
@@ -164,16 +226,45 @@ impl Writer {
         force: bool,
     ) -> Result<DynamicObject, WriteError> {
         let (ns, name) = name_of(child);
-        self.count("apply");
+        let what = describe(ty, ns, name);
         let mut params = PatchParams::apply(&self.field_manager);
         params.force = force;
-        api(&self.client, ty, ns)
-            .patch(name, &params, &Patch::Apply(child))
-            .await
-            .map_err(|source| WriteError::Apply {
-                what: describe(ty, ns, name),
-                source,
-            })
+        let api = api(&self.client, ty, ns);
+        self.send(
+            "apply",
+            &what,
+            api.patch(name, &params, &Patch::Apply(child)),
+        )
+        .await?
+        .map_err(|source| WriteError::Apply { what, source })
+    }
+
+    /// Create a child with a plain create, for create-only children (see
+    /// `plan::CREATE_ONLY`): `None` if an object of that name exists, which
+    /// the caller then inspects. Never overwrites anything.
+    pub async fn create_child(
+        &self,
+        ty: &ApiResource,
+        child: &Value,
+    ) -> Result<Option<DynamicObject>, WriteError> {
+        let (ns, name) = name_of(child);
+        let what = describe(ty, ns, name);
+        let object: DynamicObject = match serde_json::from_value(child.clone()) {
+            Ok(object) => object,
+            Err(e) => {
+                let source = kube::Error::SerdeError(e);
+                return Err(WriteError::Create { what, source });
+            }
+        };
+        let api = api(&self.client, ty, ns);
+        match self
+            .send("create", &what, api.create(&PostParams::default(), &object))
+            .await?
+        {
+            Ok(created) => Ok(Some(created)),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+            Err(source) => Err(WriteError::Create { what, source }),
+        }
     }
 
     /// Read the live object a prepared child would be written to, if any.
@@ -196,7 +287,7 @@ impl Writer {
     /// sure a same-named object created since is never deleted by mistake.
     pub async fn delete_child(&self, ty: &ApiResource, child: &Value) -> Result<(), WriteError> {
         let (ns, name) = name_of(child);
-        self.count("delete");
+        let what = describe(ty, ns, name);
         let params = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
             preconditions: child["metadata"]["uid"].as_str().map(|uid| Preconditions {
@@ -205,13 +296,14 @@ impl Writer {
             }),
             ..DeleteParams::default()
         };
-        match api(&self.client, ty, ns).delete(name, &params).await {
+        let api = api(&self.client, ty, ns);
+        match self
+            .send("delete", &what, api.delete(name, &params))
+            .await?
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-            Err(source) => Err(WriteError::Delete {
-                what: describe(ty, ns, name),
-                source,
-            }),
+            Err(source) => Err(WriteError::Delete { what, source }),
         }
     }
 
@@ -223,7 +315,7 @@ impl Writer {
         status: &Value,
     ) -> Result<(), WriteError> {
         let (ns, name) = name_of(parent);
-        self.count("status");
+        let what = describe(ty, ns, name);
         let body = json!({
             "apiVersion": parent["apiVersion"],
             "kind": parent["kind"],
@@ -231,14 +323,15 @@ impl Writer {
             "status": status,
         });
         let params = PatchParams::apply(&self.field_manager).force();
-        api(&self.client, ty, ns)
-            .patch_status(name, &params, &Patch::Apply(&body))
-            .await
-            .map(|_| ())
-            .map_err(|source| WriteError::Status {
-                what: describe(ty, ns, name),
-                source,
-            })
+        let api = api(&self.client, ty, ns);
+        self.send(
+            "status",
+            &what,
+            api.patch_status(name, &params, &Patch::Apply(&body)),
+        )
+        .await?
+        .map(|_| ())
+        .map_err(|source| WriteError::Status { what, source })
     }
 
     /// Merge-patch the parent (metadata of decorators, finalizers). A patch
@@ -251,15 +344,16 @@ impl Writer {
         patch: &Value,
     ) -> Result<(), WriteError> {
         let (ns, name) = name_of(parent);
-        self.count("patch");
-        api(&self.client, ty, ns)
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .map(|_| ())
-            .map_err(|source| WriteError::Patch {
-                what: describe(ty, ns, name),
-                source,
-            })
+        let what = describe(ty, ns, name);
+        let api = api(&self.client, ty, ns);
+        self.send(
+            "patch",
+            &what,
+            api.patch(name, &PatchParams::default(), &Patch::Merge(patch)),
+        )
+        .await?
+        .map(|_| ())
+        .map_err(|source| WriteError::Patch { what, source })
     }
 
     /// Record an event on the parent. Failures are logged, never fatal: an
@@ -271,26 +365,27 @@ impl Writer {
         note.truncate(note.floor_char_boundary(1000));
         let mut reason = event.reason.clone();
         reason.truncate(reason.floor_char_boundary(128));
-        self.count("event");
+        let what = format!("event {reason}");
+        let event = KubeEvent {
+            type_: if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason,
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
         let published = self
-            .recorder
-            .publish(
-                &KubeEvent {
-                    type_: if event.warning {
-                        EventType::Warning
-                    } else {
-                        EventType::Normal
-                    },
-                    reason,
-                    note: Some(note),
-                    action: action.into(),
-                    secondary: None,
-                },
-                &reference,
-            )
+            .send("event", &what, self.recorder.publish(&event, &reference))
             .await;
-        if let Err(error) = published {
-            tracing::warn!(plugin = %self.plugin, %error, "failed to record event");
+        match published {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(plugin = %self.plugin, %error, "failed to record event")
+            }
+            Err(error) => tracing::debug!(plugin = %self.plugin, %error, "event not recorded"),
         }
     }
 }

@@ -31,6 +31,9 @@ enum Command {
     Inspect(InspectArgs),
     /// Run the operator: load every plugin in a directory and reconcile.
     Run(crate::run::RunArgs),
+    /// Release a removed plugin's finalizers, so that its deleted parents
+    /// stop hanging in Terminating.
+    ReleaseFinalizers(crate::finalizers::ReleaseArgs),
     /// Internal: compile a component in a child process of the host, so
     /// that the host can bound its time and memory.
     #[command(name = "__compile", hide = true)]
@@ -180,6 +183,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Render(args) => render_cmd(args),
         Command::Inspect(args) => inspect_cmd(args),
         Command::Run(args) => crate::run::run(args),
+        Command::ReleaseFinalizers(args) => crate::finalizers::release_cmd(args),
         Command::Compile { input, output } => {
             crate::runtime::compile::compile_main(&input, &output)
         }

@@ -16,14 +16,14 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::apply::Writer;
+use crate::apply::{WriteError, Writer};
 use crate::identity::Access;
 use crate::informers::{Handler, Informers, Key, Subscription};
-use crate::leader::{self, Campaign, Leadership, LeaseSettings};
+use crate::leader::{Elector, Leadership};
 use crate::manifest::Manifest;
 use crate::policy::Effective;
 use crate::queue::Queue;
-use crate::reconcile::{self, Fence, Sources};
+use crate::reconcile::{self, Fence, ReconcileError, Sources};
 use crate::runtime::{Event, Plugin};
 use crate::telemetry::Metrics;
 
@@ -39,7 +39,7 @@ pub struct Settings {
     /// Resync period for plugins whose manifest sets none.
     pub resync: Duration,
     /// Leader election per plugin; `None`: this replica always leads.
-    pub lease: Option<LeaseSettings>,
+    pub elector: Option<Arc<Elector>>,
 }
 
 impl Default for Settings {
@@ -50,18 +50,25 @@ impl Default for Settings {
             backoff_max: Duration::from_secs(300),
             // Events drive reconciles; resync only repairs what was missed.
             resync: Duration::from_secs(600),
-            lease: None,
+            elector: None,
         }
     }
 }
 
 impl Settings {
-    /// Delay before retry number `failures` (1-based).
+    /// Delay before retry number `failures` (1-based), without jitter.
     pub fn backoff(&self, failures: u32) -> Duration {
         let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
         self.backoff_base
             .saturating_mul(factor)
             .min(self.backoff_max)
+    }
+
+    /// [`Settings::backoff`] with ±20 % jitter, so that parents failing
+    /// together (an API server outage) do not retry in lockstep.
+    pub fn jittered_backoff(&self, failures: u32) -> Duration {
+        self.backoff(failures)
+            .mul_f64(0.8 + rand::random::<f64>() * 0.4)
     }
 }
 
@@ -82,7 +89,7 @@ pub struct Controller {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
     _subscriptions: Vec<Subscription>,
-    campaign: Option<Campaign>,
+    elector: Option<Arc<Elector>>,
 }
 
 /// True if `a` and `b` need the same watches and routes, so that swapping
@@ -110,12 +117,11 @@ pub struct Identity {
 
 impl Controller {
     /// Subscribe to the informers the plugin needs and start its workers.
-    /// `client` is the host's own (Leases); writes use `identity`'s.
+    /// Writes use `identity`'s client.
     pub fn start(
         plugin: Plugin,
         identity: Identity,
         informers: &Informers,
-        client: kube::Client,
         metrics: Metrics,
         settings: Settings,
     ) -> Controller {
@@ -134,18 +140,16 @@ impl Controller {
                 .map(|r| (r.clone(), informers.informer(&r.resource)))
                 .collect(),
         };
-        let campaign = settings.lease.clone().map(|lease| {
-            leader::campaign(client.clone(), format!("kubeplug-{}", manifest.name), lease)
-        });
-        let leadership = campaign
+        let leadership = settings
+            .elector
             .as_ref()
-            .map(|c| c.leadership.clone())
-            .unwrap_or_else(Leadership::always);
+            .map_or_else(Leadership::always, |e| e.join(&manifest.name));
         let writer = Writer::new(
             identity.client,
             &manifest.name,
             manifest.field_manager(),
             metrics.clone(),
+            leadership.clone(),
         );
         let fence = Fence {
             events: budget::EventBudget::new(identity.grant.quotas.events_per_parent_per_minute),
@@ -211,8 +215,24 @@ impl Controller {
             shared,
             tasks,
             _subscriptions: subscriptions,
-            campaign,
+            elector: settings.elector.clone(),
         }
+    }
+
+    /// Why this plugin cannot see all it needs, if so: the first informer
+    /// it uses that cannot list or watch.
+    pub fn problem(&self) -> Option<crate::informers::Problem> {
+        self.shared.sources.problem()
+    }
+
+    /// True once every cache the plugin reads has listed once.
+    pub fn synced(&self) -> bool {
+        self.shared.sources.synced()
+    }
+
+    /// True while this replica may write for the plugin.
+    pub fn leading(&self) -> bool {
+        self.shared.leadership.is_leader()
     }
 
     /// The grant the controller acts under.
@@ -245,11 +265,14 @@ impl Controller {
         for task in &self.tasks {
             task.abort();
         }
+        if let Some(elector) = &self.elector {
+            elector.leave(self.plugin().name());
+        }
     }
 
     /// Stop for a host shutdown: no new reconciles start, those in flight
-    /// get up to `grace` to finish, then the plugin's Lease is released so
-    /// another replica takes over at once.
+    /// get up to `grace` to finish (the host then releases its Leases, see
+    /// [`Elector::shutdown`]).
     pub async fn shutdown(mut self, grace: Duration) {
         self.shared.queue.close();
         let tasks = std::mem::take(&mut self.tasks);
@@ -269,24 +292,35 @@ impl Controller {
         for task in &tasks {
             task.abort();
         }
-        if let Some(campaign) = self.campaign.take() {
-            campaign.release().await;
-        }
     }
 }
 
 fn requeue_all(shared: &Shared) {
+    for key in parent_keys(shared) {
+        shared.queue.add(key);
+    }
+}
+
+fn parent_keys(shared: &Shared) -> Vec<Key> {
     let manifest = shared
         .plugin
         .read()
         .expect("plugin lock")
         .manifest()
         .clone();
-    for parent in shared.sources.parent.list(None) {
-        if let Some(key) = routes::parent_key(&manifest, &parent) {
-            shared.queue.add(key);
-        }
-    }
+    shared
+        .sources
+        .parent
+        .list(None)
+        .iter()
+        .filter_map(|parent| routes::parent_key(&manifest, parent))
+        .collect()
+}
+
+/// A resync spreads its parents over a tenth of the period (at most a
+/// minute), so a large fleet does not hit the API server at one instant.
+fn resync_spread(period: Duration) -> Duration {
+    (period / 10).min(Duration::from_secs(60))
 }
 
 async fn resync(shared: Arc<Shared>) {
@@ -300,7 +334,12 @@ async fn resync(shared: Arc<Shared>) {
                 .unwrap_or(shared.settings.resync)
         };
         tokio::time::sleep(period).await;
-        requeue_all(&shared);
+        let spread = resync_spread(period);
+        for key in parent_keys(&shared) {
+            shared
+                .queue
+                .add_after(key, spread.mul_f64(rand::random::<f64>()));
+        }
     }
 }
 
@@ -316,15 +355,21 @@ async fn worker(shared: Arc<Shared>) {
         let name = plugin.name().to_string();
         let span = tracing::info_span!("reconcile", plugin = %name, object = %format!("{}/{}", key.0, key.1));
         let started = Instant::now();
-        let result = reconcile::reconcile(
-            &plugin,
-            &shared.sources,
-            &shared.writer,
-            &shared.fence,
-            &key,
-        )
-        .instrument(span.clone())
-        .await;
+        // Losing leadership cancels the reconcile at its next await point;
+        // writes are also refused one by one (see `apply::Writer`).
+        let result = tokio::select! {
+            result = reconcile::reconcile(
+                &plugin,
+                &shared.sources,
+                &shared.writer,
+                &shared.fence,
+                &key,
+            )
+            .instrument(span.clone()) => result,
+            () = shared.leadership.lost() => Err(ReconcileError::Write(WriteError::NotLeader {
+                what: "the reconcile".into(),
+            })),
+        };
         let took = started.elapsed();
         match result {
             Ok(outcome) => {
@@ -334,6 +379,15 @@ async fn worker(shared: Arc<Shared>) {
                     shared.queue.add_after(key.clone(), after);
                 }
             }
+            Err(error) if error.not_leader() => {
+                shared.metrics.reconciled(&name, "not_leader", took);
+                span.in_scope(|| {
+                    tracing::info!("leadership lost; reconcile stopped, nothing more written")
+                });
+                // Whoever leads next reconciles it; if it is this replica
+                // again, the key is waiting.
+                shared.queue.add(key.clone());
+            }
             Err(error) => {
                 let failures = {
                     let mut f = shared.failures.lock().expect("failures lock");
@@ -341,7 +395,7 @@ async fn worker(shared: Arc<Shared>) {
                     *n += 1;
                     *n
                 };
-                let delay = shared.settings.backoff(failures);
+                let delay = shared.settings.jittered_backoff(failures);
                 shared.metrics.reconciled(&name, error.label(), took);
                 span.in_scope(|| {
                     tracing::warn!(error = %format_chain(&error), failures, retry_in = ?delay, "reconcile failed")

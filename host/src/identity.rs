@@ -24,6 +24,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use kube::{Client, Config};
 
+use crate::client::ClientSettings;
 use crate::manifest::ApiResource;
 use crate::policy::Effective;
 
@@ -33,13 +34,18 @@ pub const ALLOWED_TTL: Duration = Duration::from_secs(60);
 /// takes effect within seconds.
 pub const DENIED_TTL: Duration = Duration::from_secs(5);
 
-/// A client that acts as the plugin's ServiceAccount.
-pub fn client_for(config: &Config, grant: &Effective) -> Result<Client, kube::Error> {
+/// A client that acts as the plugin's ServiceAccount, with its own rate
+/// limit (see [`crate::client`]).
+pub fn client_for(
+    config: &Config,
+    grant: &Effective,
+    settings: &ClientSettings,
+) -> Result<Client, kube::Error> {
     let mut config = config.clone();
     config.auth_info.impersonate = Some(grant.user());
     // The API server derives a ServiceAccount's groups itself.
     config.auth_info.impersonate_groups = None;
-    Client::try_from(config)
+    crate::client::build(&config, settings)
 }
 
 /// A read the host checks on a plugin's behalf.

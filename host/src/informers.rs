@@ -9,12 +9,18 @@
 //! and then every change. After a watch error or an expired resource version
 //! (410) the watcher relists; objects deleted meanwhile are still delivered as
 //! deletions, so no event is lost.
+//!
+//! Informers are reference-counted: the map holds weak references, each
+//! controller holds strong ones, and the watch stops when the last controller
+//! using it goes away. Each informer reports its health: a list or watch the
+//! API server refuses for good (403: RBAC; 404: kind not served, e.g. a
+//! missing CRD) is a [`Problem`] the plugins using it report as `degraded`.
 
 pub mod cache;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use futures::StreamExt;
 use kube::Client;
@@ -26,6 +32,7 @@ use tokio::sync::watch;
 pub use cache::{Cache, Key, key_of};
 
 use crate::manifest::ApiResource;
+use crate::telemetry::Metrics;
 
 /// Called for every object that changes (or is deleted) in an informer.
 pub type Handler = Arc<dyn Fn(&DynamicObject) + Send + Sync>;
@@ -48,6 +55,28 @@ pub struct Informer {
     handlers: RwLock<Vec<(u64, Handler)>>,
     next_id: AtomicU64,
     synced: watch::Sender<bool>,
+    problem: Mutex<Option<Problem>>,
+    task: Mutex<Option<tokio::task::AbortHandle>>,
+    metrics: Metrics,
+}
+
+/// Why an informer cannot list or watch right now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub message: String,
+    /// Needs a person (RBAC, a missing CRD); transient errors are retried
+    /// and only reported while they last.
+    pub persistent: bool,
+}
+
+impl Drop for Informer {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.lock().expect("task lock").take() {
+            task.abort();
+        }
+        self.metrics.informer_stopped(&self.resource.to_string());
+        tracing::info!(resource = %self.resource, "watch stopped: no plugin uses it any more");
+    }
 }
 
 /// Drop to stop receiving changes.
@@ -119,6 +148,11 @@ impl Informer {
         *self.synced.borrow()
     }
 
+    /// Why the informer cannot list or watch now, if it cannot.
+    pub fn problem(&self) -> Option<Problem> {
+        self.problem.lock().expect("problem lock").clone()
+    }
+
     /// Wait until the first list has completed.
     pub async fn wait_synced(&self) {
         let mut rx = self.synced.subscribe();
@@ -151,6 +185,9 @@ impl Informer {
     }
 
     fn handle(&self, event: Event<DynamicObject>) {
+        if let Some(problem) = self.problem.lock().expect("problem lock").take() {
+            tracing::info!(resource = %self.resource, was = %problem.message, "watch recovered");
+        }
         let event = match event {
             Event::Apply(o) => Event::Apply(self.typed(o)),
             Event::Delete(o) => Event::Delete(self.typed(o)),
@@ -187,58 +224,103 @@ impl Informer {
                 self.synced.send_replace(true);
             }
         }
+        let count = self.cache.read().expect("cache lock").len();
+        self.metrics
+            .cached_objects(&self.resource.to_string(), count);
     }
 
-    async fn run(self: Arc<Self>, client: Client) {
-        let api: Api<DynamicObject> = Api::all_with(client, &kube_resource(&self.resource));
+    /// Watch until the informer is dropped. Holds only a weak reference,
+    /// so that dropping the last controller's reference stops it.
+    async fn run(this: Weak<Self>, client: Client, resource: ApiResource) {
+        let api: Api<DynamicObject> = Api::all_with(client, &kube_resource(&resource));
         let mut events = watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
         while let Some(event) = events.next().await {
+            let Some(informer) = this.upgrade() else {
+                return;
+            };
             match event {
-                Ok(event) => self.handle(event),
-                Err(error) => log_watch_error(&self.resource, &error),
+                Ok(event) => informer.handle(event),
+                Err(error) => informer.failed(&error),
             }
         }
+    }
+
+    /// Record a failed list or watch. It is retried with backoff; the first
+    /// failure of a streak is a warning, repeats are debug.
+    fn failed(&self, error: &watcher::Error) {
+        self.metrics.watch_error(&self.resource.to_string());
+        let Some(problem) = classify(&self.resource, error) else {
+            tracing::info!(resource = %self.resource, %error, "watch expired (410 Gone); relisting");
+            return;
+        };
+        let mut current = self.problem.lock().expect("problem lock");
+        if current.as_ref() != Some(&problem) {
+            tracing::warn!(resource = %self.resource, %error, problem = %problem.message, "list or watch failed; retrying");
+        } else {
+            tracing::debug!(resource = %self.resource, %error, "list or watch failed again; retrying");
+        }
+        *current = Some(problem);
     }
 }
 
 use watcher::watcher;
 
-/// A 403 needs a person to fix RBAC: warn. Anything else is retried: debug.
-fn log_watch_error(resource: &ApiResource, error: &watcher::Error) {
-    let forbidden = matches!(
-        error,
+/// What a failed list or watch means for the plugins that need it; `None`
+/// for an expired resource version, which the watcher handles by relisting.
+fn classify(resource: &ApiResource, error: &watcher::Error) -> Option<Problem> {
+    let status = match error {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
-            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-            if s.code == 403
-    );
-    if forbidden {
-        tracing::warn!(%resource, %error, "watch forbidden; check the host's RBAC");
-    } else {
-        tracing::debug!(%resource, %error, "watch failed; retrying");
-    }
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s.code),
+        watcher::Error::WatchError(s) => Some(s.code),
+        _ => None,
+    };
+    Some(match status {
+        Some(410) => return None,
+        Some(403) => Problem {
+            message: format!(
+                "the host may not list or watch {resource}: check the host's RBAC ({error})"
+            ),
+            persistent: true,
+        },
+        Some(404) => Problem {
+            message: format!(
+                "the API server does not serve {resource}: is its CRD installed? ({error})"
+            ),
+            persistent: true,
+        },
+        _ => Problem {
+            message: format!("cannot list or watch {resource}: {error}"),
+            persistent: false,
+        },
+    })
 }
 
-/// All informers of the host, started on first use.
+/// All informers of the host, started on first use and stopped when unused.
 pub struct Informers {
     client: Client,
-    informers: Mutex<HashMap<ApiResource, Arc<Informer>>>,
+    metrics: Metrics,
+    informers: Mutex<HashMap<ApiResource, Weak<Informer>>>,
 }
 
 impl Informers {
-    pub fn new(client: Client) -> Self {
+    pub fn new(client: Client, metrics: Metrics) -> Self {
         Informers {
             client,
+            metrics,
             informers: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The informer for `resource`, started if this is the first use.
+    /// The informer for `resource`, started if nobody uses it yet. It runs
+    /// while a returned reference is alive.
     pub fn informer(&self, resource: &ApiResource) -> Arc<Informer> {
         let mut informers = self.informers.lock().expect("informers lock");
-        if let Some(informer) = informers.get(resource) {
-            return informer.clone();
+        informers.retain(|_, i| i.strong_count() > 0);
+        if let Some(informer) = informers.get(resource).and_then(Weak::upgrade) {
+            return informer;
         }
         let informer = Arc::new(Informer {
             resource: resource.clone(),
@@ -246,19 +328,28 @@ impl Informers {
             handlers: RwLock::new(Vec::new()),
             next_id: AtomicU64::new(0),
             synced: watch::Sender::new(false),
+            problem: Mutex::new(None),
+            task: Mutex::new(None),
+            metrics: self.metrics.clone(),
         });
         tracing::info!(%resource, "starting watch");
-        tokio::spawn(informer.clone().run(self.client.clone()));
-        informers.insert(resource.clone(), informer.clone());
+        let task = tokio::spawn(Informer::run(
+            Arc::downgrade(&informer),
+            self.client.clone(),
+            resource.clone(),
+        ));
+        *informer.task.lock().expect("task lock") = Some(task.abort_handle());
+        informers.insert(resource.clone(), Arc::downgrade(&informer));
         informer
     }
 
-    /// True once every informer started so far has listed once.
-    pub fn all_synced(&self) -> bool {
-        self.informers
-            .lock()
-            .expect("informers lock")
-            .values()
-            .all(|i| i.is_synced())
+    /// Resources watched now.
+    pub fn running(&self) -> Vec<ApiResource> {
+        let informers = self.informers.lock().expect("informers lock");
+        informers
+            .iter()
+            .filter(|(_, i)| i.strong_count() > 0)
+            .map(|(r, _)| r.clone())
+            .collect()
     }
 }

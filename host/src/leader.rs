@@ -1,23 +1,48 @@
-//! Leader election: one Lease per plugin, gating that plugin's workers.
+//! Leader election: one Lease per plugin, balanced across replicas, with
+//! client-go's timing and a fencing token that stops writes in time.
 //!
-//! Every replica of the host keeps its caches warm; only the holder of a
-//! plugin's Lease (`kubeplug-<plugin>`) reconciles that plugin's parents, so
-//! different plugins may be led by different replicas. Leadership gates
-//! writes, not reads (linkerd's `lease.rs` habit).
+//! Every replica keeps its caches warm; only the holder of a plugin's Lease
+//! (`kubeplug-<plugin>`) reconciles that plugin's parents. One [`Elector`]
+//! per host runs a round every `retry` period (with jitter):
 //!
-//! Caveats: clocks of replicas are assumed to agree within a few seconds (the
-//! Lease's renew time is compared with the local clock, as client-go does). A
-//! reconcile that started before leadership was lost is allowed to finish.
+//! 1. renew its own membership Lease (`kubeplug-replica.<identity>`,
+//!    labelled [`MEMBER_LABEL`]) and list the Leases of the namespace: live
+//!    members and who holds which plugin;
+//! 2. renew the plugin Leases it holds; a renew that has not succeeded for
+//!    `renew_deadline` ends its leadership *locally* (the [`Leadership`]
+//!    token turns false by itself, without waiting for the API server), so
+//!    writes stop before the Lease (`duration` > `renew_deadline`) can expire
+//!    and be taken elsewhere;
+//! 3. balance: a replica holding at least two plugins more than the least
+//!    loaded live member releases one; a free (released or expired) Lease is
+//!    taken at once by a least-loaded replica, and by any other after it has
+//!    stayed free for two rounds.
+//!
+//! As client-go does, expiry is judged by the time *this* replica last saw a
+//! Lease change (its resourceVersion), never by comparing the Lease's
+//! `renewTime` with the local clock, so clock skew between nodes is harmless.
+//!
+//! Writes are gated on [`Leadership::is_leader`], checked just before each
+//! request is sent, and reconciles in flight are cancelled on
+//! [`Leadership::lost`] (see `controller` and `apply`).
 
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::telemetry::Metrics;
+
+/// Label on membership Leases.
+pub const MEMBER_LABEL: &str = "kubeplug.io/replica";
 
 /// Lease timing, as client-go's leader election names it.
 #[derive(Debug, Clone)]
@@ -25,9 +50,13 @@ pub struct LeaseSettings {
     pub namespace: String,
     /// Who this replica is (pod name, or host name and pid).
     pub identity: String,
-    /// How long a lease lasts without renewal (15 s: client-go's default).
+    /// How long a Lease lasts without renewal (client-go: 15 s).
     pub duration: Duration,
-    /// How often the holder renews and others retry (a third of `duration`).
+    /// How long the holder keeps leading without a successful renewal
+    /// (client-go: 10 s). Must be shorter than `duration`: the margin covers
+    /// a write sent just before the deadline.
+    pub renew_deadline: Duration,
+    /// Time between rounds (client-go: 2 s).
     pub retry: Duration,
 }
 
@@ -37,74 +66,148 @@ impl LeaseSettings {
             namespace,
             identity,
             duration: Duration::from_secs(15),
-            retry: Duration::from_secs(5),
+            renew_deadline: Duration::from_secs(10),
+            retry: Duration::from_secs(2),
         }
+    }
+
+    /// client-go's own checks: `duration > renew_deadline > 1.2 × retry`.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.duration <= self.renew_deadline {
+            return Err(format!(
+                "the lease duration ({:?}) must be longer than the renew deadline ({:?})",
+                self.duration, self.renew_deadline
+            ));
+        }
+        if self.renew_deadline <= self.retry.mul_f64(1.2) {
+            return Err(format!(
+                "the renew deadline ({:?}) must be longer than 1.2 × the retry period ({:?})",
+                self.renew_deadline, self.retry
+            ));
+        }
+        if self.duration.as_secs() < 1 {
+            return Err("the lease duration must be at least 1 s".into());
+        }
+        Ok(())
     }
 }
 
-/// Whether this replica may reconcile a plugin. `always()` when leader
-/// election is off.
+/// One term of leadership: leading until `until` unless renewed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Term {
+    leading: bool,
+    until: Instant,
+}
+
+impl Term {
+    fn follower() -> Term {
+        Term {
+            leading: false,
+            until: Instant::now(),
+        }
+    }
+
+    fn valid(&self) -> bool {
+        self.leading && Instant::now() < self.until
+    }
+}
+
+/// Whether this replica may write for a plugin: a fencing token checked just
+/// before every write. It expires by itself at the renew deadline.
 #[derive(Clone)]
 pub struct Leadership {
-    rx: watch::Receiver<bool>,
+    rx: watch::Receiver<Term>,
 }
 
 impl Leadership {
     /// Always leader (single replica, leader election off).
     pub fn always() -> Self {
-        let (tx, rx) = watch::channel(true);
+        let far = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
+        let (tx, rx) = watch::channel(Term {
+            leading: true,
+            until: far,
+        });
         // Keep the sender alive forever: the value never changes.
         std::mem::forget(tx);
         Leadership { rx }
     }
 
     pub fn is_leader(&self) -> bool {
-        *self.rx.borrow()
+        self.rx.borrow().valid()
     }
 
     /// Wait until this replica leads.
     pub async fn wait(&self) {
         let mut rx = self.rx.clone();
-        let _ = rx.wait_for(|l| *l).await;
-    }
-}
-
-/// Runs the election for one Lease; drop (abort) it to stop campaigning.
-pub struct Campaign {
-    pub leadership: Leadership,
-    task: JoinHandle<()>,
-    release: Option<(Api<Lease>, String, String)>,
-}
-
-impl Campaign {
-    /// Stop campaigning and, if this replica holds the Lease, give it up so
-    /// that another replica takes over at once instead of after the lease
-    /// duration (client-go's `ReleaseOnCancel`).
-    pub async fn release(mut self) {
-        self.task.abort();
-        let Some((api, name, identity)) = self.release.take() else {
-            return;
-        };
-        let Ok(Some(mut lease)) = api.get_opt(&name).await else {
-            return;
-        };
-        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-        if spec.holder_identity.as_deref() != Some(identity.as_str()) {
-            return;
+        loop {
+            if rx.borrow_and_update().valid() {
+                return;
+            }
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
         }
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(micro_now());
-        match api.replace(&name, &PostParams::default(), &lease).await {
-            Ok(_) => tracing::info!(lease = %name, "lease released"),
-            Err(error) => tracing::warn!(lease = %name, %error, "failed to release lease"),
+    }
+
+    /// Wait until this replica no longer leads: the term ended or its renew
+    /// deadline passed without renewal.
+    pub async fn lost(&self) {
+        let mut rx = self.rx.clone();
+        loop {
+            let term = *rx.borrow_and_update();
+            if !term.valid() {
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(term.until) => {}
+                changed = rx.changed() => if changed.is_err() {
+                    tokio::time::sleep_until(term.until).await;
+                    return;
+                }
+            }
         }
     }
 }
 
-impl Drop for Campaign {
-    fn drop(&mut self) {
-        self.task.abort();
+/// A plugin this replica campaigns for.
+struct Slot {
+    tx: watch::Sender<Term>,
+    /// False once the plugin's controller stopped: release at next round.
+    wanted: bool,
+    /// Not before: a Lease this replica released to balance stays with the
+    /// others for a while.
+    cooldown: Option<Instant>,
+}
+
+/// What a round saw of a Lease: its resourceVersion and when it last changed.
+struct Seen {
+    version: String,
+    at: Instant,
+}
+
+struct State {
+    slots: BTreeMap<String, Slot>,
+    seen: HashMap<String, Seen>,
+    /// Plugin → holder, from the last round (for `/plugins`).
+    holders: BTreeMap<String, String>,
+    /// Plugin Leases that do not exist yet, since when.
+    missing: HashMap<String, Instant>,
+}
+
+/// Campaigns for every plugin of this host; see the module doc.
+pub struct Elector {
+    api: Api<Lease>,
+    settings: LeaseSettings,
+    metrics: Metrics,
+    state: Mutex<State>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Elector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Elector")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
     }
 }
 
@@ -112,88 +215,603 @@ fn micro_now() -> MicroTime {
     MicroTime(Timestamp::now())
 }
 
-/// Start campaigning for Lease `name`.
-pub fn campaign(client: Client, name: String, settings: LeaseSettings) -> Campaign {
-    let (tx, rx) = watch::channel(false);
-    let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
-    let release = Some((api.clone(), name.clone(), settings.identity.clone()));
-    let task = tokio::spawn(async move {
-        loop {
-            let leading = match try_acquire_or_renew(&api, &name, &settings).await {
-                Ok(leading) => leading,
-                Err(error) => {
-                    tracing::warn!(lease = %name, %error, "lease update failed");
-                    // Without a successful renewal we cannot know we still
-                    // lead: stop writing rather than risk two writers.
-                    false
+/// The Lease name of a plugin.
+pub fn lease_name(plugin: &str) -> String {
+    format!("kubeplug-{plugin}")
+}
+
+/// A DNS-subdomain-safe membership Lease name for `identity`.
+fn member_name(identity: &str) -> String {
+    let safe: String = identity
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let mut name = format!("kubeplug-replica.{}", safe.trim_matches(['-', '.']));
+    name.truncate(253);
+    name
+}
+
+fn holder(lease: &Lease) -> Option<&str> {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+        .filter(|h| !h.is_empty())
+}
+
+fn jittered(period: Duration) -> Duration {
+    period.mul_f64(1.0 + rand::random::<f64>() * 0.2)
+}
+
+impl Elector {
+    /// Start campaigning (for no plugin yet; see [`Elector::join`]).
+    pub fn start(client: Client, settings: LeaseSettings, metrics: Metrics) -> Arc<Elector> {
+        let elector = Arc::new(Elector {
+            api: Api::namespaced(client, &settings.namespace),
+            settings,
+            metrics,
+            state: Mutex::new(State {
+                slots: BTreeMap::new(),
+                seen: HashMap::new(),
+                holders: BTreeMap::new(),
+                missing: HashMap::new(),
+            }),
+            task: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&elector);
+        let task = tokio::spawn(async move {
+            loop {
+                let Some(elector) = weak.upgrade() else {
+                    return;
+                };
+                let period = elector.settings.retry;
+                elector.round().await;
+                drop(elector);
+                tokio::time::sleep(jittered(period)).await;
+            }
+        });
+        *elector.task.lock().expect("elector lock") = Some(task);
+        elector
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.settings.identity
+    }
+
+    /// Campaign for `plugin`'s Lease; the token follows its leadership.
+    pub fn join(&self, plugin: &str) -> Leadership {
+        let mut state = self.state.lock().expect("elector lock");
+        let slot = state
+            .slots
+            .entry(plugin.to_string())
+            .or_insert_with(|| Slot {
+                tx: watch::Sender::new(Term::follower()),
+                wanted: true,
+                cooldown: None,
+            });
+        slot.wanted = true;
+        Leadership {
+            rx: slot.tx.subscribe(),
+        }
+    }
+
+    /// Stop campaigning for `plugin`: its token turns false now and the
+    /// Lease, if held, is released at the next round.
+    pub fn leave(&self, plugin: &str) {
+        let mut state = self.state.lock().expect("elector lock");
+        if let Some(slot) = state.slots.get_mut(plugin) {
+            slot.wanted = false;
+            slot.tx.send_modify(|t| t.leading = false);
+        }
+    }
+
+    /// Who holds each plugin's Lease, as of the last round.
+    pub fn holders(&self) -> BTreeMap<String, String> {
+        self.state.lock().expect("elector lock").holders.clone()
+    }
+
+    /// Stop campaigning, give up every Lease this replica holds (so others
+    /// take over at once, client-go's `ReleaseOnCancel`) and leave the
+    /// membership.
+    pub async fn shutdown(&self) {
+        if let Some(task) = self.task.lock().expect("elector lock").take() {
+            task.abort();
+        }
+        let plugins: Vec<String> = {
+            let state = self.state.lock().expect("elector lock");
+            for slot in state.slots.values() {
+                slot.tx.send_modify(|t| t.leading = false);
+            }
+            state.slots.keys().cloned().collect()
+        };
+        for plugin in plugins {
+            let name = lease_name(&plugin);
+            if let Ok(Ok(Some(lease))) =
+                tokio::time::timeout(self.settings.retry, self.api.get_opt(&name)).await
+                && holder(&lease) == Some(self.identity())
+            {
+                self.release(&name, lease).await;
+            }
+        }
+        let member = member_name(self.identity());
+        let _ = tokio::time::timeout(
+            self.settings.retry,
+            self.api.delete(&member, &DeleteParams::default()),
+        )
+        .await;
+    }
+
+    /// One round; see the module doc.
+    async fn round(&self) {
+        let timeout = self.settings.retry;
+        self.renew_membership().await;
+        let listed = tokio::time::timeout(timeout, self.api.list(&ListParams::default())).await;
+        let leases: BTreeMap<String, Lease> = match listed {
+            Ok(Ok(list)) => list
+                .items
+                .into_iter()
+                .filter_map(|l| Some((l.metadata.name.clone()?, l)))
+                .collect(),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "cannot list leases; leadership lapses at the renew deadline");
+                self.expire_lapsed();
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("listing leases timed out; leadership lapses at the renew deadline");
+                self.expire_lapsed();
+                return;
+            }
+        };
+        let now = Instant::now();
+        let (members, loads, free_since) = self.observe(&leases, now);
+        let me = self.identity().to_string();
+        let min_load = members
+            .iter()
+            .map(|m| loads.get(m).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        let mut my_load = loads.get(&me).copied().unwrap_or(0);
+        let mut released_one = false;
+
+        let plugins: Vec<(String, bool, Option<Instant>)> = {
+            let state = self.state.lock().expect("elector lock");
+            state
+                .slots
+                .iter()
+                .map(|(p, s)| (p.clone(), s.wanted, s.cooldown))
+                .collect()
+        };
+        for (plugin, wanted, cooldown) in plugins {
+            let name = lease_name(&plugin);
+            let lease = leases.get(&name).cloned();
+            let mine = lease.as_ref().and_then(holder) == Some(me.as_str());
+            if !wanted {
+                if mine {
+                    self.release(&name, lease.expect("held")).await;
+                }
+                let mut state = self.state.lock().expect("elector lock");
+                if state.slots.get(&plugin).is_some_and(|s| !s.wanted) {
+                    state.slots.remove(&plugin);
+                }
+                continue;
+            }
+            if mine {
+                let surplus = my_load >= min_load + 2 && !released_one && members.len() > 1;
+                if surplus {
+                    tracing::info!(plugin = %plugin, load = my_load, min_load, "releasing a lease to balance replicas");
+                    self.set_term(
+                        &plugin,
+                        Term::follower(),
+                        Some(now + self.settings.duration * 2),
+                    );
+                    self.release(&name, lease.expect("held")).await;
+                    released_one = true;
+                    my_load -= 1;
+                } else {
+                    self.renew(&plugin, &name, lease.expect("held")).await;
+                }
+                continue;
+            }
+            self.expire_lapsed_one(&plugin);
+            let since = if lease.is_none() {
+                let mut state = self.state.lock().expect("elector lock");
+                *state.missing.entry(name.clone()).or_insert(now)
+            } else {
+                self.state
+                    .lock()
+                    .expect("elector lock")
+                    .missing
+                    .remove(&name);
+                match free_since.get(&name) {
+                    Some(since) => *since,
+                    None => continue, // held by a live replica
                 }
             };
-            if *tx.borrow() != leading {
-                tracing::info!(lease = %name, leading, identity = %settings.identity, "leadership changed");
-                tx.send_replace(leading);
+            let cooling = cooldown.is_some_and(|c| now < c) && members.len() > 1;
+            let least_loaded = my_load <= min_load;
+            let waited = now.duration_since(since) >= self.settings.retry * 2;
+            if !cooling && (least_loaded || waited) && self.acquire(&plugin, &name, lease).await {
+                my_load += 1;
             }
-            tokio::time::sleep(settings.retry).await;
         }
-    });
-    Campaign {
-        leadership: Leadership { rx },
-        task,
-        release,
+    }
+
+    /// Record what this round saw: live members, plugin Leases held per live
+    /// member, and since when each free plugin Lease has been free.
+    fn observe(
+        &self,
+        leases: &BTreeMap<String, Lease>,
+        now: Instant,
+    ) -> (
+        Vec<String>,
+        HashMap<String, usize>,
+        HashMap<String, Instant>,
+    ) {
+        let me = self.identity().to_string();
+        let mut state = self.state.lock().expect("elector lock");
+        state.seen.retain(|name, _| leases.contains_key(name));
+        let mut expiry = |name: &str, lease: &Lease| -> Instant {
+            let version = lease.metadata.resource_version.clone().unwrap_or_default();
+            let seen = state.seen.entry(name.to_string()).or_insert(Seen {
+                version: version.clone(),
+                at: now,
+            });
+            if seen.version != version {
+                *seen = Seen { version, at: now };
+            }
+            let duration = lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.lease_duration_seconds)
+                .map_or(self.settings.duration, |s| {
+                    Duration::from_secs(s.max(0) as u64)
+                });
+            seen.at + duration
+        };
+        let mut members = vec![me.clone()];
+        let mut plugin_leases = Vec::new();
+        let mut expiries = HashMap::new();
+        for (name, lease) in leases {
+            let is_member = lease
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(MEMBER_LABEL));
+            let expires = expiry(name, lease);
+            expiries.insert(name.clone(), expires);
+            if is_member {
+                if let Some(h) = holder(lease)
+                    && h != me
+                    && now < expires
+                {
+                    members.push(h.to_string());
+                }
+            } else if name.starts_with("kubeplug-") {
+                plugin_leases.push((name, lease, expires));
+            }
+        }
+        let mut loads: HashMap<String, usize> = HashMap::new();
+        let mut free_since = HashMap::new();
+        let mut holders = BTreeMap::new();
+        for (name, lease, expires) in plugin_leases {
+            let plugin = name.trim_start_matches("kubeplug-").to_string();
+            match holder(lease) {
+                Some(h) if now < expires && (h == me || members.iter().any(|m| m == h)) => {
+                    *loads.entry(h.to_string()).or_default() += 1;
+                    holders.insert(plugin, h.to_string());
+                }
+                Some(h) if now < expires => {
+                    // Held by a replica whose membership lapsed (or an older
+                    // kubeplug without membership): not free until it expires.
+                    holders.insert(plugin, h.to_string());
+                }
+                // Released (no holder): free since it last changed;
+                // expired: free since it expired.
+                None => {
+                    let at = state.seen.get(name.as_str()).map_or(now, |s| s.at);
+                    free_since.insert(name.clone(), at);
+                }
+                Some(_) => {
+                    free_since.insert(name.clone(), expires);
+                }
+            }
+        }
+        state.holders = holders;
+        self.gc_members(leases, &expiries, now);
+        (members, loads, free_since)
+    }
+
+    /// Delete membership Leases of replicas gone for long (killed without a
+    /// clean shutdown), guarded by their resourceVersion.
+    fn gc_members(
+        &self,
+        leases: &BTreeMap<String, Lease>,
+        expiries: &HashMap<String, Instant>,
+        now: Instant,
+    ) {
+        for (name, lease) in leases {
+            let is_member = lease
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(MEMBER_LABEL));
+            let long_gone = expiries
+                .get(name)
+                .is_some_and(|e| now > *e + self.settings.duration * 10);
+            if is_member && long_gone {
+                let (api, name) = (self.api.clone(), name.clone());
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        resource_version: lease.metadata.resource_version.clone(),
+                        uid: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                tokio::spawn(async move {
+                    let _ = api.delete(&name, &params).await;
+                });
+            }
+        }
+    }
+
+    async fn renew_membership(&self) {
+        let name = member_name(self.identity());
+        let timeout = self.settings.retry;
+        let current = match tokio::time::timeout(timeout, self.api.get_opt(&name)).await {
+            Ok(Ok(current)) => current,
+            _ => return,
+        };
+        let mut lease = current.unwrap_or_else(|| Lease {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some([(MEMBER_LABEL.to_string(), "true".to_string())].into()),
+                ..Default::default()
+            },
+            spec: None,
+        });
+        let creating = lease.metadata.resource_version.is_none();
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some(self.identity().to_string()),
+            lease_duration_seconds: Some(self.settings.duration.as_secs() as i32),
+            renew_time: Some(micro_now()),
+            ..lease.spec.unwrap_or_default()
+        });
+        let pp = PostParams::default();
+        let sent = if creating {
+            tokio::time::timeout(timeout, self.api.create(&pp, &lease)).await
+        } else {
+            tokio::time::timeout(timeout, self.api.replace(&name, &pp, &lease)).await
+        };
+        if let Ok(Err(error)) = sent {
+            tracing::debug!(%error, "membership lease not renewed");
+        }
+    }
+
+    fn set_term(&self, plugin: &str, term: Term, cooldown: Option<Instant>) {
+        let mut state = self.state.lock().expect("elector lock");
+        if let Some(slot) = state.slots.get_mut(plugin) {
+            let was = slot.tx.borrow().valid();
+            slot.tx.send_replace(term);
+            if cooldown.is_some() {
+                slot.cooldown = cooldown;
+            }
+            if was != term.leading {
+                tracing::info!(plugin, leading = term.leading, identity = %self.settings.identity, "leadership changed");
+                self.metrics.leading(plugin, term.leading);
+            }
+        }
+    }
+
+    /// End the terms whose renew deadline passed (their tokens are already
+    /// invalid; this makes it visible in logs and metrics).
+    fn expire_lapsed(&self) {
+        let plugins: Vec<String> = self
+            .state
+            .lock()
+            .expect("elector lock")
+            .slots
+            .keys()
+            .cloned()
+            .collect();
+        for plugin in plugins {
+            self.expire_lapsed_one(&plugin);
+        }
+    }
+
+    fn expire_lapsed_one(&self, plugin: &str) {
+        let lapsed = {
+            let state = self.state.lock().expect("elector lock");
+            state.slots.get(plugin).is_some_and(|s| {
+                let t = *s.tx.borrow();
+                t.leading && !t.valid()
+            })
+        };
+        if lapsed {
+            tracing::warn!(
+                plugin,
+                "lease not renewed within the renew deadline; stopped writing"
+            );
+            self.set_term(plugin, Term::follower(), None);
+        }
+    }
+
+    async fn renew(&self, plugin: &str, name: &str, mut lease: Lease) {
+        let started = Instant::now();
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        spec.renew_time = Some(micro_now());
+        spec.lease_duration_seconds = Some(self.settings.duration.as_secs() as i32);
+        if self.replace(name, &lease).await {
+            self.set_term(
+                plugin,
+                Term {
+                    leading: true,
+                    until: started + self.settings.renew_deadline,
+                },
+                None,
+            );
+        } else {
+            self.expire_lapsed_one(plugin);
+        }
+    }
+
+    async fn acquire(&self, plugin: &str, name: &str, lease: Option<Lease>) -> bool {
+        let started = Instant::now();
+        let me = self.identity().to_string();
+        let duration = self.settings.duration.as_secs() as i32;
+        let won = match lease {
+            None => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(name.to_string()),
+                        ..Default::default()
+                    },
+                    spec: Some(LeaseSpec {
+                        holder_identity: Some(me),
+                        lease_duration_seconds: Some(duration),
+                        acquire_time: Some(micro_now()),
+                        renew_time: Some(micro_now()),
+                        lease_transitions: Some(0),
+                        ..Default::default()
+                    }),
+                };
+                let sent = tokio::time::timeout(
+                    self.settings.retry,
+                    self.api.create(&PostParams::default(), &lease),
+                )
+                .await;
+                matches!(sent, Ok(Ok(_)))
+            }
+            Some(mut lease) => {
+                let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+                spec.holder_identity = Some(me);
+                spec.acquire_time = Some(micro_now());
+                spec.renew_time = Some(micro_now());
+                spec.lease_duration_seconds = Some(duration);
+                spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+                // `replace` carries the resourceVersion listed: a concurrent
+                // winner makes it fail with 409 instead of being overwritten.
+                self.replace(name, &lease).await
+            }
+        };
+        if won {
+            self.set_term(
+                plugin,
+                Term {
+                    leading: true,
+                    until: started + self.settings.renew_deadline,
+                },
+                None,
+            );
+        }
+        won
+    }
+
+    /// Give a held Lease up: no holder, so a standby takes it at its next
+    /// round instead of after the lease duration.
+    async fn release(&self, name: &str, mut lease: Lease) {
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(micro_now());
+        if self.replace(name, &lease).await {
+            tracing::info!(lease = %name, "lease released");
+        }
+    }
+
+    async fn replace(&self, name: &str, lease: &Lease) -> bool {
+        let sent = tokio::time::timeout(
+            self.settings.retry,
+            self.api.replace(name, &PostParams::default(), lease),
+        )
+        .await;
+        match sent {
+            Ok(Ok(_)) => true,
+            Ok(Err(kube::Error::Api(s))) if s.code == 409 => false,
+            Ok(Err(error)) => {
+                tracing::warn!(lease = %name, %error, "lease update failed");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(lease = %name, "lease update timed out");
+                false
+            }
+        }
     }
 }
 
-/// One round of client-go's algorithm: create the Lease if missing, renew
-/// it if ours, take it over if it expired. Conflicts mean someone else won.
-async fn try_acquire_or_renew(
-    api: &Api<Lease>,
-    name: &str,
-    settings: &LeaseSettings,
-) -> Result<bool, kube::Error> {
-    let duration_secs = settings.duration.as_secs() as i32;
-    let Some(mut lease) = api.get_opt(name).await? else {
-        let lease = Lease {
-            metadata: ObjectMeta {
-                name: Some(name.to_string()),
-                ..Default::default()
-            },
-            spec: Some(LeaseSpec {
-                holder_identity: Some(settings.identity.clone()),
-                lease_duration_seconds: Some(duration_secs),
-                acquire_time: Some(micro_now()),
-                renew_time: Some(micro_now()),
-                lease_transitions: Some(0),
-                ..Default::default()
-            }),
-        };
-        return match api.create(&PostParams::default(), &lease).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-            Err(e) => Err(e),
-        };
-    };
-    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-    let ours = spec.holder_identity.as_deref() == Some(settings.identity.as_str());
-    let expired = spec.renew_time.as_ref().is_none_or(|t| {
-        let held =
-            Duration::from_secs(spec.lease_duration_seconds.unwrap_or(duration_secs).max(0) as u64);
-        let age = Timestamp::now().duration_since(t.0);
-        age.is_positive() && age.unsigned_abs() > held
-    }) || spec.holder_identity.as_deref().is_none_or(str::is_empty);
-    if !ours && !expired {
-        return Ok(false);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn term(leading: bool, until: Instant) -> Leadership {
+        let (tx, rx) = watch::channel(Term { leading, until });
+        std::mem::forget(tx);
+        Leadership { rx }
     }
-    if !ours {
-        spec.holder_identity = Some(settings.identity.clone());
-        spec.acquire_time = Some(micro_now());
-        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+
+    #[test]
+    fn settings_follow_client_go_rules() {
+        let mut s = LeaseSettings::new("ns".into(), "me".into());
+        assert!(s.validate().is_ok());
+        s.renew_deadline = s.duration;
+        assert!(s.validate().is_err());
+        s.renew_deadline = Duration::from_secs(2);
+        s.retry = Duration::from_secs(2);
+        assert!(s.validate().is_err());
     }
-    spec.renew_time = Some(micro_now());
-    spec.lease_duration_seconds = Some(duration_secs);
-    // `replace` carries the resourceVersion we read: a concurrent winner
-    // makes it fail with 409 instead of being overwritten.
-    match api.replace(name, &PostParams::default(), &lease).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-        Err(e) => Err(e),
+
+    #[tokio::test(start_paused = true)]
+    async fn the_token_expires_by_itself_at_the_renew_deadline() {
+        let leadership = term(true, Instant::now() + Duration::from_secs(10));
+        assert!(leadership.is_leader());
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(leadership.is_leader());
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(!leadership.is_leader(), "no renewal: no writes");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lost_fires_at_the_deadline_without_any_message() {
+        let leadership = term(true, Instant::now() + Duration::from_secs(10));
+        let started = Instant::now();
+        leadership.lost().await;
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_moves_the_deadline() {
+        let (tx, rx) = watch::channel(Term {
+            leading: true,
+            until: Instant::now() + Duration::from_secs(10),
+        });
+        let leadership = Leadership { rx };
+        let started = Instant::now();
+        let renew = async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            tx.send_replace(Term {
+                leading: true,
+                until: Instant::now() + Duration::from_secs(10),
+            });
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            _ = leadership.lost() => {}
+            _ = renew => {}
+        }
+        assert_eq!(started.elapsed(), Duration::from_secs(15));
+    }
+
+    #[test]
+    fn member_names_are_valid_lease_names() {
+        assert_eq!(member_name("Host_1:42"), "kubeplug-replica.host-1-42");
+        assert!(member_name(&"x".repeat(400)).len() <= 253);
     }
 }

@@ -11,8 +11,10 @@
 
 pub mod apply;
 pub mod cli;
+pub mod client;
 pub mod controller;
 pub mod discovery;
+pub mod finalizers;
 pub mod identity;
 pub mod informers;
 pub mod leader;

@@ -19,6 +19,19 @@ pub const PLUGIN_LABEL: &str = "kubeplug.io/plugin";
 /// child is not re-applied (see [`needs_apply`]).
 pub const APPLIED_HASH: &str = "kubeplug.io/applied-hash";
 
+/// Annotation a plugin sets on a child (value `"true"`) to have it created
+/// once and never re-applied: generated credentials, anything whose content
+/// must not change after creation. Part of the contract (see the WIT).
+pub const CREATE_ONLY: &str = "kubeplug.io/create-only";
+
+/// True if the plugin marked `child` create-only.
+pub fn create_only(child: &Value) -> bool {
+    str_at(
+        child,
+        &format!("/metadata/annotations/{}", pointer_escape(CREATE_ONLY)),
+    ) == "true"
+}
+
 /// A desired child that crosses the plugin's fence.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FenceError {
@@ -338,10 +351,53 @@ pub fn prune<'a>(manifest: &Manifest, observed: &'a [Value], prepared: &[Value])
         .collect()
 }
 
-/// The status to write, or `None` when the parent already has it.
-pub fn status_update<'a>(parent: &Value, desired: Option<&'a Value>) -> Option<&'a Value> {
+/// The status to write, or `None` when the parent already has it: every
+/// desired field is there with its value, and no field `manager` applied
+/// before is missing from `desired` (the apply of the whole status then
+/// removes it).
+pub fn status_update<'a>(
+    parent: &Value,
+    desired: Option<&'a Value>,
+    manager: &str,
+) -> Option<&'a Value> {
     let desired = desired?;
-    (!is_subset(desired, &parent["status"])).then_some(desired)
+    let changed = !is_subset(desired, &parent["status"]) || drops_owned(parent, desired, manager);
+    changed.then_some(desired)
+}
+
+/// True if `manager` owns a status field (per the parent's managedFields)
+/// that `desired` no longer has. Without managedFields, any top-level
+/// status field missing from `desired` counts (a write that changes nothing
+/// is a no-op for the API server).
+fn drops_owned(parent: &Value, desired: &Value, manager: &str) -> bool {
+    let Some(entries) = parent["metadata"]["managedFields"].as_array() else {
+        return parent["status"]
+            .as_object()
+            .is_some_and(|current| current.keys().any(|k| desired[k].is_null()));
+    };
+    entries
+        .iter()
+        .filter(|e| e["manager"] == manager && e["subresource"] == "status")
+        .any(|e| lacks_owned(&e["fieldsV1"]["f:status"], desired))
+}
+
+/// Walks a `fieldsV1` tree: true if a field it names (`f:<name>`) is
+/// missing from `desired`. List entries (`k:`, `v:`, `i:`) are compared by
+/// value through [`is_subset`] instead.
+fn lacks_owned(owned: &Value, desired: &Value) -> bool {
+    let Some(owned) = owned.as_object() else {
+        return false;
+    };
+    owned.iter().any(|(key, sub)| {
+        let Some(field) = key.strip_prefix("f:") else {
+            return false;
+        };
+        match desired.get(field) {
+            None | Some(Value::Null) => true,
+            Some(d @ Value::Object(_)) => lacks_owned(sub, d),
+            Some(_) => false,
+        }
+    })
 }
 
 /// The merge patch for the parent's metadata, holding only labels and

@@ -34,6 +34,11 @@ pub enum ReconcileError {
 }
 
 impl ReconcileError {
+    /// True if the reconcile stopped because this replica lost leadership.
+    pub fn not_leader(&self) -> bool {
+        matches!(self, ReconcileError::Write(e) if e.not_leader())
+    }
+
     /// A short label for metrics.
     pub fn label(&self) -> &'static str {
         match self {
@@ -134,6 +139,22 @@ impl Sources {
         for (_, informer) in &self.related {
             informer.wait_synced().await;
         }
+    }
+
+    /// True once every cache has listed once.
+    pub fn synced(&self) -> bool {
+        self.all().all(|i| i.is_synced())
+    }
+
+    /// The first cache that cannot list or watch, and why.
+    pub fn problem(&self) -> Option<crate::informers::Problem> {
+        self.all().find_map(|i| i.problem())
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Arc<Informer>> {
+        std::iter::once(&self.parent)
+            .chain(&self.children)
+            .chain(self.related.iter().map(|(_, i)| i))
     }
 
     /// Put a child the host just applied into its cache (see
@@ -247,7 +268,17 @@ pub async fn reconcile(
         observed.iter().map(|o| (ObjectKey::of(o), o)).collect();
     for child in &prepared {
         let ty = child_type(manifest, child);
+        let create_only = plan::create_only(child);
         let written = match by_key.get(&ObjectKey::of(child)) {
+            // Created once, never re-applied (e.g. generated credentials).
+            Some(_) if create_only => continue,
+            None if create_only => match create_once(writer, ty, child, &uid).await? {
+                Created::Applied(applied) => Ok(*applied),
+                Created::Clash(owner) => {
+                    clash(fence, writer, &parent_obj, ty, child, &owner).await;
+                    continue;
+                }
+            },
             Some(current) if !plan::needs_apply(child, Some(current)) => continue,
             // Ours (controlled by this parent): update, guarded by its uid.
             Some(current) => {
@@ -280,7 +311,9 @@ pub async fn reconcile(
             .delete_child(child_type(manifest, gone), gone)
             .await?;
     }
-    if let Some(status) = plan::status_update(&parent, desired.status.as_ref()) {
+    if let Some(status) =
+        plan::status_update(&parent, desired.status.as_ref(), writer.field_manager())
+    {
         match writer.apply_status(&manifest.parent, &parent, status).await {
             Ok(()) => {}
             // Deleted after the cache last saw it: nothing left to report.
@@ -361,6 +394,39 @@ async fn create_child(
             Err(error) if error.conflict() => Ok(Created::Clash(None)),
             Err(error) => Err(error.into()),
         },
+    }
+}
+
+/// Create a create-only child with a plain create. "Already exists" is
+/// success when this parent controls the object (created earlier, by this
+/// replica or another, perhaps before a restart): it is never re-applied, so
+/// a generated password never rotates, whatever any cache said.
+async fn create_once(
+    writer: &Writer,
+    ty: &crate::manifest::ApiResource,
+    child: &Value,
+    parent_uid: &str,
+) -> Result<Created, ReconcileError> {
+    if let Some(created) = writer.create_child(ty, child).await? {
+        return Ok(Created::Applied(Box::new(created)));
+    }
+    let Some(live) = writer.get_child(ty, child).await? else {
+        // Deleted in between: the next reconcile creates it.
+        return Err(WriteError::Create {
+            what: ObjectKey::of(child).to_string(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("created and deleted concurrently", "Conflict")
+                    .with_code(409)
+                    .boxed(),
+            ),
+        }
+        .into());
+    };
+    match controller_of(&live) {
+        Some(owner) if owner.uid == parent_uid => Ok(Created::Applied(Box::new(live))),
+        owner => Ok(Created::Clash(
+            owner.map(|o| format!("{} {}", o.kind, o.name)),
+        )),
     }
 }
 

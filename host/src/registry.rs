@@ -62,7 +62,8 @@ pub struct PluginSettings {
 pub enum State {
     /// Serving its latest file.
     Running,
-    /// Serving an older version: the latest file failed to load.
+    /// Serving an older version (the latest file failed to load), or
+    /// unable to watch a kind it needs (RBAC, a missing CRD): see `reason`.
     Degraded,
     /// Nothing serving: the file failed to load.
     Failed,
@@ -80,6 +81,12 @@ pub struct Status {
     /// RFC 3339 time the serving version was loaded.
     pub loaded_at: Option<String>,
     pub last_error: Option<String>,
+    /// Why the plugin is degraded or cannot see all it needs now.
+    pub reason: Option<String>,
+    /// Every cache the plugin reads has listed once.
+    pub synced: bool,
+    /// This replica may write for the plugin now.
+    pub leading: bool,
 }
 
 /// What the registry knows about one file.
@@ -112,6 +119,8 @@ pub struct Wiring {
     /// The host's connection settings, from which each plugin's
     /// impersonating client is made.
     pub config: kube::Config,
+    /// Rate limit and timeouts of each plugin's client.
+    pub client_settings: crate::client::ClientSettings,
     pub access: Arc<Access>,
     /// The platform's policy, re-read on every rescan.
     pub policy: Arc<PolicyFiles>,
@@ -126,6 +135,25 @@ pub struct Registry {
     files: Mutex<BTreeMap<PathBuf, FileEntry>>,
     /// Files being loaded now.
     loading: Mutex<HashSet<PathBuf>>,
+}
+
+/// A removed plugin that kept a finalizer on its parents leaves them stuck
+/// in Terminating when deleted: say so, and how to release them.
+fn warn_orphaned_finalizer(plugin: &Plugin) {
+    let manifest = plugin.manifest();
+    if let Some(finalizer) = &manifest.finalizer {
+        let resource = if manifest.parent.group.is_empty() {
+            manifest.parent.plural.clone()
+        } else {
+            format!("{}.{}", manifest.parent.plural, manifest.parent.group)
+        };
+        tracing::warn!(
+            plugin = %manifest.name,
+            %finalizer,
+            "the removed plugin keeps finalizer {finalizer} on its {resource}: a deleted one stays Terminating until the plugin is back or `kubeplug release-finalizers {} --resource {resource}` releases it",
+            manifest.name
+        );
+    }
 }
 
 /// Why a load failed, and whether to try the same content again.
@@ -307,6 +335,7 @@ impl Registry {
             {
                 tracing::info!(plugin = %s.name, file = %path.display(), "plugin file removed; stopping its controller (children are kept)");
                 self.wiring.metrics.plugin_removed(&s.name);
+                warn_orphaned_finalizer(&s.controller.plugin());
                 s.controller.stop();
             }
         }
@@ -421,7 +450,7 @@ impl Registry {
             .admit(&resolved, plugin.digest())
             .map_err(|refusal| refusal.to_string())?;
         let limits = settings.limits.within(grant.quotas.limits());
-        let client = identity::client_for(&w.config, &grant)
+        let client = identity::client_for(&w.config, &grant, &w.client_settings)
             .map_err(|e| format!("cannot make a client for plugin {name}: {e}"))?;
         let identity = Identity {
             grant,
@@ -517,7 +546,6 @@ impl Registry {
                     plugin,
                     identity,
                     &w.informers,
-                    w.client.clone(),
                     w.metrics.clone(),
                     w.settings.clone(),
                 );
@@ -573,11 +601,20 @@ impl Registry {
             .iter()
             .map(|(path, entry)| {
                 let plugin = entry.serving.as_ref().map(|s| s.controller.plugin());
+                let problem = entry.serving.as_ref().and_then(|s| s.controller.problem());
+                let stuck = problem.as_ref().is_some_and(|p| p.persistent);
                 let state = match (&entry.serving, &entry.last_error) {
-                    (Some(_), None) => State::Running,
-                    (Some(_), Some(_)) => State::Degraded,
+                    (Some(_), None) if !stuck => State::Running,
+                    (Some(_), _) => State::Degraded,
                     (None, _) => State::Failed,
                 };
+                let reason = problem.map(|p| p.message).or_else(|| {
+                    entry
+                        .last_error
+                        .as_ref()
+                        .filter(|_| entry.serving.is_some())
+                        .map(|e| format!("serving the previous version: {e}"))
+                });
                 Status {
                     file: path.display().to_string(),
                     name: plugin.as_ref().map(|p| p.name().to_string()),
@@ -586,9 +623,53 @@ impl Registry {
                     state,
                     loaded_at: entry.serving.as_ref().map(|s| s.loaded_at.clone()),
                     last_error: entry.last_error.clone(),
+                    reason,
+                    synced: entry
+                        .serving
+                        .as_ref()
+                        .is_some_and(|s| s.controller.synced()),
+                    leading: entry
+                        .serving
+                        .as_ref()
+                        .is_some_and(|s| s.controller.leading()),
                 }
             })
             .collect()
+    }
+
+    /// Serving plugins whose caches have not listed once yet, leaving out
+    /// those that cannot list at all (a missing CRD, RBAC): they are
+    /// `degraded` and must not hold the host's readiness back.
+    pub fn unsynced(&self) -> Vec<String> {
+        let files = self.files.lock().expect("registry lock");
+        files
+            .values()
+            .filter_map(|e| e.serving.as_ref())
+            .filter(|s| {
+                !s.controller.synced() && !s.controller.problem().is_some_and(|p| p.persistent)
+            })
+            .map(|s| s.name.clone())
+            .collect()
+    }
+
+    /// Refresh each serving plugin's state in metrics (`plugin_info`): a
+    /// plugin whose kinds cannot be watched turns `degraded` while it lasts.
+    pub fn report_states(&self) {
+        for status in self.status() {
+            let (Some(name), Some(version), Some(digest)) =
+                (&status.name, &status.version, &status.digest)
+            else {
+                continue;
+            };
+            let state = match status.state {
+                State::Running => "running",
+                State::Degraded => "degraded",
+                State::Failed => continue,
+            };
+            self.wiring
+                .metrics
+                .plugin_info(name, version, digest, state);
+        }
     }
 
     /// Stop every controller for a host shutdown (see

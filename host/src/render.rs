@@ -207,7 +207,8 @@ pub fn render(
         plugin: format!("{}@{}", manifest.name, manifest.version),
         children,
         prune,
-        status: plan::status_update(&parent, desired.status.as_ref()).cloned(),
+        status: plan::status_update(&parent, desired.status.as_ref(), &manifest.field_manager())
+            .cloned(),
         parent_patch,
         requeue_after_seconds: desired
             .requeue_after

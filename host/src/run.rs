@@ -10,10 +10,11 @@ use anyhow::Context as _;
 use clap::Args;
 
 use crate::cli::{PolicyArgs, RuntimeArgs};
+use crate::client::ClientSettings;
 use crate::controller::Settings;
 use crate::identity::Access;
 use crate::informers::Informers;
-use crate::leader::LeaseSettings;
+use crate::leader::{Elector, LeaseSettings};
 use crate::registry::{Registry, Wiring};
 use crate::telemetry::{self, Metrics, Probes};
 
@@ -38,6 +39,27 @@ pub struct RunArgs {
     /// Namespace of the Leases (default: the pod's namespace, else `default`).
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     lease_namespace: String,
+    /// How long a plugin's Lease lasts without renewal, in seconds.
+    #[arg(long, default_value_t = 15.0)]
+    lease_duration: f64,
+    /// How long a leader keeps writing without a successful renewal, in
+    /// seconds; shorter than the lease duration.
+    #[arg(long, default_value_t = 10.0)]
+    renew_deadline: f64,
+    /// Seconds between leader-election rounds (renewals and attempts).
+    #[arg(long, default_value_t = 2.0)]
+    retry_period: f64,
+    /// Requests per second to the API server, per client (the host's own
+    /// and each plugin's); 0: unlimited.
+    #[arg(long, default_value_t = ClientSettings::default().qps)]
+    api_qps: f64,
+    /// Requests above the sustained rate, per client.
+    #[arg(long, default_value_t = ClientSettings::default().burst)]
+    api_burst: u32,
+    /// Longest wait for an answer to one API request (watches excepted), in
+    /// seconds.
+    #[arg(long, default_value_t = ClientSettings::default().timeout.as_secs_f64())]
+    api_timeout: f64,
     /// Rescan the plugin directory at least this often, in seconds, even
     /// without change notifications.
     #[arg(long, default_value_t = 30)]
@@ -79,21 +101,39 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let config = kube::Config::infer()
         .await
         .context("failed to find Kubernetes credentials (kubeconfig or in-cluster)")?;
-    let client = kube::Client::try_from(config.clone())
+    let identity = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .map(|h| format!("{h}-{}", std::process::id()))
+        .unwrap_or_else(|_| format!("kubeplug-{}", std::process::id()));
+    let client_settings = ClientSettings {
+        qps: args.api_qps,
+        burst: args.api_burst,
+        timeout: secs("--api-timeout", args.api_timeout)?,
+        user_agent: format!("kubeplug/{} ({identity})", env!("CARGO_PKG_VERSION")),
+    };
+    let client = crate::client::build(&config, &client_settings)
         .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
     let runtime = Arc::new(args.runtime.bounded_runtime()?);
-    let informers = Arc::new(Informers::new(client.clone()));
     let metrics = Metrics::new();
+    let informers = Arc::new(Informers::new(client.clone(), metrics.clone()));
+    let elector = if args.leader_elect {
+        let lease = LeaseSettings {
+            duration: secs("--lease-duration", args.lease_duration)?,
+            renew_deadline: secs("--renew-deadline", args.renew_deadline)?,
+            retry: secs("--retry-period", args.retry_period)?,
+            ..LeaseSettings::new(args.lease_namespace.clone(), identity.clone())
+        };
+        lease
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid leader election timing: {e}"))?;
+        Some(Elector::start(client.clone(), lease, metrics.clone()))
+    } else {
+        None
+    };
     let settings = Settings {
         concurrency: args.concurrency,
         resync: Duration::from_secs(args.resync_seconds.max(1)),
-        lease: args.leader_elect.then(|| {
-            let identity = std::env::var("POD_NAME")
-                .or_else(|_| std::env::var("HOSTNAME"))
-                .map(|h| format!("{h}-{}", std::process::id()))
-                .unwrap_or_else(|_| format!("kubeplug-{}", std::process::id()));
-            LeaseSettings::new(args.lease_namespace.clone(), identity)
-        }),
+        elector: elector.clone(),
         ..Settings::default()
     };
     {
@@ -111,8 +151,9 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             runtime,
             informers: informers.clone(),
             access: Arc::new(Access::new(client.clone())),
-            client,
+            client: client.clone(),
             config,
+            client_settings,
             policy,
             metrics: metrics.clone(),
             settings,
@@ -120,11 +161,25 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     ));
 
     let scanned = Arc::new(AtomicBool::new(false));
+    let api = Arc::new(ApiHealth::default());
+    let api_checks = tokio::spawn(api.clone().watch(client.clone(), metrics.clone()));
     let probes = Arc::new(Probes {
         metrics: metrics.clone(),
+        // Ready: the plugins present at start are loaded, their caches have
+        // listed once, and the API server answers now.
         ready: {
-            let (informers, scanned) = (informers.clone(), scanned.clone());
-            Box::new(move || scanned.load(Ordering::Relaxed) && informers.all_synced())
+            let (api, scanned, registry) = (api.clone(), scanned.clone(), registry.clone());
+            Box::new(move || {
+                if !scanned.load(Ordering::Relaxed) {
+                    return Err("loading the plugins present at start".into());
+                }
+                api.ready()?;
+                let unsynced = registry.unsynced();
+                if !unsynced.is_empty() {
+                    return Err(format!("caches of {} not listed yet", unsynced.join(", ")));
+                }
+                Ok(())
+            })
         },
         plugins: {
             let registry = registry.clone();
@@ -159,6 +214,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 for (plugin, len) in registry.queue_lengths() {
                     metrics.queue_depth(&plugin, len);
                 }
+                registry.report_states();
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
         })
@@ -173,8 +229,75 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     }
     watcher.abort();
     queue_gauges.abort();
+    api_checks.abort();
     registry.shutdown(SHUTDOWN_GRACE).await;
+    if let Some(elector) = elector {
+        elector.shutdown().await;
+    }
     Ok(())
+}
+
+/// A duration flag given in seconds.
+fn secs(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("{flag} must be a positive number of seconds, not {value}"))
+}
+
+/// How often the API server's health is checked, and how many checks in a
+/// row must fail before the host reports not ready.
+const API_CHECK_PERIOD: Duration = Duration::from_secs(2);
+const API_CHECK_FAILURES: u32 = 2;
+
+/// Whether the API server answers: the host cannot serve without it, so
+/// `/readyz` follows it (a per-plugin problem such as a missing CRD does
+/// not; see `/plugins`).
+#[derive(Default)]
+struct ApiHealth {
+    /// Consecutive failed checks and the last error.
+    failing: std::sync::Mutex<(u32, String)>,
+}
+
+impl ApiHealth {
+    fn ready(&self) -> Result<(), String> {
+        let failing = self.failing.lock().expect("health lock");
+        if failing.0 >= API_CHECK_FAILURES {
+            return Err(format!("the API server is unreachable: {}", failing.1));
+        }
+        Ok(())
+    }
+
+    async fn watch(self: Arc<Self>, client: kube::Client, metrics: Metrics) {
+        loop {
+            let checked = tokio::time::timeout(API_CHECK_PERIOD, client.apiserver_version()).await;
+            let error = match checked {
+                Ok(Ok(_)) => None,
+                Ok(Err(error)) => Some(error.to_string()),
+                Err(_) => Some(format!("no answer within {API_CHECK_PERIOD:?}")),
+            };
+            {
+                let mut failing = self.failing.lock().expect("health lock");
+                match error {
+                    None => {
+                        if failing.0 >= API_CHECK_FAILURES {
+                            tracing::info!("the API server is reachable again");
+                        }
+                        *failing = (0, String::new());
+                    }
+                    Some(error) => {
+                        failing.0 += 1;
+                        if failing.0 == API_CHECK_FAILURES {
+                            tracing::warn!(%error, "the API server is unreachable; not ready");
+                        }
+                        failing.1 = error;
+                    }
+                }
+                metrics.api_reachable(failing.0 < API_CHECK_FAILURES);
+            }
+            tokio::time::sleep(API_CHECK_PERIOD).await;
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -32,6 +32,11 @@ struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabels {
+    resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     plugin: String,
     verb: String,
@@ -57,6 +62,10 @@ struct Inner {
     load_failures: Family<PluginLabels, Counter>,
     child_clashes: Family<PluginLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
+    leading: Family<PluginLabels, Gauge>,
+    watch_errors: Family<ResourceLabels, Counter>,
+    cached_objects: Family<ResourceLabels, Gauge>,
+    api_reachable: Gauge,
 }
 
 /// The host's metrics. Cheap to clone.
@@ -125,6 +134,30 @@ impl Metrics {
             "Plugin events not recorded: over the per-parent rate quota",
             events_dropped.clone(),
         );
+        let leading = Family::<PluginLabels, Gauge>::default();
+        registry.register(
+            "leading",
+            "1 while this replica holds the plugin's Lease and may write",
+            leading.clone(),
+        );
+        let watch_errors = Family::<ResourceLabels, Counter>::default();
+        registry.register(
+            "watch_errors",
+            "Failed lists and watches by resource (each is retried)",
+            watch_errors.clone(),
+        );
+        let cached_objects = Family::<ResourceLabels, Gauge>::default();
+        registry.register(
+            "cached_objects",
+            "Objects in the shared cache by resource",
+            cached_objects.clone(),
+        );
+        let api_reachable = Gauge::default();
+        registry.register(
+            "api_reachable",
+            "1 while the API server answers the host's health checks",
+            api_reachable.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -137,6 +170,10 @@ impl Metrics {
                 load_failures,
                 child_clashes,
                 events_dropped,
+                leading,
+                watch_errors,
+                cached_objects,
+                api_reachable,
             }),
         }
     }
@@ -226,6 +263,44 @@ impl Metrics {
             .inc_by(count as u64);
     }
 
+    pub fn leading(&self, plugin: &str, leading: bool) {
+        self.inner
+            .leading
+            .get_or_create(&PluginLabels {
+                plugin: plugin.into(),
+            })
+            .set(i64::from(leading));
+    }
+
+    pub fn watch_error(&self, resource: &str) {
+        self.inner
+            .watch_errors
+            .get_or_create(&ResourceLabels {
+                resource: resource.into(),
+            })
+            .inc();
+    }
+
+    pub fn cached_objects(&self, resource: &str, count: usize) {
+        self.inner
+            .cached_objects
+            .get_or_create(&ResourceLabels {
+                resource: resource.into(),
+            })
+            .set(count as i64);
+    }
+
+    /// Forget the cache gauge of an informer that stopped.
+    pub fn informer_stopped(&self, resource: &str) {
+        self.inner.cached_objects.remove(&ResourceLabels {
+            resource: resource.into(),
+        });
+    }
+
+    pub fn api_reachable(&self, reachable: bool) {
+        self.inner.api_reachable.set(i64::from(reachable));
+    }
+
     /// Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -238,7 +313,8 @@ impl Metrics {
 /// What the HTTP endpoints read from the rest of the host.
 pub struct Probes {
     pub metrics: Metrics,
-    pub ready: Box<dyn Fn() -> bool + Send + Sync>,
+    /// Ok when the host can serve; else why not.
+    pub ready: Box<dyn Fn() -> Result<(), String> + Send + Sync>,
     pub plugins: Box<dyn Fn() -> serde_json::Value + Send + Sync>,
 }
 
@@ -258,12 +334,10 @@ fn route(probes: &Probes, path: &str) -> Response<Full<Bytes>> {
             probes.metrics.encode(),
         ),
         "/healthz" | "/livez" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
-        "/readyz" if (probes.ready)() => respond(StatusCode::OK, "text/plain", "ok\n".into()),
-        "/readyz" => respond(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "watches not synced yet\n".into(),
-        ),
+        "/readyz" => match (probes.ready)() {
+            Ok(()) => respond(StatusCode::OK, "text/plain", "ok\n".into()),
+            Err(why) => respond(StatusCode::SERVICE_UNAVAILABLE, "text/plain", why + "\n"),
+        },
         "/plugins" => respond(
             StatusCode::OK,
             "application/json",

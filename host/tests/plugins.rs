@@ -51,7 +51,11 @@ fn prepared(plugin: &Plugin, parent: &Value, desired: &Desired) -> Vec<Value> {
 fn writes(plugin: &Plugin, parent: &Value, desired: &Desired) -> Value {
     json!({
         "children": prepared(plugin, parent, desired),
-        "status": plan::status_update(parent, desired.status.as_ref()),
+        "status": plan::status_update(
+            parent,
+            desired.status.as_ref(),
+            &plugin.manifest().field_manager(),
+        ),
         "events": desired.events,
     })
 }
@@ -400,7 +404,11 @@ fn database_keeps_last_transition_time_while_its_status_is_unchanged() {
     );
     assert_eq!(second.status, first.status);
     assert_eq!(
-        plan::status_update(&parent, second.status.as_ref()),
+        plan::status_update(
+            &parent,
+            second.status.as_ref(),
+            &plugin.manifest().field_manager()
+        ),
         None,
         "an unchanged status is not written again"
     );

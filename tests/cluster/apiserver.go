@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/pflag"
@@ -29,7 +31,28 @@ func init() {
 	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
 }
 
-func apiserverFlags(p pkiPaths, etcdURL string, port int) []string {
+const (
+	auditPolicyFile = "audit-policy.yaml"
+	auditLogFile    = "audit.log"
+)
+
+// auditPolicy: one JSON line (level Metadata, stage ResponseComplete, or
+// Panic) per write request of any user on any resource; reads and watches
+// are not logged.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+`
+
+func writeAuditPolicy(path string) error {
+	return os.WriteFile(path, []byte(auditPolicy), 0o644)
+}
+
+func apiserverFlags(p pkiPaths, dir, etcdURL string, port int) []string {
 	return []string{
 		"--advertise-address=127.0.0.1",
 		"--bind-address=127.0.0.1",
@@ -65,6 +88,14 @@ func apiserverFlags(p pkiPaths, etcdURL string, port int) []string {
 		"--goaway-chance=0",
 		"--event-ttl=1h",
 		"--watch-cache=true",
+		// audit: JSON lines written synchronously (blocking mode, no batching),
+		// appended across restarts, capped at 200 MB + one 200 MB backup
+		"--audit-policy-file=" + filepath.Join(dir, auditPolicyFile),
+		"--audit-log-path=" + filepath.Join(dir, auditLogFile),
+		"--audit-log-format=json",
+		"--audit-log-mode=blocking",
+		"--audit-log-maxsize=200",
+		"--audit-log-maxbackup=1",
 	}
 }
 

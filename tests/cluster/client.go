@@ -78,7 +78,7 @@ func (a *adminClient) ensureNode(ctx context.Context) error {
 	rl := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("32"),
 		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("110"),
+		corev1.ResourcePods:   resource.MustParse("5000"),
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{

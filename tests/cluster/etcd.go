@@ -10,19 +10,34 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
-// startEtcd starts a single-member etcd on free loopback ports and returns
-// its client URL and a stop function. Ports are picked just before start;
-// if one was taken in between, it retries with new ports.
-func startEtcd(dir string) (string, func(), error) {
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		cport, err := freePort()
-		if err != nil {
-			return "", nil, err
+// startEtcd starts a single-member etcd on loopback and returns its client
+// URL, the ports used and a stop function. With recorded ports (non-zero,
+// from DIR/ports) it uses exactly those and fails clearly if one is taken.
+// Otherwise ports are picked just before start; if one was taken in between,
+// it retries with new ports.
+func startEtcd(dir string, recorded clusterPorts, portsFile string) (string, int, int, func(), error) {
+	fixed := recorded.EtcdClient != 0 && recorded.EtcdPeer != 0
+	attempts := 5
+	if fixed {
+		attempts = 1
+		if err := checkRecordedPort("etcd client", recorded.EtcdClient, portsFile); err != nil {
+			return "", 0, 0, nil, err
 		}
-		pport, err := freePort()
-		if err != nil {
-			return "", nil, err
+		if err := checkRecordedPort("etcd peer", recorded.EtcdPeer, portsFile); err != nil {
+			return "", 0, 0, nil, err
+		}
+	}
+	var lastErr error
+	for attempt := 0; attempt < attempts; attempt++ {
+		cport, pport := recorded.EtcdClient, recorded.EtcdPeer
+		if !fixed {
+			var err error
+			if cport, err = freePort(); err != nil {
+				return "", 0, 0, nil, err
+			}
+			if pport, err = freePort(); err != nil {
+				return "", 0, 0, nil, err
+			}
 		}
 		curl := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", cport)}
 		purl := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", pport)}
@@ -37,7 +52,8 @@ func startEtcd(dir string) (string, func(), error) {
 		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 		cfg.LogLevel = "error"
 		cfg.LogOutputs = []string{"stderr"}
-		// A throwaway test cluster: durability is not needed, speed is.
+		// A test cluster: no fsync. Data survives the process being stopped
+		// or killed (it is in the page cache), not a crash of the machine.
 		cfg.UnsafeNoFsync = true
 		cfg.QuotaBackendBytes = 2 << 30
 
@@ -55,9 +71,25 @@ func startEtcd(dir string) (string, func(), error) {
 			continue
 		case <-time.After(60 * time.Second):
 			e.Close()
-			return "", nil, fmt.Errorf("etcd did not become ready within 60s")
+			return "", 0, 0, nil, fmt.Errorf("etcd did not become ready within 60s")
 		}
-		return curl.String(), e.Close, nil
+		stop := func() {
+			// raft and the backend first: the data is written and closed
+			// even if clients (an apiserver that did not stop in time)
+			// still hold watch streams, which e.Close would wait for (~7s)
+			e.Server.Stop()
+			done := make(chan struct{})
+			go func() {
+				e.Close()
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+				logf("etcd: client connections still open after 1s; not waiting for them")
+			}
+		}
+		return curl.String(), cport, pport, stop, nil
 	}
-	return "", nil, lastErr
+	return "", 0, 0, nil, lastErr
 }

@@ -7,6 +7,7 @@
 // Usage:
 //
 //	kubeplug-cluster serve --dir DIR [--v N]
+//	kubeplug-cluster proxy --dir DIR [--name NAME] [--listen ADDR] [--control ADDR] [--faults QUERY]
 //	kubeplug-cluster kubectl ARGS...   (or via a symlink named kubectl)
 package main
 
@@ -50,7 +51,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		os.Exit(serve(os.Args[2:]))
 	}
-	fmt.Fprintf(os.Stderr, "usage: %s serve --dir DIR [--v N] | kubectl ARGS...\n", filepath.Base(os.Args[0]))
+	if len(os.Args) > 1 && os.Args[1] == "proxy" {
+		os.Exit(runProxy(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "compact" {
+		os.Exit(runCompact(os.Args[2:]))
+	}
+	fmt.Fprintf(os.Stderr, "usage: %s serve --dir DIR [--v N] | proxy --dir DIR [flags] | compact --dir DIR | kubectl ARGS...\n", filepath.Base(os.Args[0]))
 	os.Exit(2)
 }
 
@@ -73,6 +80,8 @@ type component struct {
 	name   string
 	cancel context.CancelFunc
 	done   chan struct{}
+	// how long shutdown waits for it (default 20s)
+	stopTimeout time.Duration
 }
 
 func start(parent context.Context, name string, fatal chan<- error, run func(ctx context.Context) error) *component {
@@ -95,11 +104,13 @@ func start(parent context.Context, name string, fatal chan<- error, run func(ctx
 }
 
 func (c *component) stop(timeout time.Duration) {
+	t := time.Now()
 	c.cancel()
 	select {
 	case <-c.done:
+		logf("%s stopped in %s", c.name, time.Since(t).Round(time.Millisecond))
 	case <-time.After(timeout):
-		logf("%s did not stop within %s", c.name, timeout)
+		logf("%s did not stop within %s; going on", c.name, timeout)
 	}
 }
 
@@ -125,6 +136,7 @@ func serve(args []string) int {
 	}
 	_ = os.Remove(filepath.Join(*dir, "ready"))
 	_ = os.Remove(filepath.Join(*dir, "failed"))
+	_ = os.Remove(filepath.Join(*dir, "stopping"))
 
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -153,37 +165,81 @@ func serve(args []string) int {
 	shutdown := func() {
 		stopOnce.Do(func() {
 			logf("shutting down")
+			// not ready any more; `up` on this dir waits for the exit, then restarts
+			_ = os.WriteFile(filepath.Join(*dir, "stopping"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+			_ = os.Remove(filepath.Join(*dir, "ready"))
 			// reverse order: nodes, scheduler, controllers, apiserver, etcd
 			for i := len(started) - 1; i >= 0; i-- {
-				started[i].stop(20 * time.Second)
+				t := started[i].stopTimeout
+				if t == 0 {
+					t = 20 * time.Second
+				}
+				started[i].stop(t)
 			}
 			logf("stopped")
 		})
 	}
 	defer shutdown()
 
-	// etcd
-	etcdURL, etcdStop, err := startEtcd(filepath.Join(*dir, "etcd"))
+	// Ports: picked on the first start of this dir and recorded in DIR/ports;
+	// later starts (after `down --keep` or a kill) reuse them or fail clearly.
+	portsFile := filepath.Join(*dir, "ports")
+	ports, havePorts, err := readPorts(portsFile)
 	if err != nil {
-		return fail(fmt.Errorf("etcd: %w", err))
+		return fail(err)
 	}
-	started = append(started, &component{name: "etcd", cancel: func() { etcdStop() }, done: closedChan()})
-	logf("etcd ready at %s in %s", etcdURL, time.Since(t0).Round(time.Millisecond))
 
-	// kube-apiserver
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// kube-apiserver listener first: fail fast if the recorded port is taken
+	var ln net.Listener
+	if havePorts {
+		ln, err = listenRecorded("kube-apiserver", ports.APIServer, portsFile)
+	} else {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
 	if err != nil {
 		return fail(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	server := fmt.Sprintf("https://127.0.0.1:%d", port)
-	apiserverArgs := apiserverFlags(p, etcdURL, port)
+
+	// etcd (recorded ports, or zero: pick free ones)
+	etcdURL, etcdClientPort, etcdPeerPort, etcdStop, err := startEtcd(filepath.Join(*dir, "etcd"), ports, portsFile)
+	if err != nil {
+		_ = ln.Close()
+		return fail(fmt.Errorf("etcd: %w", err))
+	}
+	started = append(started, &component{name: "etcd", cancel: func() { etcdStop() }, done: closedChan()})
+	logf("etcd ready at %s in %s", etcdURL, time.Since(t0).Round(time.Millisecond))
+	if !havePorts {
+		ports = clusterPorts{APIServer: port, EtcdClient: etcdClientPort, EtcdPeer: etcdPeerPort}
+		if err := writePorts(portsFile, ports); err != nil {
+			_ = ln.Close()
+			return fail(err)
+		}
+		logf("ports recorded in %s: apiserver %d, etcd client %d, etcd peer %d", portsFile, port, etcdClientPort, etcdPeerPort)
+	} else {
+		logf("reusing the ports recorded in %s: apiserver %d, etcd client %d, etcd peer %d", portsFile, port, etcdClientPort, etcdPeerPort)
+	}
+
+	// kube-apiserver
+	if err := writeAuditPolicy(filepath.Join(*dir, auditPolicyFile)); err != nil {
+		_ = ln.Close()
+		return fail(err)
+	}
+	apiserverArgs := apiserverFlags(p, *dir, etcdURL, port)
 	_ = os.WriteFile(filepath.Join(*dir, "apiserver.flags"), []byte(strings.Join(apiserverArgs, "\n")+"\n"), 0o644)
 	apiRun, err := prepareAPIServer(ctx, apiserverArgs, ln)
 	if err != nil {
+		_ = ln.Close()
 		return fail(fmt.Errorf("kube-apiserver: %w", err))
 	}
-	started = append(started, start(context.Background(), "kube-apiserver", fatal, apiRun))
+	apiComponent := start(context.Background(), "kube-apiserver", fatal, apiRun)
+	// kube-apiserver's HTTP server waits up to --request-timeout (60s) for open
+	// watches of outside clients to end; don't: after 2s (in-flight requests
+	// are drained by then) etcd is closed and the process exits, which ends
+	// the watches as a crash would.
+	apiComponent.stopTimeout = 2 * time.Second
+	started = append(started, apiComponent)
 
 	kubeconfig := filepath.Join(*dir, "kubeconfig")
 	if err := writeKubeconfig(kubeconfig, server, p.CACert, p.AdminCert, p.AdminKey, "kubeplug-admin"); err != nil {

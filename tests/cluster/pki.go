@@ -257,3 +257,60 @@ current-context: kubeplug
 	}
 	return os.Rename(tmp, path)
 }
+
+// loadKeyPair reads a PEM certificate and its PKCS#8 key (as written by keyPair.write).
+func loadKeyPair(certPath, keyPath string) (*keyPair, error) {
+	cb, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(cb)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%s: no PEM certificate", certPath)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", certPath, err)
+	}
+	kb, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	block, _ = pem.Decode(kb)
+	if block == nil {
+		return nil, fmt.Errorf("%s: no PEM key", keyPath)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", keyPath, err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("%s: not a signing key", keyPath)
+	}
+	return &keyPair{cert: cert, key: signer}, nil
+}
+
+// ensureLoopbackServingCert issues (once) a serving certificate signed by the
+// cluster CA for 127.0.0.1, ::1 and localhost, e.g. for the fault proxy.
+func ensureLoopbackServingCert(p pkiPaths, cn, certPath, keyPath string) error {
+	if _, err := loadKeyPair(certPath, keyPath); err == nil {
+		return nil
+	}
+	ca, err := loadKeyPair(p.CACert, p.CAKey)
+	if err != nil {
+		return fmt.Errorf("cluster CA: %w", err)
+	}
+	kp, err := ca.issue(cn, nil, true, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")})
+	if err != nil {
+		return err
+	}
+	// write under temporary names, then rename: a concurrent reader sees old or new
+	if err := kp.write(certPath+".tmp", keyPath+".tmp"); err != nil {
+		return err
+	}
+	if err := os.Rename(keyPath+".tmp", keyPath); err != nil {
+		return err
+	}
+	return os.Rename(certPath+".tmp", certPath)
+}

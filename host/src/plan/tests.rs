@@ -547,9 +547,58 @@ fn an_empty_answer_prunes_every_labelled_child() {
 
 // status_update.
 
+const MANAGER: &str = "kubeplug/database";
+
+fn status_update<'a>(parent: &Value, desired: Option<&'a Value>) -> Option<&'a Value> {
+    super::status_update(parent, desired, MANAGER)
+}
+
+/// managedFields of a status written by `manager` (fields in `fields`).
+fn status_owned_by(manager: &str, fields: &[&str]) -> Value {
+    let owned: serde_json::Map<String, Value> = fields
+        .iter()
+        .map(|f| (format!("f:{f}"), json!({})))
+        .collect();
+    json!({
+        "manager": manager,
+        "operation": "Apply",
+        "subresource": "status",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:status": owned},
+    })
+}
+
 #[test]
 fn no_status_is_written_when_the_plugin_returns_none() {
     assert_eq!(status_update(&parent(), None), None);
+}
+
+#[test]
+fn a_field_the_plugin_no_longer_returns_is_removed() {
+    let mut parent = parent();
+    parent["status"] = json!({"phase": "Running", "nodes": ["orders-0"]});
+    parent["metadata"]["managedFields"] = json!([status_owned_by(MANAGER, &["phase", "nodes"])]);
+    let want = json!({"phase": "Running"});
+    assert_eq!(status_update(&parent, Some(&want)), Some(&want));
+}
+
+#[test]
+fn a_nested_field_the_plugin_no_longer_returns_is_removed() {
+    let mut parent = parent();
+    parent["status"] = json!({"endpoint": {"host": "h", "port": 1}});
+    let mut owned = status_owned_by(MANAGER, &[]);
+    owned["fieldsV1"]["f:status"] = json!({"f:endpoint": {"f:host": {}, "f:port": {}}});
+    parent["metadata"]["managedFields"] = json!([owned]);
+    let want = json!({"endpoint": {"host": "h"}});
+    assert_eq!(status_update(&parent, Some(&want)), Some(&want));
+}
+
+#[test]
+fn without_managed_fields_a_missing_top_level_field_is_written_away() {
+    let mut parent = parent();
+    parent["status"] = json!({"phase": "Running", "old": 1});
+    let want = json!({"phase": "Running"});
+    assert_eq!(status_update(&parent, Some(&want)), Some(&want));
 }
 
 #[test]
@@ -561,9 +610,13 @@ fn no_status_is_written_when_the_parent_already_has_it() {
 }
 
 #[test]
-fn no_status_is_written_when_the_desired_status_is_a_subset_of_the_parents() {
+fn no_status_is_written_when_the_rest_of_the_status_is_someone_elses() {
     let mut parent = parent();
     parent["status"] = json!({"phase": "Running", "setBySomeoneElse": true});
+    parent["metadata"]["managedFields"] = json!([
+        status_owned_by(MANAGER, &["phase"]),
+        status_owned_by("someone-else", &["setBySomeoneElse"]),
+    ]);
     assert_eq!(
         status_update(&parent, Some(&json!({"phase": "Running"}))),
         None

@@ -2,8 +2,11 @@
 //! StatefulSet and a credentials Secret; its status reports the phase and the
 //! database's pods.
 //!
-//! The Secret is created once: when the host observes it, the plugin returns it
-//! unchanged, so the password never rotates on reconcile.
+//! The Secret is create-only: the host creates it once with a plain create
+//! (an existing one counts as created) and never re-applies it, so the
+//! password never rotates, not across replicas or restarts either. When the
+//! Secret is observed the plugin returns it unchanged, so `render` shows what
+//! is there.
 
 mod spec;
 mod status;
@@ -256,7 +259,7 @@ impl Plugin for DatabasePlugin {
         let mut response = Response::default()
             .child(&service(ctx, &db))?
             .child(&stateful_set(ctx, &db))?
-            .child(&secret)?
+            .create_only_child(&secret)?
             .status(&status::status(ctx, &db))?;
         if created {
             response = response.event(Event::normal(

@@ -16,6 +16,9 @@ pub struct DatabaseStatus {
     pub phase: String,
     /// Names of the database's pods, sorted.
     pub pods: Vec<String>,
+    /// The same names under the seeds' field name (their Go and Python
+    /// operators and samples read `status.nodes`).
+    pub nodes: Vec<String>,
     /// Pods that exist (for the scale subresource).
     pub replicas: i32,
     pub ready_replicas: i32,
@@ -96,12 +99,14 @@ pub fn status(ctx: &Context<serde_json::Value>, db: &Database) -> DatabaseStatus
         );
     }
 
+    let names: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
     DatabaseStatus {
         phase: phase.into(),
-        pods: pods
-            .iter()
-            .filter_map(|p| p.metadata.name.clone())
-            .collect(),
+        nodes: names.clone(),
+        pods: names,
         replicas: pods.len() as i32,
         ready_replicas: ready,
         selector: format!(

@@ -41,6 +41,10 @@ impl Event {
     }
 }
 
+/// The annotation that marks a child create-only (see
+/// [`Response::create_only_child`]).
+pub const CREATE_ONLY: &str = "kubeplug.io/create-only";
+
 /// The desired state for one parent.
 #[derive(Debug, Clone, Default)]
 pub struct Response {
@@ -61,6 +65,30 @@ impl Response {
     /// `apiVersion` and `kind`; the namespace defaults to the parent's.
     pub fn child<T: Serialize>(mut self, child: &T) -> Result<Self, Error> {
         self.children.push(to_json("child", child)?);
+        Ok(self)
+    }
+
+    /// Add a desired child the host creates once and never updates or
+    /// re-applies: generated credentials, anything that must not change
+    /// after creation. It carries the `kubeplug.io/create-only: "true"`
+    /// annotation (the contract's mark, see `wit/plugin.wit`); it is still
+    /// pruned when no longer returned.
+    pub fn create_only_child<T: Serialize>(mut self, child: &T) -> Result<Self, Error> {
+        let mut value = serde_json::to_value(child)
+            .map_err(|e| Error::Failed(format!("cannot serialize child: {e}")))?;
+        let Some(meta) = value
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        else {
+            return Err(Error::Failed("a child needs metadata".into()));
+        };
+        let annotations = meta
+            .entry("annotations")
+            .or_insert_with(|| serde_json::Value::Object(Default::default()));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(CREATE_ONLY.into(), "true".into());
+        }
+        self.children.push(value.to_string());
         Ok(self)
     }
 

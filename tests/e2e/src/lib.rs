@@ -15,9 +15,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde_json::Value;
 
-/// The repository root.
+/// The repository root. Read at run time (`cargo test` sets
+/// `CARGO_MANIFEST_DIR`): a test binary built in another clone sharing the
+/// same target directory must not point back at that clone.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    dir.join("../..")
 }
 
 fn required_env(name: &str) -> String {
@@ -441,6 +446,20 @@ impl Host {
         }
     }
 
+    /// Send a signal (`STOP`, `CONT`, `KILL`, ...) to the host process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {}", self.child.id());
+    }
+
+    /// True if a Lease holder identity is this host's (`<host name>-<pid>`).
+    pub fn is(&self, identity: &str) -> bool {
+        identity.ends_with(&format!("-{}", self.child.id()))
+    }
+
     /// Stop the host (SIGKILL: a crash is the harsher restart).
     pub fn stop(mut self) {
         let _ = self.child.kill();
@@ -513,4 +532,181 @@ pub fn resource_versions(ns: &str, objects: &[&str]) -> std::collections::BTreeM
             (what.to_string(), rv)
         })
         .collect()
+}
+
+/// Holder of each plugin Lease (`kubeplug-<plugin>`) in `ns`: plugin → holder.
+/// Released Leases (no holder) are left out.
+pub fn lease_holders(ns: &str) -> std::collections::BTreeMap<String, String> {
+    let Some(list) = get_json(ns, "leases") else {
+        return Default::default();
+    };
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["metadata"]["labels"]["kubeplug.io/replica"].is_null())
+        .filter_map(|l| {
+            let plugin = l["metadata"]["name"].as_str()?.strip_prefix("kubeplug-")?;
+            let holder = l["spec"]["holderIdentity"]
+                .as_str()
+                .filter(|h| !h.is_empty())?;
+            Some((plugin.to_string(), holder.to_string()))
+        })
+        .collect()
+}
+
+/// The directory of the running control plane (`tests/cluster/up` output).
+pub fn cluster_dir() -> PathBuf {
+    PathBuf::from(required_env("CLUSTER_DIR"))
+}
+
+/// One write the API server recorded in its audit log.
+#[derive(Debug, Clone)]
+pub struct AuditedWrite {
+    pub verb: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    pub code: u16,
+    pub user_agent: String,
+    /// RFC 3339 with microseconds, as the API server writes it.
+    pub received: String,
+}
+
+/// Every write (create, update, patch, delete) in the API server's audit
+/// log (`$CLUSTER_DIR/audit.log`, see tests/cluster/README.md).
+pub fn audited_writes() -> Vec<AuditedWrite> {
+    let path = cluster_dir().join("audit.log");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read the audit log {}: {e}", path.display()));
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete" | "deletecollection")
+            )
+        })
+        .map(|e| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            AuditedWrite {
+                verb: s(&e["verb"]),
+                resource: s(&e["objectRef"]["resource"]),
+                subresource: s(&e["objectRef"]["subresource"]),
+                namespace: s(&e["objectRef"]["namespace"]),
+                name: s(&e["objectRef"]["name"]),
+                code: e["responseStatus"]["code"].as_u64().unwrap_or_default() as u16,
+                user_agent: s(&e["userAgent"]),
+                received: s(&e["requestReceivedTimestamp"]),
+            }
+        })
+        .collect()
+}
+
+/// Now, as the audit log writes times (RFC 3339 UTC, microseconds), so that
+/// audited times compare as strings.
+pub fn audit_now() -> String {
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%S.%6NZ"])
+        .output()
+        .expect("run date");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Stop the control plane and keep its data (`tests/cluster/down --keep`).
+pub fn stop_control_plane() {
+    cluster_script("down", &["--keep"]);
+}
+
+/// Start the stopped control plane again on the same data and address
+/// (`tests/cluster/up DIR`); returns once it is ready.
+pub fn start_control_plane() {
+    cluster_script("up", &[]);
+}
+
+/// Compact etcd to its current revision (`tests/cluster/compact`).
+pub fn compact_etcd() {
+    cluster_script("compact", &[]);
+}
+
+fn cluster_script(script: &str, args: &[&str]) -> String {
+    let out = Command::new(repo().join("tests/cluster").join(script))
+        .args(args)
+        .arg(cluster_dir())
+        .output()
+        .unwrap_or_else(|e| panic!("run tests/cluster/{script}: {e}"));
+    assert!(
+        out.status.success(),
+        "tests/cluster/{script} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A fault-injecting proxy in front of the API server (`tests/cluster/proxy`),
+/// stopped when dropped.
+pub struct Proxy {
+    name: String,
+    /// A kubeconfig whose server is the proxy.
+    pub kubeconfig: PathBuf,
+    control: String,
+}
+
+impl Proxy {
+    pub fn start() -> Self {
+        let name = format!("proxy-{:06x}", rand::random::<u32>() & 0xffffff);
+        let out = cluster_script("proxy", &["--name", &name]);
+        let line = |key: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("proxy printed no {key}: {out}"))
+                .to_string()
+        };
+        Proxy {
+            kubeconfig: PathBuf::from(line("PROXY_KUBECONFIG")),
+            control: line("PROXY_CONTROL"),
+            name,
+        }
+    }
+
+    fn request(&self, method: &str, path: &str) -> Value {
+        use std::io::{Read, Write};
+        let address = self.control.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(address).expect("connect to proxy control");
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .expect("write to proxy control");
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .expect("read proxy control");
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        serde_json::from_str(&dechunk(body))
+            .unwrap_or_else(|e| panic!("proxy control {method} {path}: {e}: {response}"))
+    }
+
+    /// Set faults, e.g. `latency=200ms&reject429=0.3&retryAfter=1`.
+    pub fn faults(&self, query: &str) -> Value {
+        self.request("POST", &format!("/faults?{query}"))
+    }
+
+    /// The proxy's counters (see tests/cluster/README.md, "Fault proxy").
+    pub fn stats(&self) -> Value {
+        self.request("GET", "/stats")
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("tests/cluster/proxy"))
+            .args(["--stop", "--name", &self.name])
+            .arg(cluster_dir())
+            .output();
+    }
 }

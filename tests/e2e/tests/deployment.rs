@@ -312,3 +312,44 @@ fn a_plugin_whose_role_loses_a_rule_fails_with_a_clear_event_while_the_others_go
         || get_json(&ns.name, "deployment/cut-app-deploy"),
     );
 }
+
+/// A plugin whose parent kind the host's own RBAC does not let it watch (no
+/// rule for `hostiles` in deploy/rbac.yaml) is `degraded` with the reason,
+/// a metric and a warning, while the host is ready and the other plugins
+/// serve.
+#[test]
+fn a_plugin_whose_kind_the_host_may_not_watch_is_degraded_and_holds_no_one_back() {
+    let (ns, dir, kubeconfig) = seed_plugins_as_service_account("degraded");
+    dir.install("hostile", "hostile");
+    let host = Host::start_as(&dir, &[], &kubeconfig);
+    assert_eq!(
+        host.get("/readyz").expect("readyz").0,
+        200,
+        "one plugin that cannot watch does not make the host unready"
+    );
+    let hostile = eventually("hostile to be degraded", TIMEOUT, || {
+        host.plugin("hostile").filter(|p| p["state"] == "degraded")
+    });
+    let reason = hostile["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("may not list or watch") && reason.contains("Hostile"),
+        "the reason names the kind and the cause: {hostile}"
+    );
+    assert_eq!(host.plugin("database").unwrap()["state"], "running");
+    assert!(host.metric("kubeplug_plugin_info", "state=\"degraded\"") >= 1.0);
+    assert!(host.metric("kubeplug_watch_errors_total", "Hostile") >= 1.0);
+    assert!(
+        std::fs::read_to_string(&host.log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("list or watch failed")),
+        "the watch error is a warning:\n{}",
+        host.log_tail()
+    );
+    apply(&ns.name, &database("beside-degraded"));
+    eventually(
+        "the database to run beside a degraded plugin",
+        TIMEOUT,
+        || (phase(&ns.name, "beside-degraded").as_deref() == Some("Running")).then_some(()),
+    );
+}

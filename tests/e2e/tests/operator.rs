@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use kubeplug_e2e::{
-    Host, Namespace, PluginDir, apply, events_for, eventually, get_json, install_crds, kubectl,
-    kubectl_ok, resource_versions,
+    Host, Namespace, PluginDir, apply, events_for, eventually, get_json, host_binary, install_crds,
+    kubectl, kubectl_ok, resource_versions,
 };
 use serde_json::Value;
 
@@ -500,6 +500,124 @@ fn a_parent_with_a_finalizer_stays_until_finalize_reports_done() {
     );
     wait_gone(n, "hostile/held");
     wait_gone(n, "configmap/held-ok");
+}
+
+/// A plugin with a finalizer is removed: its deleted parents would hang in
+/// Terminating. The host says so, and `kubeplug release-finalizers` frees
+/// them (only the plugin's finalizer, only on parents being deleted).
+#[test]
+fn a_removed_plugins_finalizer_is_released_by_the_documented_command() {
+    install_crds();
+    wait_for_earlier_parents_to_go();
+    let ns = Namespace::new("orphan");
+    let n = ns.name.as_str();
+    let dir = PluginDir::with(&["hostile"]);
+    dir.settings(
+        "hostile",
+        &format!("config:\n  finalizer: true\n  namespaces: [{n}]\n"),
+    );
+    let host = Host::start(&dir);
+    apply(n, &hostile("orphaned", "ok"));
+    apply(n, &hostile("kept", "ok"));
+    for name in ["orphaned", "kept"] {
+        wait_for(n, &format!("hostile/{name}"), |h| {
+            h["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f == "test.kubeplug.io/hold"))
+        });
+    }
+    // Someone else's finalizer on the same parent is never touched.
+    kubectl_ok(
+        &[
+            "patch",
+            "-n",
+            n,
+            "hostile/orphaned",
+            "--type=json",
+            "-p",
+            r#"[{"op":"add","path":"/metadata/finalizers/-","value":"example.com/other"}]"#,
+        ],
+        None,
+    );
+
+    dir.remove("hostile");
+    eventually("the plugin to be removed", CONVERGE, || {
+        host.plugin("hostile").is_none().then_some(())
+    });
+    let log = std::fs::read_to_string(&host.log).unwrap_or_default();
+    assert!(
+        log.contains("release-finalizers hostile --resource hostiles.test.kubeplug.io"),
+        "the host says how to release the parents:\n{}",
+        host.log_tail()
+    );
+    kubectl_ok(
+        &["delete", "-n", n, "hostile/orphaned", "--wait=false"],
+        None,
+    );
+    std::thread::sleep(QUIET);
+    assert!(
+        get_json(n, "hostile/orphaned").is_some(),
+        "stuck in Terminating"
+    );
+
+    let release = |extra: &[&str]| {
+        let out = std::process::Command::new(host_binary())
+            .args([
+                "release-finalizers",
+                "hostile",
+                "--resource",
+                "hostiles.test.kubeplug.io",
+            ])
+            .args(["--finalizer", "test.kubeplug.io/hold", "--namespace", n])
+            .args(extra)
+            .env("KUBECONFIG", std::env::var("KUBECONFIG").unwrap())
+            .output()
+            .expect("run release-finalizers");
+        assert!(
+            out.status.success(),
+            "release-finalizers failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let dry = release(&["--dry-run"]);
+    assert!(dry.contains("would release 1"), "{dry}");
+    assert!(
+        get_json(n, "hostile/orphaned").unwrap()["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.len() == 2)
+    );
+
+    let done = release(&[]);
+    assert!(done.contains("released 1"), "{done}");
+    let left = get_json(n, "hostile/orphaned").expect("held by the other finalizer");
+    assert_eq!(
+        left["metadata"]["finalizers"],
+        serde_json::json!(["example.com/other"])
+    );
+    let kept = get_json(n, "hostile/kept").expect("not being deleted");
+    assert!(
+        kept["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == "test.kubeplug.io/hold")),
+        "a parent that is not being deleted keeps the finalizer without --all"
+    );
+    kubectl_ok(
+        &[
+            "patch",
+            "-n",
+            n,
+            "hostile/orphaned",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ],
+        None,
+    );
+    wait_gone(n, "hostile/orphaned");
+    release(&["--all"]);
+    kubectl_ok(&["delete", "-n", n, "hostile/kept", "--wait=false"], None);
+    wait_gone(n, "hostile/kept");
 }
 
 #[test]

@@ -478,6 +478,20 @@ fn removing_a_plugin_stops_its_controller_and_keeps_its_children() {
         host.plugin_file("myapp.wasm").is_none().then_some(())
     });
     assert!(host.plugin("myapp").is_none());
+    // Its watches stop with it: MyApps and Deployments concern no one else.
+    eventually("the MyApp and Deployment watches to stop", TIMEOUT, || {
+        let log = std::fs::read_to_string(&host.log).unwrap_or_default();
+        let stopped = |kind: &str| {
+            log.lines()
+                .any(|l| l.contains("watch stopped") && l.contains(kind))
+        };
+        (stopped("MyApp.example.com") && stopped("Deployment.apps")).then_some(())
+    });
+    assert_eq!(
+        host.metric("kubeplug_cached_objects", "Deployment.apps"),
+        0.0,
+        "a stopped informer drops its cache"
+    );
     apply(&ns.name, &myapp("orphan"));
     stays_absent(&ns.name, "deployment/orphan-deploy", Duration::from_secs(5));
     assert!(exists(&ns.name, "deployment/kept-deploy"));
