@@ -649,17 +649,20 @@ impl Elector {
         spec.renew_time = Some(micro_now());
         spec.lease_duration_seconds = Some(self.settings.duration.as_secs() as i32);
         if self.replace(name, &lease).await {
-            self.set_term(
-                plugin,
-                Term {
-                    leading: true,
-                    until: started + self.settings.renew_deadline,
-                },
-                None,
-            );
+            self.lead(plugin, started);
         } else {
             self.expire_lapsed_one(plugin);
         }
+    }
+
+    /// A new term for `plugin`: it leads until the renew deadline, counted
+    /// from when the successful request was sent.
+    fn lead(&self, plugin: &str, sent: Instant) {
+        let term = Term {
+            leading: true,
+            until: sent + self.settings.renew_deadline,
+        };
+        self.set_term(plugin, term, None);
     }
 
     async fn acquire(&self, plugin: &str, name: &str, lease: Option<Lease>) -> bool {
@@ -702,14 +705,7 @@ impl Elector {
             }
         };
         if won {
-            self.set_term(
-                plugin,
-                Term {
-                    leading: true,
-                    until: started + self.settings.renew_deadline,
-                },
-                None,
-            );
+            self.lead(plugin, started);
         }
         won
     }

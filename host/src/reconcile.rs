@@ -272,13 +272,6 @@ pub async fn reconcile(
         let written = match by_key.get(&ObjectKey::of(child)) {
             // Created once, never re-applied (e.g. generated credentials).
             Some(_) if create_only => continue,
-            None if create_only => match create_once(writer, ty, child, &uid).await? {
-                Created::Applied(applied) => Ok(*applied),
-                Created::Clash(owner) => {
-                    clash(fence, writer, &parent_obj, ty, child, &owner).await;
-                    continue;
-                }
-            },
             Some(current) if !plan::needs_apply(child, Some(current)) => continue,
             // Ours (controlled by this parent): update, guarded by its uid.
             Some(current) => {
@@ -287,13 +280,22 @@ pub async fn reconcile(
                     .apply_child(ty, &plan::guarded(child, uid), true)
                     .await
             }
-            None => match create_child(writer, ty, child, &uid).await? {
-                Created::Applied(applied) => Ok(*applied),
-                Created::Clash(owner) => {
-                    clash(fence, writer, &parent_obj, ty, child, &owner).await;
-                    continue;
+            None => {
+                let created = if create_only {
+                    create_once(writer, ty, child, &uid).await
+                } else {
+                    create_child(writer, ty, child, &uid).await
+                };
+                match created {
+                    Ok(Created::Applied(applied)) => Ok(*applied),
+                    Ok(Created::Clash(owner)) => {
+                        clash(fence, writer, &parent_obj, ty, child, &owner).await;
+                        continue;
+                    }
+                    Err(ReconcileError::Write(error)) => Err(error),
+                    Err(error) => return Err(error),
                 }
-            },
+            }
         };
         match written {
             Ok(applied) => sources.remember(ty, applied),

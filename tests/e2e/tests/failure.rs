@@ -26,6 +26,17 @@ const LEASE: [&str; 6] = [
 ];
 const LEASE_DURATION: Duration = Duration::from_secs(6);
 
+/// Print the time since `since` as figure `name`, and check it is within
+/// the lease duration plus a few retry periods.
+fn took_over_in_time(name: &str, since: Instant) {
+    let took = since.elapsed();
+    println!("FIGURE {name} {:.1}", took.as_secs_f64());
+    assert!(
+        took < LEASE_DURATION + Duration::from_secs(5),
+        "took over after {took:?}"
+    );
+}
+
 fn replica_args(ns: &Namespace) -> Vec<&str> {
     let mut args = vec!["--leader-elect", "--lease-namespace", ns.name.as_str()];
     args.extend(LEASE);
@@ -43,6 +54,24 @@ fn databases(prefix: &str, count: usize) -> String {
         .map(|i| database(&format!("{prefix}-{i}"), 1))
         .collect::<Vec<_>>()
         .join("---\n")
+}
+
+/// Delete every Database of `ns` and wait until they are gone, so that the
+/// next test's host does not start with a backlog of this test's parents
+/// (namespaces are deleted without waiting).
+fn delete_databases(ns: &str) {
+    kubectl_ok(
+        &[
+            "delete",
+            "databases",
+            "--all",
+            "-n",
+            ns,
+            "--wait=true",
+            "--timeout=180s",
+        ],
+        None,
+    );
 }
 
 /// Names of the Databases in `ns` whose phase is Running.
@@ -148,15 +177,7 @@ fn a_frozen_leader_writes_nothing_once_its_lease_is_gone_and_no_password_changes
             .filter(|h| second.is(h))
             .cloned()
     });
-    let takeover = frozen.elapsed();
-    println!(
-        "FIGURE takeover_after_freeze_seconds {:.1}",
-        takeover.as_secs_f64()
-    );
-    assert!(
-        takeover < LEASE_DURATION + Duration::from_secs(5),
-        "takeover took {takeover:?}"
-    );
+    took_over_in_time("takeover_after_freeze_seconds", frozen);
     eventually("the new leader to converge", TIMEOUT, || {
         let all_two = get_json(n, "statefulsets")?["items"]
             .as_array()?
@@ -236,15 +257,7 @@ fn three_replicas_share_the_plugins_and_a_dead_ones_move_within_the_lease_durati
             .filter(|h| **h != victim_id)
             .cloned()
     });
-    let moved = killed.elapsed();
-    println!(
-        "FIGURE takeover_after_kill_seconds {:.1}",
-        moved.as_secs_f64()
-    );
-    assert!(
-        moved < LEASE_DURATION + Duration::from_secs(5),
-        "the plugin moved after {moved:?}"
-    );
+    took_over_in_time("takeover_after_kill_seconds", killed);
     assert!(hosts.iter().any(|h| h.is(&heir)));
     let loads: BTreeMap<String, usize> =
         lease_holders(n)
@@ -278,17 +291,26 @@ fn an_api_server_restart_in_a_burst_converges_every_parent_and_writes_nothing_tw
     let ns = Namespace::new("restart");
     let n = ns.name.as_str();
     let dir = PluginDir::with(&["database"]);
-    let host = Host::start(&dir);
     let since = audit_now();
-
+    // The burst is the host's: 200 parents waiting when it starts, and the
+    // API server goes away while it works through them.
     apply(n, &databases("burst", 200));
-    std::thread::sleep(Duration::from_secs(3));
+    let host = Host::start(&dir);
+    eventually("the first databases to run", TIMEOUT, || {
+        (!running(n).is_empty()).then_some(())
+    });
+    let done_before = running(n).len();
     let stopped = Instant::now();
     stop_control_plane();
+    println!("FIGURE restart_burst_running_at_stop {done_before} of 200");
     eventually("the host to report not ready", TIMEOUT, || {
         (!ready(&host)).then_some(())
     });
     let unready_after = stopped.elapsed();
+    assert!(
+        done_before < 150,
+        "the stop came in the middle of the burst ({done_before} of 200 were done)"
+    );
     start_control_plane();
     eventually("the host to be ready again", TIMEOUT, || {
         ready(&host).then_some(())
@@ -337,6 +359,7 @@ fn an_api_server_restart_in_a_burst_converges_every_parent_and_writes_nothing_tw
         );
     }
     println!("FIGURE restart_writes_doubled 0");
+    delete_databases(n);
 }
 
 /// A watch resumed after the API server lost its history (here: a restart
@@ -448,4 +471,5 @@ fn a_slow_and_throttling_api_server_neither_floods_the_queue_nor_starves_a_plugi
         "requests retried before Retry-After: {early:#?}"
     );
     drop(host);
+    delete_databases(n);
 }

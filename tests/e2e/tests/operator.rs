@@ -97,12 +97,14 @@ fn annotate_namespace(dir: &PluginDir, namespace: &str) {
     );
 }
 
-/// The Database's status is Running with exactly `pods` ready and written
-/// for its current generation.
+/// The Database's status is Running with exactly `pods` ready (as `pods`
+/// and, as the seeds' operators name them, `nodes`) and written for its
+/// current generation.
 fn database_running(db: &Value, pods: &[&str]) -> bool {
     let status = &db["status"];
     status["phase"] == "Running"
         && status["pods"] == serde_json::json!(pods)
+        && status["nodes"] == serde_json::json!(pods)
         && status["readyReplicas"] == pods.len()
         && status["observedGeneration"] == db["metadata"]["generation"]
 }

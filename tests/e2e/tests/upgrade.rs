@@ -170,22 +170,24 @@ fn database_children(namespace: &str) -> HashMap<(String, String), Option<String
 }
 
 /// The children of `databases` that are missing or not labelled `revision`
-/// (`None`: not labelled at all, as v1 writes them).
+/// (`None`: not labelled at all, as v1 writes them). The credentials Secret
+/// is create-only: it keeps the labels of the version that created it, so
+/// it only has to exist.
 fn laggards(namespace: &str, databases: &[String], revision: Option<&str>) -> Vec<String> {
     let children = database_children(namespace);
     databases
         .iter()
         .flat_map(|db| {
             [
-                ("StatefulSet", db.clone()),
-                ("Service", db.clone()),
-                ("Secret", format!("{db}-credentials")),
+                ("StatefulSet", db.clone(), true),
+                ("Service", db.clone(), true),
+                ("Secret", format!("{db}-credentials"), false),
             ]
         })
         .filter_map(
-            |(kind, name)| match children.get(&(kind.to_string(), name.clone())) {
+            |(kind, name, updated)| match children.get(&(kind.to_string(), name.clone())) {
                 None => Some(format!("{kind} {name} missing")),
-                Some(found) if found.as_deref() != revision => {
+                Some(found) if updated && found.as_deref() != revision => {
                     Some(format!("{kind} {name} labelled {found:?}"))
                 }
                 Some(_) => None,
