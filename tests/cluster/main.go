@@ -54,10 +54,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "proxy" {
 		os.Exit(runProxy(os.Args[2:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == "compact" {
-		os.Exit(runCompact(os.Args[2:]))
-	}
-	fmt.Fprintf(os.Stderr, "usage: %s serve --dir DIR [--v N] | proxy --dir DIR [flags] | compact --dir DIR | kubectl ARGS...\n", filepath.Base(os.Args[0]))
+	fmt.Fprintf(os.Stderr, "usage: %s serve --dir DIR [--v N] | proxy --dir DIR [flags] | kubectl ARGS...\n", filepath.Base(os.Args[0]))
 	os.Exit(2)
 }
 

@@ -625,11 +625,6 @@ pub fn start_control_plane() {
     cluster_script("up", &[]);
 }
 
-/// Compact etcd to its current revision (`tests/cluster/compact`).
-pub fn compact_etcd() {
-    cluster_script("compact", &[]);
-}
-
 fn cluster_script(script: &str, args: &[&str]) -> String {
     let out = Command::new(repo().join("tests/cluster").join(script))
         .args(args)
