@@ -445,4 +445,31 @@ mod tests {
         assert_eq!(s.backoff(5), Duration::from_secs(10));
         assert_eq!(s.backoff(500), Duration::from_secs(10));
     }
+
+    #[test]
+    fn jittered_backoff_stays_within_a_fifth_of_the_backoff_and_varies() {
+        let s = Settings {
+            backoff_base: Duration::from_secs(10),
+            ..Settings::default()
+        };
+        let delays: Vec<Duration> = (0..50).map(|_| s.jittered_backoff(1)).collect();
+        assert!(
+            delays
+                .iter()
+                .all(|d| *d >= Duration::from_secs(8) && *d <= Duration::from_secs(12))
+        );
+        assert!(delays.iter().any(|d| *d != delays[0]), "not in lockstep");
+    }
+
+    #[test]
+    fn a_resync_is_spread_over_a_tenth_of_its_period_at_most_a_minute() {
+        assert_eq!(
+            resync_spread(Duration::from_secs(100)),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            resync_spread(Duration::from_secs(3600)),
+            Duration::from_secs(60)
+        );
+    }
 }
