@@ -15,6 +15,7 @@ pub mod client;
 pub mod controller;
 pub mod discovery;
 pub mod finalizers;
+pub mod health;
 pub mod identity;
 pub mod informers;
 pub mod leader;

@@ -12,6 +12,7 @@ use clap::Args;
 use crate::cli::{PolicyArgs, RuntimeArgs};
 use crate::client::ClientSettings;
 use crate::controller::Settings;
+use crate::health::ApiHealth;
 use crate::identity::Access;
 use crate::informers::Informers;
 use crate::leader::{Elector, LeaseSettings};
@@ -243,61 +244,6 @@ fn secs(flag: &str, value: f64) -> anyhow::Result<Duration> {
         .ok()
         .filter(|d| !d.is_zero())
         .with_context(|| format!("{flag} must be a positive number of seconds, not {value}"))
-}
-
-/// How often the API server's health is checked, and how many checks in a
-/// row must fail before the host reports not ready.
-const API_CHECK_PERIOD: Duration = Duration::from_secs(2);
-const API_CHECK_FAILURES: u32 = 2;
-
-/// Whether the API server answers: the host cannot serve without it, so
-/// `/readyz` follows it (a per-plugin problem such as a missing CRD does
-/// not; see `/plugins`).
-#[derive(Default)]
-struct ApiHealth {
-    /// Consecutive failed checks and the last error.
-    failing: std::sync::Mutex<(u32, String)>,
-}
-
-impl ApiHealth {
-    fn ready(&self) -> Result<(), String> {
-        let failing = self.failing.lock().expect("health lock");
-        if failing.0 >= API_CHECK_FAILURES {
-            return Err(format!("the API server is unreachable: {}", failing.1));
-        }
-        Ok(())
-    }
-
-    async fn watch(self: Arc<Self>, client: kube::Client, metrics: Metrics) {
-        loop {
-            let checked = tokio::time::timeout(API_CHECK_PERIOD, client.apiserver_version()).await;
-            let error = match checked {
-                Ok(Ok(_)) => None,
-                Ok(Err(error)) => Some(error.to_string()),
-                Err(_) => Some(format!("no answer within {API_CHECK_PERIOD:?}")),
-            };
-            {
-                let mut failing = self.failing.lock().expect("health lock");
-                match error {
-                    None => {
-                        if failing.0 >= API_CHECK_FAILURES {
-                            tracing::info!("the API server is reachable again");
-                        }
-                        *failing = (0, String::new());
-                    }
-                    Some(error) => {
-                        failing.0 += 1;
-                        if failing.0 == API_CHECK_FAILURES {
-                            tracing::warn!(%error, "the API server is unreachable; not ready");
-                        }
-                        failing.1 = error;
-                    }
-                }
-                metrics.api_reachable(failing.0 < API_CHECK_FAILURES);
-            }
-            tokio::time::sleep(API_CHECK_PERIOD).await;
-        }
-    }
 }
 
 async fn shutdown_signal() {
