@@ -20,6 +20,16 @@ use crate::runtime::{CONTRACT, Compiler, LimitSettings, Limits, Plugin, PluginOp
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log format: `text` (colour only on a terminal) or `json` (one object
+    /// per line). The level comes from `RUST_LOG` (or `KUBEPLUG_LOG`).
+    #[arg(
+        long,
+        global = true,
+        env = "KUBEPLUG_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    log_format: crate::telemetry::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -168,8 +178,9 @@ struct OfflineArgs {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    crate::telemetry::init_tracing();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    crate::telemetry::init_tracing(cli.log_format);
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");

@@ -353,3 +353,43 @@ fn a_plugin_whose_kind_the_host_may_not_watch_is_degraded_and_holds_no_one_back(
         || (phase(&ns.name, "beside-degraded").as_deref() == Some("Running")).then_some(()),
     );
 }
+
+/// `--log-format json`: every line of the host's log is a JSON object, and a
+/// reconcile's lines carry the plugin and the object (from the reconcile
+/// span) as fields a log pipeline can index.
+#[test]
+fn json_logs_parse_and_name_the_plugin_and_object_of_a_reconcile() {
+    install_crds();
+    let ns = Namespace::new("json-logs");
+    let dir = PluginDir::with(&["hostile"]);
+    dir.settings(
+        "hostile",
+        &format!("config:\n  namespaces: [{}]\n", ns.name),
+    );
+    let host = Host::start_with(&dir, &["--log-format", "json"]);
+    apply(
+        &ns.name,
+        "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: noisy\nspec:\n  behave: error\n",
+    );
+    let object = format!("{}/noisy", ns.name);
+    let failed = eventually("a failed reconcile in the log", TIMEOUT, || {
+        let log = std::fs::read_to_string(&host.log).ok()?;
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| l["message"] == "reconcile failed" && l["span"]["object"] == object.as_str())
+    });
+    assert_eq!(failed["level"], "WARN");
+    assert_eq!(failed["span"]["plugin"], "hostile");
+    assert!(
+        failed["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{failed}"
+    );
+    let log = std::fs::read_to_string(&host.log).unwrap();
+    for line in log.lines() {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| v.is_object()),
+            "not a JSON object: {line}"
+        );
+    }
+    assert!(!log.contains('\u{1b}'), "no colour codes in a file");
+}
