@@ -347,21 +347,56 @@ fn route(probes: &Probes, path: &str) -> Response<Full<Bytes>> {
     }
 }
 
+/// Bounds on one HTTP connection: a client that sends nothing, or keeps a
+/// connection open forever, must not pile up tasks and sockets.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// Longest wait for a request's headers.
+    pub header_read: Duration,
+    /// Longest life of one connection (keep-alive included).
+    pub connection: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            header_read: Duration::from_secs(10),
+            connection: Duration::from_secs(120),
+        }
+    }
+}
+
 /// Serve the endpoints on `addr` until the task is dropped.
 pub async fn serve(addr: SocketAddr, probes: Arc<Probes>) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /plugins");
+    serve_on(listener, probes, HttpLimits::default()).await;
+    Ok(())
+}
+
+/// Serve on a bound listener. An `accept` error (e.g. out of file
+/// descriptors) is logged and retried: it never ends the host.
+pub async fn serve_on(listener: tokio::net::TcpListener, probes: Arc<Probes>, limits: HttpLimits) {
     loop {
-        let (stream, _) = listener.accept().await?;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "accepting an HTTP connection failed; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let probes = probes.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let response = route(&probes, req.uri().path());
                 async move { Ok::<_, std::convert::Infallible>(response) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_read)
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(limits.connection, connection).await;
         });
     }
 }
@@ -398,4 +433,55 @@ pub fn init_tracing(format: LogFormat) {
             .with_span_list(false)
             .try_init(),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn server(limits: HttpLimits) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let probes = Arc::new(Probes {
+            metrics: Metrics::new(),
+            ready: Box::new(|| Err("not yet".into())),
+            plugins: Box::new(|| serde_json::json!([])),
+        });
+        tokio::spawn(serve_on(listener, probes, limits));
+        addr
+    }
+
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response
+    }
+
+    #[tokio::test]
+    async fn a_silent_client_is_dropped_and_others_are_served() {
+        let addr = server(HttpLimits {
+            header_read: Duration::from_millis(300),
+            connection: Duration::from_secs(5),
+        })
+        .await;
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let started = std::time::Instant::now();
+        assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(3), silent.read_to_end(&mut buf)).await;
+        assert!(read.is_ok(), "the silent connection was closed");
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[tokio::test]
+    async fn readyz_says_why_the_host_is_not_ready() {
+        let addr = server(HttpLimits::default()).await;
+        let response = get(addr, "/readyz").await;
+        assert!(response.starts_with("HTTP/1.1 503"), "{response}");
+        assert!(response.ends_with("not yet\n"), "{response}");
+    }
 }
