@@ -246,6 +246,15 @@ fn holder(lease: &Lease) -> Option<&str> {
         .filter(|h| !h.is_empty())
 }
 
+/// A replica's membership Lease (not a plugin's).
+fn is_member(lease: &Lease) -> bool {
+    lease
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(MEMBER_LABEL))
+}
+
 fn jittered(period: Duration) -> Duration {
     period.mul_f64(1.0 + rand::random::<f64>() * 0.2)
 }
@@ -480,11 +489,7 @@ impl Elector {
         let mut plugin_leases = Vec::new();
         let mut expiries = HashMap::new();
         for (name, lease) in leases {
-            let is_member = lease
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(MEMBER_LABEL));
+            let is_member = is_member(lease);
             let expires = expiry(name, lease);
             expiries.insert(name.clone(), expires);
             if is_member {
@@ -538,11 +543,7 @@ impl Elector {
         now: Instant,
     ) {
         for (name, lease) in leases {
-            let is_member = lease
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(MEMBER_LABEL));
+            let is_member = is_member(lease);
             let long_gone = expiries
                 .get(name)
                 .is_some_and(|e| now > *e + self.settings.duration * 10);
