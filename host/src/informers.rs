@@ -342,14 +342,4 @@ impl Informers {
         informers.insert(resource.clone(), Arc::downgrade(&informer));
         informer
     }
-
-    /// Resources watched now.
-    pub fn running(&self) -> Vec<ApiResource> {
-        let informers = self.informers.lock().expect("informers lock");
-        informers
-            .iter()
-            .filter(|(_, i)| i.strong_count() > 0)
-            .map(|(r, _)| r.clone())
-            .collect()
-    }
 }

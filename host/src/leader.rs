@@ -188,8 +188,6 @@ struct Seen {
 struct State {
     slots: BTreeMap<String, Slot>,
     seen: HashMap<String, Seen>,
-    /// Plugin → holder, from the last round (for `/plugins`).
-    holders: BTreeMap<String, String>,
     /// Plugin Leases that do not exist yet, since when.
     missing: HashMap<String, Instant>,
 }
@@ -269,7 +267,6 @@ impl Elector {
             state: Mutex::new(State {
                 slots: BTreeMap::new(),
                 seen: HashMap::new(),
-                holders: BTreeMap::new(),
                 missing: HashMap::new(),
             }),
             task: Mutex::new(None),
@@ -319,11 +316,6 @@ impl Elector {
             slot.wanted = false;
             slot.tx.send_modify(|t| t.leading = false);
         }
-    }
-
-    /// Who holds each plugin's Lease, as of the last round.
-    pub fn holders(&self) -> BTreeMap<String, String> {
-        self.state.lock().expect("elector lock").holders.clone()
     }
 
     /// Stop campaigning, give up every Lease this replica holds (so others
@@ -505,19 +497,14 @@ impl Elector {
         }
         let mut loads: HashMap<String, usize> = HashMap::new();
         let mut free_since = HashMap::new();
-        let mut holders = BTreeMap::new();
         for (name, lease, expires) in plugin_leases {
-            let plugin = name.trim_start_matches("kubeplug-").to_string();
             match holder(lease) {
                 Some(h) if now < expires && (h == me || members.iter().any(|m| m == h)) => {
                     *loads.entry(h.to_string()).or_default() += 1;
-                    holders.insert(plugin, h.to_string());
                 }
-                Some(h) if now < expires => {
-                    // Held by a replica whose membership lapsed (or an older
-                    // kubeplug without membership): not free until it expires.
-                    holders.insert(plugin, h.to_string());
-                }
+                // Held by a replica whose membership lapsed (or an older
+                // kubeplug without membership): not free until it expires.
+                Some(_) if now < expires => {}
                 // Released (no holder): free since it last changed;
                 // expired: free since it expired.
                 None => {
@@ -529,7 +516,6 @@ impl Elector {
                 }
             }
         }
-        state.holders = holders;
         self.gc_members(leases, &expiries, now);
         (members, loads, free_since)
     }
