@@ -417,6 +417,15 @@ fn a_slow_and_throttling_api_server_neither_floods_the_queue_nor_starves_a_plugi
     install_crds();
     let ns = Namespace::new("slow");
     let n = ns.name.as_str();
+    // The queue bound below counts this test's parents only: wait until
+    // the Databases of earlier tests' namespaces are gone.
+    eventually("earlier tests' databases to go", TIMEOUT, || {
+        let all = kubectl_ok(
+            &["get", "databases", "--all-namespaces", "-o", "name"],
+            None,
+        );
+        all.trim().is_empty().then_some(())
+    });
     let proxy = Proxy::start();
     proxy.faults("latency=150ms");
     let dir = PluginDir::with(&["database", "myapp"]);
