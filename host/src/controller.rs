@@ -353,7 +353,17 @@ async fn worker(shared: Arc<Shared>) {
         };
         let plugin = shared.plugin.read().expect("plugin lock").clone();
         let name = plugin.name().to_string();
-        let span = tracing::info_span!("reconcile", plugin = %name, object = %format!("{}/{}", key.0, key.1));
+        // Every line of a reconcile carries these (as JSON fields with
+        // `--log-format json`): which plugin, which kind, which object.
+        let parent = &plugin.manifest().parent;
+        let span = tracing::info_span!(
+            "reconcile",
+            plugin = %name,
+            kind = %parent.kind,
+            group = %parent.group,
+            namespace = %key.0,
+            name = %key.1,
+        );
         let started = Instant::now();
         // Losing leadership cancels the reconcile at its next await point;
         // writes are also refused one by one (see `apply::Writer`).

@@ -298,7 +298,14 @@ pub async fn reconcile(
             }
         };
         match written {
-            Ok(applied) => sources.remember(ty, applied),
+            Ok(applied) => {
+                tracing::info!(
+                    child_kind = %ty.kind,
+                    child = applied.metadata.name.as_deref().unwrap_or_default(),
+                    "child written"
+                );
+                sources.remember(ty, applied)
+            }
             // The parent's namespace is being deleted or is gone: the
             // parent goes with it, so there is nothing left to converge.
             Err(error) if error.namespace_gone() => {
@@ -309,15 +316,19 @@ pub async fn reconcile(
         }
     }
     for gone in plan::prune(manifest, &observed, &prepared) {
-        writer
-            .delete_child(child_type(manifest, gone), gone)
-            .await?;
+        let ty = child_type(manifest, gone);
+        writer.delete_child(ty, gone).await?;
+        tracing::info!(
+            child_kind = %ty.kind,
+            child = gone["metadata"]["name"].as_str().unwrap_or_default(),
+            "child pruned"
+        );
     }
     if let Some(status) =
         plan::status_update(&parent, desired.status.as_ref(), writer.field_manager())
     {
         match writer.apply_status(&manifest.parent, &parent, status).await {
-            Ok(()) => {}
+            Ok(()) => tracing::info!("status written"),
             // Deleted after the cache last saw it: nothing left to report.
             Err(error) if error.not_found() => return Ok(Outcome::default()),
             Err(error) => return Err(error.into()),
@@ -335,7 +346,7 @@ pub async fn reconcile(
         let mut patch = patch;
         patch["metadata"]["resourceVersion"] = parent["metadata"]["resourceVersion"].clone();
         match writer.patch_parent(&manifest.parent, &parent, &patch).await {
-            Ok(()) => {}
+            Ok(()) => tracing::info!("parent patched"),
             Err(error) if error.conflict() || error.not_found() => {
                 tracing::debug!(%error, "parent changed since it was read; waiting for the newer version");
                 return Ok(Outcome::default());

@@ -80,13 +80,33 @@ pub struct Status {
     pub state: State,
     /// RFC 3339 time the serving version was loaded.
     pub loaded_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// Why the plugin is degraded or cannot see all it needs now.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Every cache the plugin reads has listed once.
     pub synced: bool,
     /// This replica may write for the plugin now.
     pub leading: bool,
+}
+
+impl Status {
+    /// The row without what only the host's operators should see: the
+    /// file's path (only its name stays) and error text, which a plugin
+    /// can fill with anything, including what it was handed.
+    pub fn summary(self) -> Status {
+        let file = Path::new(&self.file)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Status {
+            file,
+            last_error: None,
+            reason: None,
+            ..self
+        }
+    }
 }
 
 /// What the registry knows about one file.
@@ -131,6 +151,8 @@ pub struct Wiring {
 /// The host's plugins and their controllers.
 pub struct Registry {
     dir: PathBuf,
+    /// Where settings files live, if not beside each `.wasm`.
+    settings_dir: Option<PathBuf>,
     wiring: Wiring,
     files: Mutex<BTreeMap<PathBuf, FileEntry>>,
     /// Files being loaded now.
@@ -172,10 +194,17 @@ impl From<String> for Failure {
     }
 }
 
-fn settings_path(wasm: &Path) -> Option<PathBuf> {
+/// A plugin's settings file: `<stem>.yaml` (or `.yml`, `.json`) beside the
+/// `.wasm`, or in `settings_dir` when the host has one (plugins from
+/// read-only images, settings from a ConfigMap).
+fn settings_path(wasm: &Path, settings_dir: Option<&Path>) -> Option<PathBuf> {
+    let beside = match (settings_dir, wasm.file_name()) {
+        (Some(dir), Some(name)) => dir.join(name),
+        _ => wasm.to_path_buf(),
+    };
     ["yaml", "yml", "json"]
         .iter()
-        .map(|ext| wasm.with_extension(ext))
+        .map(|ext| beside.with_extension(ext))
         .find(|p| p.exists())
 }
 
@@ -191,11 +220,11 @@ struct Candidate {
 }
 
 /// Why a file could not be loaded, as one line for status and logs.
-fn read_candidate(path: &Path) -> Result<Candidate, String> {
+fn read_candidate(path: &Path, settings_dir: Option<&Path>) -> Result<Candidate, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
     let mut hasher = Sha256::new();
     hasher.update(&bytes);
-    let settings = match settings_path(path) {
+    let settings = match settings_path(path, settings_dir) {
         None => PluginSettings::default(),
         Some(sp) => {
             let text = std::fs::read_to_string(&sp)
@@ -212,30 +241,42 @@ fn read_candidate(path: &Path) -> Result<Candidate, String> {
     })
 }
 
-/// `.wasm` files in `dir` whose modification time is at least [`SETTLE`]
-/// old; and whether any file was too fresh (scan again later).
-fn settled_files(dir: &Path) -> std::io::Result<(Vec<PathBuf>, bool)> {
+/// `.wasm` files in `dir`, and in its subdirectories one level down (one
+/// image volume per plugin), whose modification time (and their settings')
+/// is at least [`SETTLE`] old; and whether any file was too fresh (scan
+/// again later).
+fn settled_files(dir: &Path, settings_dir: Option<&Path>) -> std::io::Result<(Vec<PathBuf>, bool)> {
     let mut files = Vec::new();
     let mut fresh = false;
+    let mut wasm = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        // `..data` and friends are a ConfigMap's internals; dotfiles are
-        // editors' and copiers' temporaries.
-        if name.starts_with('.') || path.extension().and_then(|e| e.to_str()) != Some("wasm") {
+        if hidden(&path) {
             continue;
         }
         // Follows symlinks: a ConfigMap's files are links into `..data`.
+        if path.is_dir() {
+            match std::fs::read_dir(&path) {
+                Ok(inner) => wasm.extend(inner.flatten().map(|e| e.path()).filter(|p| !hidden(p))),
+                Err(error) => {
+                    tracing::warn!(dir = %path.display(), %error, "cannot scan plugin subdirectory")
+                }
+            }
+        } else {
+            wasm.push(path);
+        }
+    }
+    for path in wasm {
+        if path.extension().and_then(|e| e.to_str()) != Some("wasm") {
+            continue;
+        }
         let Ok(meta) = std::fs::metadata(&path) else {
             continue;
         };
         if !meta.is_file() {
             continue;
         }
-        let newest = [Some(&path), settings_path(&path).as_ref()]
+        let newest = [Some(path.clone()), settings_path(&path, settings_dir)]
             .into_iter()
             .flatten()
             .filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
@@ -252,10 +293,19 @@ fn settled_files(dir: &Path) -> std::io::Result<(Vec<PathBuf>, bool)> {
     Ok((files, fresh))
 }
 
+/// `..data` and friends are a ConfigMap's internals; dotfiles are editors'
+/// and copiers' temporaries.
+fn hidden(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_none_or(|n| n.starts_with('.'))
+}
+
 impl Registry {
-    pub fn new(dir: PathBuf, wiring: Wiring) -> Self {
+    pub fn new(dir: PathBuf, settings_dir: Option<PathBuf>, wiring: Wiring) -> Self {
         Registry {
             dir,
+            settings_dir,
             wiring,
             files: Mutex::new(BTreeMap::new()),
             loading: Mutex::new(HashSet::new()),
@@ -271,7 +321,8 @@ impl Registry {
     /// file was too fresh to load, or still loading, so a later scan is
     /// needed.
     pub async fn sync(self: &Arc<Self>) -> bool {
-        let (present, mut again) = match settled_files(&self.dir) {
+        let settings_dir = self.settings_dir.as_deref();
+        let (present, mut again) = match settled_files(&self.dir, settings_dir) {
             Ok(found) => found,
             Err(error) => {
                 tracing::warn!(dir = %self.dir.display(), %error, "cannot scan plugin directory");
@@ -284,7 +335,7 @@ impl Registry {
                 again = true;
                 continue;
             }
-            let candidate = match read_candidate(&path) {
+            let candidate = match read_candidate(&path, settings_dir) {
                 Ok(c) => c,
                 Err(error) => {
                     self.failed(&path, None, error);
@@ -706,14 +757,19 @@ impl Registry {
         let watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
             let _ = tx.send(());
         });
+        // Recursive: a plugin may sit one directory down (an image volume).
+        let dirs: Vec<&Path> = std::iter::once(self.dir.as_path())
+            .chain(self.settings_dir.as_deref())
+            .collect();
         let _watcher = match watcher {
-            Ok(mut w) => match w.watch(&self.dir, notify::RecursiveMode::NonRecursive) {
-                Ok(()) => Some(w),
-                Err(error) => {
-                    tracing::warn!(dir = %self.dir.display(), %error, "cannot watch plugin directory; rescanning periodically only");
-                    None
+            Ok(mut w) => {
+                for dir in &dirs {
+                    if let Err(error) = w.watch(dir, notify::RecursiveMode::Recursive) {
+                        tracing::warn!(dir = %dir.display(), %error, "cannot watch directory; rescanning it periodically only");
+                    }
                 }
-            },
+                Some(w)
+            }
             Err(error) => {
                 tracing::warn!(%error, "no file watcher; rescanning periodically only");
                 None
@@ -743,5 +799,83 @@ impl Registry {
             }
             again = self.sync().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_old(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        let old = SystemTime::now() - SETTLE * 2;
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+
+    /// The kubelet's layout of a ConfigMap volume: the files live in a
+    /// timestamped directory, `..data` links to it, and each key is a link
+    /// through `..data`.
+    #[test]
+    fn finds_plugins_in_a_configmap_volume_and_one_level_down() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path();
+        let stamp = dir.join("..2026_11_30_06_00_00.000000001");
+        write_old(&stamp.join("database.wasm"), "wasm");
+        write_old(&stamp.join("database.yaml"), "config: {}");
+        std::os::unix::fs::symlink("..2026_11_30_06_00_00.000000001", dir.join("..data")).unwrap();
+        for key in ["database.wasm", "database.yaml"] {
+            std::os::unix::fs::symlink(format!("..data/{key}"), dir.join(key)).unwrap();
+        }
+        // An image volume mounted at DIR/myapp.
+        write_old(&dir.join("myapp/myapp.wasm"), "wasm");
+        // Ignored: temporaries, other files, two levels down.
+        write_old(&dir.join(".tmp.wasm"), "wasm");
+        write_old(&dir.join("notes.txt"), "x");
+        write_old(&dir.join("a/b/deep.wasm"), "wasm");
+
+        let (files, fresh) = settled_files(dir, None).unwrap();
+        assert!(!fresh);
+        assert_eq!(
+            files,
+            vec![dir.join("database.wasm"), dir.join("myapp/myapp.wasm")]
+        );
+        assert_eq!(
+            settings_path(&dir.join("database.wasm"), None),
+            Some(dir.join("database.yaml"))
+        );
+
+        // A fresh file waits for the next scan.
+        std::fs::write(dir.join("new.wasm"), "wasm").unwrap();
+        let (files, fresh) = settled_files(dir, None).unwrap();
+        assert!(fresh);
+        assert_eq!(files.len(), 2);
+    }
+
+    #[test]
+    fn a_settings_directory_replaces_settings_beside_the_plugin() {
+        let root = tempfile::tempdir().unwrap();
+        let (plugins, settings) = (root.path().join("plugins"), root.path().join("settings"));
+        write_old(&plugins.join("myapp/myapp.wasm"), "wasm");
+        write_old(&plugins.join("myapp/myapp.yaml"), "beside");
+        write_old(&settings.join("myapp.yml"), "config: {}");
+        let wasm = plugins.join("myapp/myapp.wasm");
+        assert_eq!(
+            settings_path(&wasm, Some(&settings)),
+            Some(settings.join("myapp.yml"))
+        );
+        assert_eq!(
+            settings_path(&wasm, None),
+            Some(plugins.join("myapp/myapp.yaml"))
+        );
+        // A fresh settings file holds its plugin back, as a fresh .wasm does.
+        std::fs::write(settings.join("myapp.yml"), "config: {a: 1}").unwrap();
+        let (files, fresh) = settled_files(&plugins, Some(&settings)).unwrap();
+        assert!(fresh && files.is_empty());
     }
 }

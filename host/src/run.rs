@@ -17,14 +17,23 @@ use crate::identity::Access;
 use crate::informers::Informers;
 use crate::leader::{Elector, LeaseSettings};
 use crate::registry::{Registry, Wiring};
-use crate::telemetry::{self, Metrics, Probes};
+use crate::telemetry::{self, Detail, Metrics, Probes};
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Directory of plugin `.wasm` files (and optional `<stem>.yaml` settings).
+    /// Directory of plugin `.wasm` files (and optional `<stem>.yaml`
+    /// settings), also one level down: `DIR/<any>/<stem>.wasm` (one image
+    /// volume per plugin).
     #[arg(long, env = "KUBEPLUG_PLUGINS")]
     plugins: PathBuf,
-    /// Address for /metrics, /healthz, /readyz and /plugins.
+    /// Directory of the plugins' `<stem>.yaml` settings, instead of beside
+    /// each `.wasm` (plugins from read-only images, settings from a
+    /// ConfigMap).
+    #[arg(long, env = "KUBEPLUG_SETTINGS")]
+    settings: Option<PathBuf>,
+    /// Address for /metrics, /healthz, /readyz and /plugins. In a pod, give
+    /// one the kubelet reaches (`0.0.0.0:8080`); `/plugins` shows file
+    /// paths and error text only to loopback clients.
     #[arg(long, env = "KUBEPLUG_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
     /// Parents reconciled at once, per plugin.
@@ -146,8 +155,16 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             "policy loaded"
         );
     }
+    if let Some(dir) = &args.settings {
+        anyhow::ensure!(
+            dir.is_dir(),
+            "settings directory {} does not exist",
+            dir.display()
+        );
+    }
     let registry = Arc::new(Registry::new(
         args.plugins.clone(),
+        args.settings.clone(),
         Wiring {
             runtime,
             informers: informers.clone(),
@@ -184,10 +201,19 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         },
         plugins: {
             let registry = registry.clone();
-            Box::new(move || serde_json::to_value(registry.status()).unwrap_or_default())
+            Box::new(move |detail| {
+                let rows = registry.status();
+                let rows: Vec<_> = match detail {
+                    Detail::Full => rows,
+                    Detail::Summary => rows.into_iter().map(|row| row.summary()).collect(),
+                };
+                serde_json::to_value(rows).unwrap_or_default()
+            })
         },
+        stopping: AtomicBool::new(false),
     });
-    let server = tokio::spawn(telemetry::serve(args.listen, probes));
+    let (stop_http, http_stopped) = tokio::sync::watch::channel(false);
+    let mut server = tokio::spawn(telemetry::serve(args.listen, probes.clone(), http_stopped));
 
     // A scan skips files younger than SETTLE (perhaps still being written).
     // Plugins copied in just before start are the common case: wait for
@@ -222,18 +248,25 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     };
 
     tokio::select! {
-        result = server => {
+        result = &mut server => {
             result.context("metrics server task failed")?
                 .with_context(|| format!("failed to serve on {}", args.listen))?;
         }
         _ = shutdown_signal() => tracing::info!("shutting down"),
     }
+    // Not ready from now on; liveness keeps answering while reconciles in
+    // flight finish, so the kubelet does not kill the pod mid-shutdown.
+    probes.stopping.store(true, Ordering::Relaxed);
     watcher.abort();
     queue_gauges.abort();
     api_checks.abort();
     registry.shutdown(SHUTDOWN_GRACE).await;
     if let Some(elector) = elector {
         elector.shutdown().await;
+    }
+    let _ = stop_http.send(true);
+    if let Ok(Err(error)) = server.await {
+        tracing::warn!(%error, "HTTP server ended with an error");
     }
     Ok(())
 }

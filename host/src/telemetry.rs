@@ -315,7 +315,24 @@ pub struct Probes {
     pub metrics: Metrics,
     /// Ok when the host can serve; else why not.
     pub ready: Box<dyn Fn() -> Result<(), String> + Send + Sync>,
-    pub plugins: Box<dyn Fn() -> serde_json::Value + Send + Sync>,
+    /// `/plugins`: with `detail`, everything (file paths, error text a
+    /// plugin may have written); without, what is safe to show anyone who
+    /// can reach the port.
+    pub plugins: Box<dyn Fn(Detail) -> serde_json::Value + Send + Sync>,
+    /// Set once the host is stopping: `/readyz` answers 503.
+    pub stopping: std::sync::atomic::AtomicBool,
+}
+
+/// How much of `/plugins` a client sees.
+///
+/// Only a connection from loopback gets [`Detail::Full`]: in a pod that is
+/// the pod itself or `kubectl port-forward`, which RBAC guards
+/// (`pods/portforward`); kubelet probes, Prometheus and every other pod get
+/// [`Detail::Summary`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    Summary,
+    Full,
 }
 
 fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
@@ -326,7 +343,7 @@ fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Ful
         .expect("static response parts are valid")
 }
 
-fn route(probes: &Probes, path: &str) -> Response<Full<Bytes>> {
+fn route(probes: &Probes, path: &str, detail: Detail) -> Response<Full<Bytes>> {
     match path {
         "/metrics" => respond(
             StatusCode::OK,
@@ -334,6 +351,11 @@ fn route(probes: &Probes, path: &str) -> Response<Full<Bytes>> {
             probes.metrics.encode(),
         ),
         "/healthz" | "/livez" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/readyz" if probes.stopping.load(std::sync::atomic::Ordering::Relaxed) => respond(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "shutting down\n".into(),
+        ),
         "/readyz" => match (probes.ready)() {
             Ok(()) => respond(StatusCode::OK, "text/plain", "ok\n".into()),
             Err(why) => respond(StatusCode::SERVICE_UNAVAILABLE, "text/plain", why + "\n"),
@@ -341,7 +363,7 @@ fn route(probes: &Probes, path: &str) -> Response<Full<Bytes>> {
         "/plugins" => respond(
             StatusCode::OK,
             "application/json",
-            serde_json::to_string_pretty(&(probes.plugins)()).unwrap_or_default() + "\n",
+            serde_json::to_string_pretty(&(probes.plugins)(detail)).unwrap_or_default() + "\n",
         ),
         _ => respond(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
     }
@@ -355,6 +377,8 @@ pub struct HttpLimits {
     pub header_read: Duration,
     /// Longest life of one connection (keep-alive included).
     pub connection: Duration,
+    /// At shutdown, how long answers in flight may take to finish.
+    pub drain: Duration,
 }
 
 impl Default for HttpLimits {
@@ -362,42 +386,91 @@ impl Default for HttpLimits {
         HttpLimits {
             header_read: Duration::from_secs(10),
             connection: Duration::from_secs(120),
+            drain: Duration::from_secs(2),
         }
     }
 }
 
-/// Serve the endpoints on `addr` until the task is dropped.
-pub async fn serve(addr: SocketAddr, probes: Arc<Probes>) -> std::io::Result<()> {
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+fn detail_for(peer: SocketAddr) -> Detail {
+    if peer.ip().to_canonical().is_loopback() {
+        Detail::Full
+    } else {
+        Detail::Summary
+    }
+}
+
+/// Serve the endpoints on `addr` until `stop` turns true, then finish the
+/// answers in flight (see [`serve_on`]).
+pub async fn serve(
+    addr: SocketAddr,
+    probes: Arc<Probes>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /plugins");
-    serve_on(listener, probes, HttpLimits::default()).await;
+    serve_on(listener, probes, HttpLimits::default(), stop).await;
     Ok(())
 }
 
-/// Serve on a bound listener. An `accept` error (e.g. out of file
-/// descriptors) is logged and retried: it never ends the host.
-pub async fn serve_on(listener: tokio::net::TcpListener, probes: Arc<Probes>, limits: HttpLimits) {
+/// Serve on a bound listener until `stop` turns true. An `accept` error
+/// (e.g. out of file descriptors) is logged and retried: it never ends the
+/// host. At stop, the listener closes, idle keep-alive connections are
+/// closed, and answers in flight get [`HttpLimits::drain`] to finish.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    probes: Arc<Probes>,
+    limits: HttpLimits,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopped(&mut stop) => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "accepting an HTTP connection failed; retrying");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
-        let probes = probes.clone();
-        tokio::spawn(async move {
+        // Reap finished connections so the set stays small.
+        while connections.try_join_next().is_some() {}
+        let detail = detail_for(peer);
+        let (probes, mut stop) = (probes.clone(), stop.clone());
+        connections.spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                let response = route(&probes, req.uri().path());
+                let response = route(&probes, req.uri().path(), detail);
                 async move { Ok::<_, std::convert::Infallible>(response) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(limits.header_read)
                 .serve_connection(TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(limits.connection, connection).await;
+            let mut connection = std::pin::pin!(connection);
+            let served = async {
+                tokio::select! {
+                    _ = connection.as_mut() => {}
+                    _ = stopped(&mut stop) => {
+                        connection.as_mut().graceful_shutdown();
+                        let _ = connection.as_mut().await;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(limits.connection, served).await;
         });
+    }
+    drop(listener);
+    let drained = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(limits.drain, drained).await.is_err() {
+        tracing::info!("HTTP answers still in flight at shutdown were cut");
     }
 }
 
@@ -446,9 +519,13 @@ mod tests {
         let probes = Arc::new(Probes {
             metrics: Metrics::new(),
             ready: Box::new(|| Err("not yet".into())),
-            plugins: Box::new(|| serde_json::json!([])),
+            plugins: Box::new(|detail| serde_json::json!({ "full": detail == Detail::Full })),
+            stopping: Default::default(),
         });
-        tokio::spawn(serve_on(listener, probes, limits));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(serve_on(listener, probes, limits, stopped));
+        // Keep the server up for the test's life.
+        std::mem::forget(stop);
         addr
     }
 
@@ -466,6 +543,7 @@ mod tests {
         let addr = server(HttpLimits {
             header_read: Duration::from_millis(300),
             connection: Duration::from_secs(5),
+            ..HttpLimits::default()
         })
         .await;
         let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -483,5 +561,58 @@ mod tests {
         let response = get(addr, "/readyz").await;
         assert!(response.starts_with("HTTP/1.1 503"), "{response}");
         assert!(response.ends_with("not yet\n"), "{response}");
+    }
+
+    #[tokio::test]
+    async fn loopback_clients_get_details_and_no_one_else() {
+        let addr = server(HttpLimits::default()).await;
+        assert!(get(addr, "/plugins").await.contains("\"full\": true"));
+        assert_eq!(Detail::Full, detail_for("127.0.0.1:1".parse().unwrap()));
+        assert_eq!(
+            Detail::Full,
+            detail_for("[::ffff:127.0.0.1]:1".parse().unwrap())
+        );
+        assert_eq!(Detail::Full, detail_for("[::1]:1".parse().unwrap()));
+        assert_eq!(Detail::Summary, detail_for("10.1.2.3:1".parse().unwrap()));
+    }
+
+    #[tokio::test]
+    async fn stop_closes_the_listener_and_lets_an_answer_finish() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let probes = Arc::new(Probes {
+            metrics: Metrics::new(),
+            ready: Box::new(|| Ok(())),
+            plugins: Box::new(|_| serde_json::json!([])),
+            stopping: Default::default(),
+        });
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let server = tokio::spawn(serve_on(
+            listener,
+            probes.clone(),
+            HttpLimits::default(),
+            stopped,
+        ));
+        // An idle keep-alive connection must not hold the shutdown up.
+        let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 256];
+        let n = idle.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+        probes
+            .stopping
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(get(addr, "/readyz").await.contains("shutting down"));
+        stop.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), server)
+            .await
+            .expect("the server stops at once with only idle connections")
+            .unwrap();
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "listener closed"
+        );
     }
 }

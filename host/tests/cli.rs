@@ -23,7 +23,7 @@ fn policies() -> String {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     format!(
         "{},{}",
-        root.join("deploy/policy.yaml").display(),
+        root.join("deploy/base/policy.yaml").display(),
         root.join("tests/e2e/manifests/policy.yaml").display()
     )
 }

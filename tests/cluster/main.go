@@ -54,7 +54,10 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "proxy" {
 		os.Exit(runProxy(os.Args[2:]))
 	}
-	fmt.Fprintf(os.Stderr, "usage: %s serve --dir DIR [--v N] | proxy --dir DIR [flags] | kubectl ARGS...\n", filepath.Base(os.Args[0]))
+	if len(os.Args) > 1 && os.Args[1] == "volume" {
+		os.Exit(runVolume(os.Args[2:]))
+	}
+	fmt.Fprintf(os.Stderr, "usage: %s serve --dir DIR [--v N] | proxy --dir DIR [flags] | volume [flags] | kubectl ARGS...\n", filepath.Base(os.Args[0]))
 	os.Exit(2)
 }
 

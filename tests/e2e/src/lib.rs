@@ -102,7 +102,7 @@ pub fn default_policy() -> String {
     let root = repo();
     format!(
         "{},{}",
-        root.join("deploy/policy.yaml").display(),
+        root.join("deploy/base/policy.yaml").display(),
         root.join("tests/e2e/manifests/policy.yaml").display()
     )
 }
@@ -112,10 +112,11 @@ pub fn default_policy() -> String {
 pub fn install_crds() {
     let root = repo();
     for file in [
+        root.join("deploy/base/namespace.yaml"),
         root.join("crds/databases.example.com.yaml"),
         root.join("crds/myapps.example.com.yaml"),
         root.join("tests/e2e/manifests/hostiles.test.kubeplug.io.yaml"),
-        root.join("deploy/plugin-rbac.yaml"),
+        root.join("deploy/base/plugin-rbac.yaml"),
         root.join("tests/e2e/manifests/plugin-rbac.yaml"),
     ] {
         kubectl_ok(&["apply", "-f", file.to_str().expect("utf-8 path")], None);
@@ -201,7 +202,7 @@ pub fn built(name: &str) -> PathBuf {
 
 impl PluginDir {
     /// A fresh directory holding the given built plugins plus their
-    /// settings from `deploy/plugins/` where present.
+    /// settings from `deploy/base/settings/` where present.
     pub fn with(plugins: &[&str]) -> Self {
         let path = std::env::temp_dir().join(format!("kubeplug-e2e-{:08x}", rand::random::<u32>()));
         std::fs::create_dir_all(&path).expect("create plugin dir");
@@ -216,7 +217,7 @@ impl PluginDir {
     /// Written to a temporary name first and renamed: an atomic replace.
     pub fn install(&self, built_name: &str, as_name: &str) {
         let settings = repo()
-            .join("deploy/plugins")
+            .join("deploy/base/settings")
             .join(format!("{as_name}.yaml"));
         if settings.exists() {
             std::fs::copy(&settings, self.path.join(format!("{as_name}.yaml")))
@@ -251,7 +252,8 @@ impl Drop for PluginDir {
     }
 }
 
-fn free_port() -> u16 {
+/// A free loopback port (free now; bound by whoever asks next).
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -334,11 +336,25 @@ impl Host {
         }
     }
 
+    /// A host started by the caller (e.g. from its image, as in a pod),
+    /// serving on `port`, logging to `log`; returns once it is ready.
+    pub fn adopt(child: Child, port: u16, log: PathBuf) -> Self {
+        let mut host = Host { child, port, log };
+        host.wait_ready();
+        host
+    }
+
     /// GET a path on the host's HTTP endpoint: (status code, body).
     pub fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        self.get_at("127.0.0.1", path)
+    }
+
+    /// GET a path through the host's address `ip` (a loopback client sees
+    /// more of `/plugins` than others).
+    pub fn get_at(&self, ip: &str, path: &str) -> anyhow::Result<(u16, String)> {
         use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port))
-            .with_context(|| format!("connect to host port {}", self.port))?;
+        let mut stream = std::net::TcpStream::connect((ip, self.port))
+            .with_context(|| format!("connect to host port {ip}:{}", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
         write!(
             stream,

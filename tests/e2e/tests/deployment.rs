@@ -1,5 +1,5 @@
 //! Running the host as it is deployed: with the ServiceAccount and RBAC of
-//! `deploy/rbac.yaml`, and as several replicas with leader election.
+//! `deploy/base/rbac.yaml`, and as several replicas with leader election.
 
 use std::time::Duration;
 
@@ -9,7 +9,8 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// A kubeconfig that authenticates as the `kubeplug` ServiceAccount only.
 fn service_account_kubeconfig(dir: &PluginDir) -> std::path::PathBuf {
-    let rbac = repo().join("deploy/rbac.yaml");
+    install_crds();
+    let rbac = repo().join("deploy/base/rbac.yaml");
     kubectl_ok(&["apply", "-f", rbac.to_str().expect("utf-8 path")], None);
     let token = kubectl_ok(
         &[
@@ -80,9 +81,10 @@ fn the_host_runs_all_three_plugins_with_the_service_account_of_deploy_rbac() {
         "the ServiceAccount must not be admin"
     );
 
+    // Leases where deploy/base/rbac.yaml allows them: the host's namespace.
     let host = Host::start_as(
         &dir,
-        &["--leader-elect", "--lease-namespace", &ns.name],
+        &["--leader-elect", "--lease-namespace", "kubeplug-system"],
         &kubeconfig,
     );
     apply(&ns.name, &database("sa-db"));
@@ -111,6 +113,15 @@ fn the_host_runs_all_three_plugins_with_the_service_account_of_deploy_rbac() {
             .contains("forbidden"),
         "the host hit a forbidden request:\n{}",
         host.log_tail()
+    );
+    // SIGTERM: a clean exit that hands its Leases back.
+    assert!(host.terminate(), "the host exits cleanly on SIGTERM");
+    let holder = get_json("kubeplug-system", "lease/kubeplug-database")
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(String::from))
+        .unwrap_or_default();
+    assert!(
+        holder.is_empty(),
+        "the Lease is released, held by {holder:?}"
     );
 }
 
@@ -200,12 +211,13 @@ fn can_i(verb: &str, resource: &str, namespace: &str) -> bool {
 
 #[test]
 fn the_hosts_own_role_has_no_write_verb_on_any_kind_its_plugins_write() {
+    install_crds();
     kubectl_ok(
         &[
             "apply",
             "-f",
             repo()
-                .join("deploy/rbac.yaml")
+                .join("deploy/base/rbac.yaml")
                 .to_str()
                 .expect("utf-8 path"),
         ],
@@ -244,13 +256,13 @@ fn the_hosts_own_role_has_no_write_verb_on_any_kind_its_plugins_write() {
     assert!(!can_i("impersonate", "users/admin", "default"));
 }
 
-/// Puts a plugin's role back as `deploy/plugin-rbac.yaml` has it, even when
+/// Puts a plugin's role back as `deploy/base/plugin-rbac.yaml` has it, even when
 /// the test fails (RBAC is cluster-wide; later tests need it).
 struct RestoreRoles;
 
 impl Drop for RestoreRoles {
     fn drop(&mut self) {
-        let rbac = repo().join("deploy/plugin-rbac.yaml");
+        let rbac = repo().join("deploy/base/plugin-rbac.yaml");
         let _ = kubectl(&["apply", "-f", rbac.to_str().unwrap_or_default()], None);
     }
 }
@@ -314,7 +326,7 @@ fn a_plugin_whose_role_loses_a_rule_fails_with_a_clear_event_while_the_others_go
 }
 
 /// A plugin whose parent kind the host's own RBAC does not let it watch (no
-/// rule for `hostiles` in deploy/rbac.yaml) is `degraded` with the reason,
+/// rule for `hostiles` in deploy/base/rbac.yaml) is `degraded` with the reason,
 /// a metric and a warning, while the host is ready and the other plugins
 /// serve.
 #[test]
@@ -355,8 +367,8 @@ fn a_plugin_whose_kind_the_host_may_not_watch_is_degraded_and_holds_no_one_back(
 }
 
 /// `--log-format json`: every line of the host's log is a JSON object, and a
-/// reconcile's lines carry the plugin and the object (from the reconcile
-/// span) as fields a log pipeline can index.
+/// reconcile's lines carry the plugin, the kind and the object (from the
+/// reconcile span) as fields a log pipeline can index.
 #[test]
 fn json_logs_parse_and_name_the_plugin_and_object_of_a_reconcile() {
     install_crds();
@@ -371,15 +383,20 @@ fn json_logs_parse_and_name_the_plugin_and_object_of_a_reconcile() {
         &ns.name,
         "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: noisy\nspec:\n  behave: error\n",
     );
-    let object = format!("{}/noisy", ns.name);
     let failed = eventually("a failed reconcile in the log", TIMEOUT, || {
         let log = std::fs::read_to_string(&host.log).ok()?;
         log.lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .find(|l| l["message"] == "reconcile failed" && l["span"]["object"] == object.as_str())
+            .find(|l| {
+                l["message"] == "reconcile failed"
+                    && l["span"]["namespace"] == ns.name.as_str()
+                    && l["span"]["name"] == "noisy"
+            })
     });
     assert_eq!(failed["level"], "WARN");
     assert_eq!(failed["span"]["plugin"], "hostile");
+    assert_eq!(failed["span"]["kind"], "Hostile");
+    assert_eq!(failed["span"]["group"], "test.kubeplug.io");
     assert!(
         failed["error"].as_str().is_some_and(|e| !e.is_empty()),
         "{failed}"

@@ -5,7 +5,7 @@
 //! grant, and the host and every other plugin serving on.
 //!
 //! Each test runs its own host with the seed plugins' grants
-//! (`deploy/policy.yaml`) plus a policy of its own for the hostile variants
+//! (`deploy/base/policy.yaml`) plus a policy of its own for the hostile variants
 //! (`plugins/hostile`, configured through `<name>.yaml` settings files).
 
 use std::path::PathBuf;
@@ -22,7 +22,7 @@ fn host_with_policy(dir: &PluginDir, policy: &str) -> Host {
     std::fs::write(&path, policy).expect("write policy");
     let policies = format!(
         "{},{}",
-        repo().join("deploy/policy.yaml").display(),
+        repo().join("deploy/base/policy.yaml").display(),
         path.display()
     );
     Host::start_with(dir, &["--policy", &policies])
@@ -498,7 +498,8 @@ fn a_grant_the_platform_withdraws_stops_the_plugin_and_a_new_one_starts_it_again
     install_crds();
     let ns = Namespace::new("fence-revoke");
     let dir = PluginDir::with(&["database"]);
-    let seeds = std::fs::read_to_string(repo().join("deploy/policy.yaml")).expect("read policy");
+    let seeds =
+        std::fs::read_to_string(repo().join("deploy/base/policy.yaml")).expect("read policy");
     let policy = dir.path.with_extension("live-policy.yaml");
     std::fs::write(&policy, &seeds).expect("write policy");
     let host = Host::start_with(&dir, &["--policy", policy.to_str().expect("utf-8 path")]);

@@ -1,0 +1,615 @@
+//! Installing kubeplug in a cluster: `deploy/` (kustomize) and its overlays
+//! against the real API server, and the host run from its image as the
+//! kubelet would run it in that Deployment's pod.
+//!
+//! The pod is simulated with real parts, not a container runtime (none runs
+//! here): the image's root filesystem unpacked from the OCI archive `make
+//! image` built, read-only, entered with `chroot` as the image's non-root
+//! user in a private mount namespace; the Deployment's args, env and volume
+//! mounts taken from `kubectl kustomize deploy/`; configMap volumes laid out
+//! and kept up to date by the kubelet's own code (`tests/cluster` `volume`);
+//! a projected ServiceAccount token from the TokenRequest API at the
+//! in-cluster path, with `KUBERNETES_SERVICE_HOST`/`PORT`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use kubeplug_e2e::*;
+use serde_json::Value;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+const SYSTEM: &str = "kubeplug-system";
+/// The image's user (deploy/image/build, deploy/base/deployment.yaml).
+const UID: u32 = 65532;
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// `kubectl apply --server-side` of a kustomization (server-side: a plugin
+/// ConfigMap is larger than client-side apply's 256 KiB annotation).
+fn apply_kustomization(dir: &str, dry_run: bool) -> String {
+    let path = repo().join(dir);
+    let mut args = vec![
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-k",
+        path_str(&path),
+    ];
+    if dry_run {
+        args.push("--dry-run=server");
+    }
+    kubectl_ok(&args, None)
+}
+
+/// The namespace first: a server-side dry run cannot create objects in a
+/// namespace that does not exist yet.
+fn install_namespace() {
+    install_crds();
+}
+
+fn kubeplug_pods() -> Vec<Value> {
+    let out = kubectl_ok(
+        &[
+            "get",
+            "pods",
+            "-n",
+            SYSTEM,
+            "-l",
+            "app.kubernetes.io/name=kubeplug",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    let list: Value = serde_json::from_str(&out).expect("pod list");
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// Wait until `want` pods of the Deployment run, scheduled on a node, each
+/// passing `check`.
+fn wait_for_pods(what: &str, want: usize, check: impl Fn(&Value) -> bool) {
+    eventually(what, TIMEOUT, || {
+        let running = kubeplug_pods()
+            .into_iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .filter(|p| p["status"]["phase"] == "Running" && p["spec"]["nodeName"].is_string())
+            .filter(|p| check(p))
+            .count();
+        (running == want).then_some(())
+    });
+}
+
+#[test]
+fn deploy_and_its_overlays_are_admitted_in_a_restricted_namespace() {
+    install_namespace();
+    let ns = get_json("", &format!("namespace/{SYSTEM}")).expect("namespace");
+    assert_eq!(
+        ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+    // The namespace really enforces it: a privileged pod is refused.
+    let privileged = kubectl(
+        &["apply", "-n", SYSTEM, "-f", "-"],
+        Some(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: privileged\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n    securityContext:\n      privileged: true\n",
+        ),
+    );
+    assert!(!privileged.status.success());
+    assert!(
+        String::from_utf8_lossy(&privileged.stderr).contains("violates PodSecurity"),
+        "{}",
+        String::from_utf8_lossy(&privileged.stderr)
+    );
+
+    for dir in ["deploy", "deploy/overlays/image-volumes"] {
+        let out = apply_kustomization(dir, true);
+        assert!(
+            out.contains("deployment.apps/kubeplug serverside-applied (server dry run)"),
+            "{dir}: {out}"
+        );
+    }
+
+    // For real: the pods are admitted and scheduled, and kwok runs them.
+    apply_kustomization("deploy", false);
+    let has_projected = |p: &Value| {
+        p["spec"]["volumes"].as_array().is_some_and(|v| {
+            v.iter()
+                .any(|v| v["name"] == "plugins" && v["projected"].is_object())
+        })
+    };
+    wait_for_pods("two pods with plugins from ConfigMaps", 2, has_projected);
+    let pod = &kubeplug_pods()[0];
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["port"], "http", "{probe}");
+    }
+    let pdb = get_json(SYSTEM, "pdb/kubeplug").expect("the PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+
+    // Image volumes: the Deployment rolls to pods with one image per plugin.
+    apply_kustomization("deploy/overlays/image-volumes", false);
+    let has_images = |p: &Value| {
+        p["spec"]["volumes"].as_array().is_some_and(|v| {
+            v.iter()
+                .filter(|v| v["image"]["reference"].is_string())
+                .count()
+                == 3
+        })
+    };
+    wait_for_pods("two pods with plugins from image volumes", 2, has_images);
+
+    // The host's role: Leases in its own namespace only.
+    let can = |verb: &str, ns: &str| {
+        let out = kubectl(
+            &[
+                "auth",
+                "can-i",
+                verb,
+                "leases.coordination.k8s.io",
+                "-n",
+                ns,
+                "--as",
+                "system:serviceaccount:kubeplug-system:kubeplug",
+            ],
+            None,
+        );
+        String::from_utf8_lossy(&out.stdout).trim() == "yes"
+    };
+    assert!(can("update", SYSTEM));
+    assert!(
+        !can("update", "default"),
+        "no Lease rights outside kubeplug-system"
+    );
+
+    kubectl_ok(
+        &[
+            "delete",
+            "deployment",
+            "kubeplug",
+            "-n",
+            SYSTEM,
+            "--wait=false",
+        ],
+        None,
+    );
+}
+
+/// The Deployment's pod template as the API server stored it (defaults
+/// filled in).
+fn deployed_pod_spec() -> Value {
+    get_json(SYSTEM, "deployment/kubeplug").expect("the Deployment")["spec"]["template"]["spec"]
+        .clone()
+}
+
+fn kubectl_path() -> PathBuf {
+    PathBuf::from(std::env::var("KUBECTL").expect("KUBECTL (tests/e2e/run sets it)"))
+}
+
+/// The `kubeplug-cluster` binary (beside the kubectl link).
+fn cluster_binary() -> PathBuf {
+    let kubectl = kubectl_path();
+    std::fs::canonicalize(&kubectl)
+        .unwrap_or(kubectl)
+        .with_file_name("kubeplug-cluster")
+}
+
+/// The host image's root filesystem, unpacked from `make image`'s archive.
+fn unpack_image(into: &Path) -> PathBuf {
+    let version = std::fs::read_to_string(repo().join("host/Cargo.toml"))
+        .expect("host/Cargo.toml")
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("version = \"")?
+                .strip_suffix('"')
+                .map(String::from)
+        })
+        .expect("host version");
+    let archive = repo().join(format!("target/images/kubeplug-{version}.oci.tar"));
+    assert!(
+        archive.exists(),
+        "{} is missing: run `make image` (make test does)",
+        archive.display()
+    );
+    let layout = into.join("layout");
+    std::fs::create_dir_all(&layout).unwrap();
+    run_ok(Command::new("tar").args(["-xf", path_str(&archive), "-C", path_str(&layout)]));
+    let bundle = into.join("bundle");
+    run_ok(Command::new("umoci").args([
+        "unpack",
+        "--image",
+        &format!("{}:{version}", layout.display()),
+        path_str(&bundle),
+    ]));
+    bundle.join("rootfs")
+}
+
+fn run_ok(command: &mut Command) {
+    let out = command.output().expect("run a command");
+    assert!(
+        out.status.success(),
+        "{command:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The kubelet's configMap volumes, from the real ConfigMaps, kept in sync.
+struct Volumes(Vec<Child>);
+
+impl Drop for Volumes {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A volume the kubelet would lay out from `configmaps`, in `dir`.
+fn configmap_volume(configmaps: &[String], dir: &Path) -> Child {
+    let mut child = Command::new(cluster_binary())
+        .args(["volume", "--namespace", SYSTEM, "--period", "1s"])
+        .args(["--configmaps", &configmaps.join(",")])
+        .args(["--dir", path_str(dir)])
+        .env("KUBECONFIG", kubeconfig_path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the configMap volume");
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("stdout");
+    let mut first = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("volume output");
+    assert!(first.starts_with("VOLUME_READY="), "volume: {first}");
+    child
+}
+
+fn kubeconfig_path() -> String {
+    std::env::var("KUBECONFIG").expect("KUBECONFIG (tests/e2e/run sets it)")
+}
+
+fn chown_to_image_user(path: &Path) {
+    run_ok(Command::new("chown").args(["-R", &format!("{UID}:{UID}"), path_str(path)]));
+}
+
+#[test]
+fn the_host_runs_from_its_image_as_in_its_pod() {
+    install_namespace();
+    apply_kustomization("deploy", false);
+    let spec = deployed_pod_spec();
+    // kwok's simulated pods run nothing; remove them all the same, so that
+    // the process below is the only kubeplug.
+    kubectl_ok(
+        &[
+            "delete",
+            "deployment",
+            "kubeplug",
+            "-n",
+            SYSTEM,
+            "--ignore-not-found",
+        ],
+        None,
+    );
+
+    let work = tempfile::tempdir().expect("temp dir");
+    let work = work.path();
+    let rootfs = unpack_image(work);
+    let container = &spec["containers"][0];
+
+    // Volumes: configMap and projected ones from the kubelet's writer,
+    // emptyDirs as empty directories owned by the pod's fsGroup.
+    let mut volumes = Volumes(Vec::new());
+    let mut mounts = Vec::new();
+    for mount in container["volumeMounts"].as_array().expect("volumeMounts") {
+        let name = mount["name"].as_str().expect("mount name");
+        let volume = spec["volumes"]
+            .as_array()
+            .and_then(|v| v.iter().find(|v| v["name"] == name))
+            .unwrap_or_else(|| panic!("volume {name}"));
+        let dir = work.join(format!("volume-{name}"));
+        if let Some(cm) = volume["configMap"]["name"].as_str() {
+            volumes.0.push(configmap_volume(&[cm.to_string()], &dir));
+        } else if let Some(sources) = volume["projected"]["sources"].as_array() {
+            let names: Vec<String> = sources
+                .iter()
+                .filter_map(|s| s["configMap"]["name"].as_str().map(String::from))
+                .collect();
+            volumes.0.push(configmap_volume(&names, &dir));
+        } else if volume["emptyDir"].is_object() {
+            std::fs::create_dir_all(&dir).unwrap();
+            chown_to_image_user(&dir);
+        } else {
+            panic!("volume {name}: a kind this test cannot lay out: {volume}");
+        }
+        let read_only = mount["readOnly"].as_bool().unwrap_or(false);
+        mounts.push((
+            dir,
+            mount["mountPath"].as_str().unwrap().to_string(),
+            read_only,
+        ));
+    }
+
+    // The ServiceAccount's projected token, CA and namespace.
+    let sa = work.join("serviceaccount");
+    std::fs::create_dir_all(&sa).unwrap();
+    let token = kubectl_ok(
+        &["create", "token", "kubeplug", "-n", SYSTEM, "--duration=1h"],
+        None,
+    );
+    std::fs::write(sa.join("token"), token.trim()).unwrap();
+    std::fs::write(sa.join("namespace"), SYSTEM).unwrap();
+    let admin: Value = serde_json::from_str(&kubectl_ok(
+        &["config", "view", "--raw", "--minify", "-o", "json"],
+        None,
+    ))
+    .expect("kubeconfig");
+    let cluster = &admin["clusters"][0]["cluster"];
+    let ca = match cluster["certificate-authority-data"].as_str() {
+        Some(data) => decode_base64(data),
+        None => std::fs::read(cluster["certificate-authority"].as_str().expect("a CA"))
+            .expect("read the CA"),
+    };
+    std::fs::write(sa.join("ca.crt"), ca).unwrap();
+    mounts.push((
+        sa.clone(),
+        "/var/run/secrets/kubernetes.io/serviceaccount".into(),
+        true,
+    ));
+    let server = cluster["server"].as_str().expect("server");
+    let (host_ip, port) = server
+        .trim_start_matches("https://")
+        .rsplit_once(':')
+        .expect("server host:port");
+
+    // Args as the Deployment has them, but a free port for the listener
+    // (8080 may be taken on this machine); still on every address.
+    let listen_port = free_port();
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .map(|a| {
+            if a.starts_with("--listen=") {
+                format!("--listen=0.0.0.0:{listen_port}")
+            } else {
+                a
+            }
+        })
+        .collect();
+    assert!(args.iter().any(|a| a == "--leader-elect"));
+    let pod_name = "kubeplug-7d9f8b6c5-sim01";
+    let mut env: Vec<(String, String)> = vec![
+        (
+            "PATH".into(),
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+        ),
+        ("KUBERNETES_SERVICE_HOST".into(), host_ip.into()),
+        ("KUBERNETES_SERVICE_PORT".into(), port.into()),
+        ("HOSTNAME".into(), pod_name.into()),
+    ];
+    for var in container["env"].as_array().expect("env") {
+        let name = var["name"].as_str().unwrap().to_string();
+        let value = match var["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+            Some("metadata.name") => pod_name.to_string(),
+            Some("metadata.namespace") => SYSTEM.to_string(),
+            Some(other) => panic!("env {name}: unexpected fieldRef {other}"),
+            None => var["value"].as_str().expect("env value").to_string(),
+        };
+        env.push((name, value));
+    }
+    let user = format!(
+        "{}:{}",
+        spec["securityContext"]["runAsUser"], spec["securityContext"]["runAsGroup"]
+    );
+    assert_eq!(user, format!("{UID}:{UID}"));
+
+    // The pod's mount namespace: its own /proc and /dev, the volumes, and
+    // a read-only root filesystem; then the entrypoint as the pod's user.
+    let r = path_str(&rootfs).to_string();
+    let mut script = format!(
+        "set -e\nmount --bind {r} {r}\nmkdir -p {r}/proc {r}/dev\nmount -t proc proc {r}/proc\nmount --rbind /dev {r}/dev\n"
+    );
+    for (dir, at, read_only) in &mounts {
+        script += &format!("mkdir -p {r}{at}\nmount --bind {} {r}{at}\n", dir.display());
+        if *read_only {
+            script += &format!("mount -o remount,bind,ro {r}{at}\n");
+        }
+    }
+    script += &format!(
+        "mount -o remount,bind,ro {r}\nexec chroot --userspec={user} {r} /kubeplug \"$@\"\n"
+    );
+    let log = work.join("host.log");
+    let child = Command::new("unshare")
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+            "pod",
+        ])
+        .args(&args)
+        .env_clear()
+        .envs(env)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("start the host as in its pod");
+    let host = Host::adopt(child, listen_port, log.clone());
+
+    // The seed scenarios. pod-annotator stamps Pods in `team-a` (its
+    // settings in deploy/base/settings/).
+    let namespace = Namespace::new("in-pod");
+    let ns = namespace.name.as_str();
+    kubectl(&["create", "namespace", "team-a"], None);
+    let pod = format!("in-pod-{}", std::process::id());
+    apply(
+        ns,
+        "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: in-pod\nspec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n",
+    );
+    apply(
+        ns,
+        "apiVersion: example.com/v1alpha1\nkind: MyApp\nmetadata:\n  name: in-pod\nspec:\n  replicas: 1\n",
+    );
+    apply(
+        "team-a",
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n"
+        ),
+    );
+    eventually("the database to run", TIMEOUT, || {
+        (get_json(ns, "database/in-pod")?["status"]["phase"] == "Running").then_some(())
+    });
+    eventually("the app to run", TIMEOUT, || {
+        (get_json(ns, "myapp/in-pod")?["status"]["phase"] == "Running").then_some(())
+    });
+    eventually("the pod to be stamped", TIMEOUT, || {
+        let pod = get_json("team-a", &format!("pod/{pod}"))?;
+        (pod["metadata"]["annotations"]["example.com/injected"] == "true").then_some(())
+    });
+    // This process leads, under the pod's name (`chroot` and `sh` exec, so
+    // the child's pid is the host's).
+    let identity = format!("{pod_name}-{}", host.pid());
+    eventually("the pod to lead the database plugin", TIMEOUT, || {
+        let lease = get_json(SYSTEM, "lease/kubeplug-database")?;
+        (lease["spec"]["holderIdentity"] == identity.as_str()).then_some(())
+    });
+
+    // `/plugins`: details on loopback; from another address, no paths and
+    // no error text.
+    let (_, local) = host.get("/plugins").expect("/plugins");
+    assert!(local.contains("\"/plugins/database.wasm\""), "{local}");
+    {
+        let ip = non_loopback_address().expect("this machine has a non-loopback address");
+        let (code, remote) = host.get_at(&ip, "/plugins").expect("/plugins from outside");
+        assert_eq!(code, 200);
+        let rows: Value = serde_json::from_str(&remote).expect("JSON");
+        let database = rows
+            .as_array()
+            .and_then(|r| r.iter().find(|p| p["name"] == "database"))
+            .expect("the database row");
+        assert_eq!(database["file"], "database.wasm", "{remote}");
+        assert!(!remote.contains("/plugins/"), "{remote}");
+        let (code, _) = host.get_at(&ip, "/readyz").expect("/readyz from outside");
+        assert_eq!(code, 200, "probes reach the pod's address");
+    }
+
+    let before = host.plugin("database").expect("database row");
+    // Upgrade one plugin by changing its ConfigMap: the kubelet's writer
+    // swaps `..data`, the host swaps the plugin, without a restart.
+    let v2 = repo().join("target/test-plugins/database-v2.wasm");
+    let configmap = kubectl_ok(
+        &[
+            "create",
+            "configmap",
+            "kubeplug-plugin-database",
+            "-n",
+            SYSTEM,
+            &format!("--from-file=database.wasm={}", v2.display()),
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ],
+        None,
+    );
+    kubectl_ok(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&configmap),
+    );
+    let after = eventually("the host to swap the database plugin", TIMEOUT, || {
+        host.plugin("database")
+            .filter(|row| row["version"] != before["version"])
+    });
+    assert_eq!(after["state"], "running", "{after}");
+    eventually("the StatefulSet to carry v2's label", TIMEOUT, || {
+        let sts = get_json(ns, "statefulset/in-pod")?;
+        (sts["metadata"]["labels"]["example.com/plugin-revision"] == "v2").then_some(())
+    });
+    assert_eq!(
+        host.get("/healthz").expect("healthz").0,
+        200,
+        "the same process serves on"
+    );
+
+    // Logs are JSON (the Deployment's --log-format), and every reconcile
+    // line names the plugin, the kind and the object.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
+        .collect();
+    let reconciles: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["span"]["name"] == "reconcile")
+        .collect();
+    assert!(!reconciles.is_empty(), "some reconcile lines:\n{text}");
+    for line in reconciles {
+        for field in ["plugin", "kind", "namespace", "name"] {
+            assert!(line["span"][field].is_string(), "{field} in {line}");
+        }
+    }
+
+    // SIGTERM: a clean exit that hands the Leases back.
+    assert!(host.terminate(), "the host exits cleanly on SIGTERM");
+    let holder = get_json(SYSTEM, "lease/kubeplug-database")
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(String::from))
+        .unwrap_or_default();
+    assert!(
+        holder.is_empty(),
+        "the Lease is released, held by {holder:?}"
+    );
+    drop(volumes);
+    kubectl(
+        &["delete", "pod", &pod, "-n", "team-a", "--wait=false"],
+        None,
+    );
+    // Put the seed plugin back as deploy/ has it.
+    apply_kustomization("deploy", false);
+    kubectl_ok(
+        &[
+            "delete",
+            "deployment",
+            "kubeplug",
+            "-n",
+            SYSTEM,
+            "--ignore-not-found",
+        ],
+        None,
+    );
+}
+
+/// An address of this machine that is not loopback, if it has one.
+fn non_loopback_address() -> Option<String> {
+    let out = Command::new("hostname").arg("-I").output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|a| {
+            a.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| !ip.is_loopback())
+        })
+        .map(String::from)
+}
+
+fn decode_base64(text: &str) -> Vec<u8> {
+    let out = Command::new("base64")
+        .arg("-d")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(text.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("base64 -d");
+    out.stdout
+}
