@@ -362,7 +362,8 @@ async fn worker(shared: Arc<Shared>) {
             kind = %parent.kind,
             group = %parent.group,
             namespace = %key.0,
-            name = %key.1,
+            // Not `name`: JSON logs put the span's own name under that key.
+            object = %format!("{}/{}", key.0, key.1),
         );
         let started = Instant::now();
         // Losing leadership cancels the reconcile at its next await point;

@@ -390,7 +390,7 @@ fn json_logs_parse_and_name_the_plugin_and_object_of_a_reconcile() {
             .find(|l| {
                 l["message"] == "reconcile failed"
                     && l["span"]["namespace"] == ns.name.as_str()
-                    && l["span"]["name"] == "noisy"
+                    && l["span"]["object"] == format!("{}/noisy", ns.name).as_str()
             })
     });
     assert_eq!(failed["level"], "WARN");

@@ -553,7 +553,7 @@ fn the_host_runs_from_its_image_as_in_its_pod() {
         .collect();
     assert!(!reconciles.is_empty(), "some reconcile lines:\n{text}");
     for line in reconciles {
-        for field in ["plugin", "kind", "namespace", "name"] {
+        for field in ["plugin", "kind", "namespace", "object"] {
             assert!(line["span"][field].is_string(), "{field} in {line}");
         }
     }
