@@ -116,13 +116,8 @@ fn the_host_runs_all_three_plugins_with_the_service_account_of_deploy_rbac() {
     );
     // SIGTERM: a clean exit that hands its Leases back.
     assert!(host.terminate(), "the host exits cleanly on SIGTERM");
-    let holder = get_json("kubeplug-system", "lease/kubeplug-database")
-        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(String::from))
-        .unwrap_or_default();
-    assert!(
-        holder.is_empty(),
-        "the Lease is released, held by {holder:?}"
-    );
+    let held = lease_holders("kubeplug-system");
+    assert!(held.is_empty(), "every Lease is released: {held:?}");
 }
 
 /// Who holds the `database` plugin's Lease in `ns` (none once released).

@@ -50,6 +50,21 @@ fn install_namespace() {
     install_crds();
 }
 
+/// Remove the Deployment (its simulated pods run nothing).
+fn delete_deployment() {
+    kubectl_ok(
+        &[
+            "delete",
+            "deployment",
+            "kubeplug",
+            "-n",
+            SYSTEM,
+            "--ignore-not-found",
+        ],
+        None,
+    );
+}
+
 fn kubeplug_pods() -> Vec<Value> {
     let out = kubectl_ok(
         &[
@@ -286,17 +301,7 @@ fn the_host_runs_from_its_image_as_in_its_pod() {
     let spec = deployed_pod_spec();
     // kwok's simulated pods run nothing; remove them all the same, so that
     // the process below is the only kubeplug.
-    kubectl_ok(
-        &[
-            "delete",
-            "deployment",
-            "kubeplug",
-            "-n",
-            SYSTEM,
-            "--ignore-not-found",
-        ],
-        None,
-    );
+    delete_deployment();
 
     let work = tempfile::tempdir().expect("temp dir");
     let work = work.path();
@@ -560,13 +565,8 @@ fn the_host_runs_from_its_image_as_in_its_pod() {
 
     // SIGTERM: a clean exit that hands the Leases back.
     assert!(host.terminate(), "the host exits cleanly on SIGTERM");
-    let holder = get_json(SYSTEM, "lease/kubeplug-database")
-        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(String::from))
-        .unwrap_or_default();
-    assert!(
-        holder.is_empty(),
-        "the Lease is released, held by {holder:?}"
-    );
+    let held = lease_holders(SYSTEM);
+    assert!(held.is_empty(), "every Lease is released: {held:?}");
     drop(volumes);
     kubectl(
         &["delete", "pod", &pod, "-n", "team-a", "--wait=false"],
@@ -574,17 +574,7 @@ fn the_host_runs_from_its_image_as_in_its_pod() {
     );
     // Put the seed plugin back as deploy/ has it.
     apply_kustomization("deploy", false);
-    kubectl_ok(
-        &[
-            "delete",
-            "deployment",
-            "kubeplug",
-            "-n",
-            SYSTEM,
-            "--ignore-not-found",
-        ],
-        None,
-    );
+    delete_deployment();
 }
 
 /// An address of this machine that is not loopback, if it has one.
