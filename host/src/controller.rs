@@ -82,6 +82,15 @@ struct Shared {
     settings: Settings,
     failures: Mutex<HashMap<Key, u32>>,
     leadership: Leadership,
+    counts: Counts,
+}
+
+/// Reconciles finished by this controller (all versions of the plugin),
+/// for the aggregated API's `plugins` objects.
+#[derive(Default)]
+struct Counts {
+    reconciles: std::sync::atomic::AtomicU64,
+    errors: std::sync::atomic::AtomicU64,
 }
 
 /// A running controller for one plugin.
@@ -167,6 +176,7 @@ impl Controller {
             metrics,
             settings: settings.clone(),
             failures: Mutex::new(HashMap::new()),
+            counts: Counts::default(),
             leadership,
         });
 
@@ -251,6 +261,13 @@ impl Controller {
         *self.shared.plugin.write().expect("plugin lock") = plugin;
         self.shared.failures.lock().expect("failures lock").clear();
         requeue_all(&self.shared);
+    }
+
+    /// Reconciles finished by this replica, and how many of them failed.
+    pub fn counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let counts = &self.shared.counts;
+        (counts.reconciles.load(Relaxed), counts.errors.load(Relaxed))
     }
 
     /// Parents waiting in the queue.
@@ -382,6 +399,13 @@ async fn worker(shared: Arc<Shared>) {
             })),
         };
         let took = started.elapsed();
+        if !matches!(&result, Err(error) if error.not_leader()) {
+            use std::sync::atomic::Ordering::Relaxed;
+            shared.counts.reconciles.fetch_add(1, Relaxed);
+            if result.is_err() {
+                shared.counts.errors.fetch_add(1, Relaxed);
+            }
+        }
         match result {
             Ok(outcome) => {
                 shared.failures.lock().expect("failures lock").remove(&key);

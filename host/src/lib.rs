@@ -9,6 +9,7 @@
 //! - [`informers`] → [`controller`] (queue, workers) → [`reconcile`] →
 //!   [`apply`]: the operator (`kubeplug run`).
 
+pub mod api;
 pub mod apply;
 pub mod cli;
 pub mod client;

@@ -89,6 +89,18 @@ pub struct Status {
     pub synced: bool,
     /// This replica may write for the plugin now.
     pub leading: bool,
+    /// What the aggregated API adds (not on `/plugins`).
+    #[serde(skip)]
+    pub detail: Option<Detail>,
+}
+
+/// A serving plugin's manifest and counters.
+#[derive(Debug, Clone)]
+pub struct Detail {
+    pub manifest: crate::manifest::Manifest,
+    pub reconciles: u64,
+    pub errors: u64,
+    pub queue_depth: usize,
 }
 
 impl Status {
@@ -683,6 +695,15 @@ impl Registry {
                         .serving
                         .as_ref()
                         .is_some_and(|s| s.controller.leading()),
+                    detail: entry.serving.as_ref().map(|s| {
+                        let (reconciles, errors) = s.controller.counts();
+                        Detail {
+                            manifest: s.controller.plugin().manifest().clone(),
+                            reconciles,
+                            errors,
+                            queue_depth: s.controller.queue_len(),
+                        }
+                    }),
                 }
             })
             .collect()

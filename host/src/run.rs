@@ -36,6 +36,18 @@ pub struct RunArgs {
     /// paths and error text only to loopback clients.
     #[arg(long, env = "KUBEPLUG_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// Serve the aggregated API (`kubeplug.io/v1alpha1`, see
+    /// [`crate::api`]) over TLS on this address; needs `--api-cert` and
+    /// `--api-key`.
+    #[arg(long, env = "KUBEPLUG_API_LISTEN", requires_all = ["api_cert", "api_key"])]
+    api_listen: Option<SocketAddr>,
+    /// PEM serving certificate (chain) of the aggregated API; its CA goes
+    /// into the APIService's `caBundle`. Re-read every minute.
+    #[arg(long, env = "KUBEPLUG_API_CERT")]
+    api_cert: Option<PathBuf>,
+    /// PEM private key of that certificate.
+    #[arg(long, env = "KUBEPLUG_API_KEY")]
+    api_key: Option<PathBuf>,
     /// Parents reconciled at once, per plugin.
     #[arg(long, default_value_t = Settings::default().concurrency)]
     concurrency: usize,
@@ -212,6 +224,31 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         },
         stopping: AtomicBool::new(false),
     });
+    let api = match args.api_listen {
+        Some(listen) => {
+            let tracker = crate::api::Tracker::new();
+            let leases = args.leader_elect.then(|| crate::api::tracker::Leases {
+                client: client.clone(),
+                namespace: args.lease_namespace.clone(),
+            });
+            tokio::spawn(
+                tracker
+                    .clone()
+                    .run(registry.clone(), leases, identity.clone()),
+            );
+            let settings = crate::api::ApiSettings {
+                listen,
+                cert: args.api_cert.clone().expect("clap requires --api-cert"),
+                key: args.api_key.clone().expect("clap requires --api-key"),
+            };
+            Some(tokio::spawn(crate::api::serve(
+                settings,
+                client.clone(),
+                tracker,
+            )))
+        }
+        None => None,
+    };
     let (stop_http, http_stopped) = tokio::sync::watch::channel(false);
     let mut server = tokio::spawn(telemetry::serve(args.listen, probes.clone(), http_stopped));
 
@@ -247,10 +284,19 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         })
     };
 
+    let api_failed = async {
+        match api {
+            Some(task) => task.await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         result = &mut server => {
             result.context("metrics server task failed")?
                 .with_context(|| format!("failed to serve on {}", args.listen))?;
+        }
+        result = api_failed => {
+            result.context("aggregated API task failed")??;
         }
         _ = shutdown_signal() => tracing::info!("shutting down"),
     }

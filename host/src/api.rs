@@ -1,0 +1,427 @@
+//! The host's aggregated API, `kubeplug.io/v1alpha1`, registered with an
+//! `APIService` so that users reach it with `kubectl` and the cluster's own
+//! authentication and RBAC: `kubectl get plugins [-w]`, `kubectl get plugin
+//! NAME -o yaml`, `kubectl explain plugins`.
+//!
+//! Served over TLS on its own listener (`--api-listen`). Every connection
+//! must present a client certificate from the front proxy (kube-apiserver's
+//! aggregation layer), so a direct request is refused in the handshake; the
+//! proxy's headers name the user ([`requestheader`]), and a
+//! SubjectAccessReview decides what they may do ([`authorize`]).
+//!
+//! No generic Rust API-server library fits: kube-rs is a client, and the
+//! crates that serve Kubernetes-style APIs target CRD-like storage, not a
+//! read-only view of process state. hyper and rustls (both already in the
+//! tree through kube) carry it; the Kubernetes-specific parts (discovery,
+//! Table, watch framing, Status errors, delegated auth) are small and here.
+
+mod authorize;
+mod der;
+mod requestheader;
+mod resources;
+pub mod tracker;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt as _, Full, combinators::BoxBody};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::Value;
+
+use authorize::{Attributes, Authorizer};
+use requestheader::{RequestHeader, UserInfo};
+pub use tracker::Tracker;
+
+pub const GROUP: &str = "kubeplug.io";
+pub const VERSION: &str = "v1alpha1";
+
+/// How the API is served.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    pub listen: SocketAddr,
+    /// PEM serving certificate (chain) and key; re-read on change.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// How often the serving certificate and the front proxy's settings are
+/// re-read (both rotate).
+const RELOAD: Duration = Duration::from_secs(60);
+
+/// What a request needs: the TLS settings of the moment, who may ask, and
+/// the plugins' objects.
+struct Server {
+    tls: RwLock<Arc<tokio_rustls::TlsAcceptor>>,
+    front_proxy: RwLock<Arc<RequestHeader>>,
+    authorizer: Authorizer,
+    tracker: Arc<Tracker>,
+}
+
+type Body = BoxBody<Bytes, std::convert::Infallible>;
+
+/// Serve until the task is dropped. Fails at once if the certificate or the
+/// front proxy's settings cannot be read.
+pub async fn serve(
+    settings: ApiSettings,
+    client: kube::Client,
+    tracker: Arc<Tracker>,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let front_proxy = RequestHeader::load(&client)
+        .await
+        .map_err(anyhow::Error::msg)
+        .context("the aggregated API needs the front proxy's settings")?;
+    let tls = acceptor(&settings, &front_proxy)?;
+    let server = Arc::new(Server {
+        tls: RwLock::new(Arc::new(tls)),
+        front_proxy: RwLock::new(Arc::new(front_proxy)),
+        authorizer: Authorizer::new(client.clone()),
+        tracker,
+    });
+    tokio::spawn(reload(server.clone(), settings.clone(), client));
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    tracing::info!(addr = %settings.listen, group = GROUP, "serving the aggregated API");
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "accepting an API connection failed; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let server = server.clone();
+        tokio::spawn(async move {
+            let tls = server.tls.read().expect("tls lock").clone();
+            let stream = match tokio::time::timeout(Duration::from_secs(10), tls.accept(stream))
+                .await
+            {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(error)) => {
+                    // No client certificate from the front proxy, most often.
+                    tracing::debug!(%peer, %error, "API connection refused in the TLS handshake");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let proxy_names: Vec<String> = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(|c| der::subject_common_names(c))
+                .unwrap_or_default();
+            let service = hyper::service::service_fn(move |req| {
+                let (server, proxy_names) = (server.clone(), proxy_names.clone());
+                async move { Ok::<_, std::convert::Infallible>(server.handle(&proxy_names, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30))
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// TLS that requires a client certificate signed by the front proxy's CA.
+fn acceptor(
+    settings: &ApiSettings,
+    front_proxy: &RequestHeader,
+) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use anyhow::Context as _;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certs = CertificateDer::pem_file_iter(&settings.cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| {
+            format!(
+                "cannot read the API certificate {}",
+                settings.cert.display()
+            )
+        })?;
+    let key = PrivateKeyDer::from_pem_file(&settings.key)
+        .with_context(|| format!("cannot read the API key {}", settings.key.display()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in &front_proxy.client_ca {
+        roots
+            .add(ca.clone())
+            .context("invalid requestheader client CA")?;
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .context("cannot verify front-proxy client certificates")?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS versions")?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .context("the API certificate and key do not match")?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Re-read the certificate and the front proxy's settings now and then; a
+/// failed read keeps the previous ones.
+async fn reload(server: Arc<Server>, settings: ApiSettings, client: kube::Client) {
+    loop {
+        tokio::time::sleep(RELOAD).await;
+        let front_proxy = match RequestHeader::load(&client).await {
+            Ok(front_proxy) => front_proxy,
+            Err(error) => {
+                tracing::warn!(%error, "front proxy settings unreadable; keeping the previous ones");
+                continue;
+            }
+        };
+        match acceptor(&settings, &front_proxy) {
+            Ok(tls) => {
+                *server.tls.write().expect("tls lock") = Arc::new(tls);
+                *server.front_proxy.write().expect("front proxy lock") = Arc::new(front_proxy);
+            }
+            Err(error) => {
+                tracing::warn!(error = %format!("{error:#}"), "API certificate unreadable; keeping the previous one")
+            }
+        }
+    }
+}
+
+fn json_response(code: StatusCode, body: &Value) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())).boxed())
+        .expect("static response parts are valid")
+}
+
+fn failure(code: StatusCode, reason: &str, message: String) -> Response<Body> {
+    json_response(code, &resources::error(code.as_u16(), reason, &message))
+}
+
+/// What a request asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    Health,
+    Discovery(Discovery),
+    List { watch: bool },
+    Get(String),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Discovery {
+    Groups,
+    Group,
+    Resources,
+    OpenApiIndex,
+    OpenApi,
+    OpenApiV2,
+}
+
+fn route(path: &str, query: &str) -> Option<Route> {
+    let watch = query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1");
+    let base = format!("/apis/{GROUP}/{VERSION}");
+    Some(match path.trim_end_matches('/') {
+        "/healthz" | "/livez" | "/readyz" => Route::Health,
+        "/apis" => Route::Discovery(Discovery::Groups),
+        "/openapi/v3" => Route::Discovery(Discovery::OpenApiIndex),
+        "/openapi/v2" => Route::Discovery(Discovery::OpenApiV2),
+        p if p == format!("/apis/{GROUP}") => Route::Discovery(Discovery::Group),
+        p if p == base => Route::Discovery(Discovery::Resources),
+        p if p == format!("/openapi/v3/apis/{GROUP}/{VERSION}") => {
+            Route::Discovery(Discovery::OpenApi)
+        }
+        p => {
+            let rest = p.strip_prefix(&base)?.strip_prefix("/plugins")?;
+            match rest.strip_prefix('/') {
+                None if rest.is_empty() => Route::List { watch },
+                Some(name) if !name.is_empty() && !name.contains('/') => Route::Get(name.into()),
+                _ => return None,
+            }
+        }
+    })
+}
+
+fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+impl Server {
+    async fn handle(
+        &self,
+        proxy_names: &[String],
+        req: Request<hyper::body::Incoming>,
+    ) -> Response<Body> {
+        let path = req.uri().path().to_string();
+        let query = req.uri().query().unwrap_or("").to_string();
+        let front_proxy = self.front_proxy.read().expect("front proxy lock").clone();
+        let user = match front_proxy.user(proxy_names, req.headers()) {
+            Ok(user) => user,
+            Err(why) => return failure(StatusCode::UNAUTHORIZED, "Unauthorized", why),
+        };
+        let Some(route) = route(&path, &query) else {
+            return failure(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                format!("the server could not find the requested resource ({path})"),
+            );
+        };
+        if req.method() != Method::GET {
+            return failure(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                format!(
+                    "{} is not supported: plugins are read-only (ship a file to change one)",
+                    req.method()
+                ),
+            );
+        }
+        let attributes = match &route {
+            // Discovery is public in every cluster (RBAC's system:discovery
+            // and system:public-info-viewer), and the aggregator asks for it
+            // as `system:kube-aggregator` with no groups, which a
+            // SubjectAccessReview would refuse.
+            Route::Health | Route::Discovery(_) => None,
+            Route::List { watch } => Some(Attributes {
+                verb: if *watch { "watch" } else { "list" }.into(),
+                resource: resources::RESOURCE.into(),
+                namespace: None,
+                name: None,
+            }),
+            Route::Get(name) => Some(Attributes {
+                verb: "get".into(),
+                resource: resources::RESOURCE.into(),
+                namespace: None,
+                name: Some(name.clone()),
+            }),
+        };
+        if let Some(attributes) = attributes {
+            match self.authorizer.allowed(&user, &attributes).await {
+                Ok(true) => {}
+                Ok(false) => return forbidden(&user, &attributes),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot authorize an API request");
+                    return failure(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", error);
+                }
+            }
+        }
+        let table = req
+            .headers()
+            .get_all("accept")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.contains("as=Table"));
+        match route {
+            Route::Health => json_response(StatusCode::OK, &serde_json::json!("ok")),
+            Route::Discovery(which) => json_response(
+                StatusCode::OK,
+                &match which {
+                    Discovery::Groups => resources::group_list(),
+                    Discovery::Group => resources::group(),
+                    Discovery::Resources => resources::resource_list(),
+                    Discovery::OpenApiIndex => resources::openapi_index(),
+                    Discovery::OpenApi => resources::openapi(),
+                    Discovery::OpenApiV2 => resources::openapi_v2(),
+                },
+            ),
+            Route::Get(name) => match self.tracker.get(&name) {
+                Some(object) if table => json_response(
+                    StatusCode::OK,
+                    &resources::table(std::slice::from_ref(&object), self.tracker.version()),
+                ),
+                Some(object) => json_response(StatusCode::OK, &object),
+                None => failure(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    format!("plugins.{GROUP} \"{name}\" not found"),
+                ),
+            },
+            Route::List { watch: false } => {
+                let (objects, version) = self.tracker.list();
+                let body = if table {
+                    resources::table(&objects, version)
+                } else {
+                    resources::list(objects, version)
+                };
+                json_response(StatusCode::OK, &body)
+            }
+            Route::List { watch: true } => {
+                let since = query_param(&query, "resourceVersion")
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .filter(|v| *v > 0);
+                let timeout = query_param(&query, "timeoutSeconds")
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .map(Duration::from_secs)
+                    .unwrap_or(Duration::from_secs(1800));
+                self.tracker.watch(since, timeout, table)
+            }
+        }
+    }
+}
+
+/// The 403 kube-apiserver would give, naming the user and what they lack.
+fn forbidden(user: &UserInfo, attributes: &Attributes) -> Response<Body> {
+    let Attributes {
+        verb,
+        resource,
+        name,
+        ..
+    } = attributes;
+    let message = format!(
+        "{resource}.{GROUP}{} is forbidden: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{GROUP}\" at the cluster scope",
+        name.as_deref()
+            .map(|n| format!(" \"{n}\""))
+            .unwrap_or_default(),
+        user.name,
+    );
+    failure(StatusCode::FORBIDDEN, "Forbidden", message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        let base = "/apis/kubeplug.io/v1alpha1";
+        assert_eq!(
+            route(base, ""),
+            Some(Route::Discovery(Discovery::Resources))
+        );
+        assert_eq!(
+            route(&format!("{base}/plugins"), ""),
+            Some(Route::List { watch: false })
+        );
+        assert_eq!(
+            route(&format!("{base}/plugins"), "watch=true&resourceVersion=3"),
+            Some(Route::List { watch: true })
+        );
+        assert_eq!(
+            route(&format!("{base}/plugins/database"), ""),
+            Some(Route::Get("database".into()))
+        );
+        assert_eq!(route(&format!("{base}/plugins/a/b"), ""), None);
+        assert_eq!(route(&format!("{base}/other"), ""), None);
+        assert_eq!(route("/apis/other.io/v1", ""), None);
+        assert_eq!(
+            route("/apis", ""),
+            Some(Route::Discovery(Discovery::Groups))
+        );
+        assert_eq!(
+            query_param("a=1&resourceVersion=12", "resourceVersion"),
+            Some("12")
+        );
+    }
+}

@@ -1,0 +1,409 @@
+//! The host's aggregated API (`kubeplug.io/v1alpha1`) through the real
+//! kube-apiserver's aggregation layer: registration, discovery, `kubectl get
+//! plugins [-w]`, `kubectl explain`, RBAC through SubjectAccessReview, and
+//! connections that do not come from the front proxy.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use kubeplug_e2e::*;
+use serde_json::Value;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const APISERVICE: &str = "apiservice/v1alpha1.kubeplug.io";
+
+/// The APIService registered for a test, removed at the end: a registered
+/// group whose server is gone degrades discovery for everyone.
+struct Registration;
+
+impl Registration {
+    fn new(port: u16, ca: &Path) -> Self {
+        let out = Command::new(repo().join("deploy/apiservice/register-loopback"))
+            .args([&port.to_string(), ca.to_str().expect("utf-8 path")])
+            .output()
+            .expect("register-loopback");
+        assert!(
+            out.status.success(),
+            "register-loopback: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Registration
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        kubectl(&["delete", APISERVICE, "--ignore-not-found"], None);
+    }
+}
+
+/// A CA and a serving certificate (deploy/apiservice/gen-cert).
+fn certificates(dir: &Path) -> PathBuf {
+    let certs = dir.join("api-certs");
+    let out = Command::new(repo().join("deploy/apiservice/gen-cert"))
+        .arg(&certs)
+        .output()
+        .expect("gen-cert");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    certs
+}
+
+/// The host with the seed plugins and the aggregated API on `port`.
+fn host_with_api(dir: &PluginDir, certs: &Path, port: u16) -> Host {
+    let listen = format!("127.0.0.1:{port}");
+    let (cert, key) = (certs.join("tls.crt"), certs.join("tls.key"));
+    Host::start_with(
+        dir,
+        &[
+            "--api-listen",
+            &listen,
+            "--api-cert",
+            cert.to_str().unwrap(),
+            "--api-key",
+            key.to_str().unwrap(),
+        ],
+    )
+}
+
+fn plugins_table() -> String {
+    kubectl_ok(&["get", "plugins"], None)
+}
+
+/// `curl` straight at the host's API port, bypassing kube-apiserver:
+/// (exit code, HTTP status or "000").
+fn direct(port: u16, ca: &Path, client: Option<(&Path, &Path)>, user: &str) -> (i32, String) {
+    let mut args = vec![
+        "-s".to_string(),
+        "-o".into(),
+        "/dev/null".into(),
+        "-w".into(),
+        "%{http_code}".into(),
+        "--max-time".into(),
+        "10".into(),
+        "--cacert".into(),
+        ca.display().to_string(),
+        "-H".into(),
+        format!("X-Remote-User: {user}"),
+        "-H".into(),
+        "X-Remote-Group: system:masters".into(),
+    ];
+    if let Some((cert, key)) = client {
+        args.extend([
+            "--cert".into(),
+            cert.display().to_string(),
+            "--key".into(),
+            key.display().to_string(),
+        ]);
+    }
+    args.push(format!(
+        "https://127.0.0.1:{port}/apis/kubeplug.io/v1alpha1/plugins"
+    ));
+    let out = Command::new("curl")
+        .args(&args)
+        .output()
+        .expect("curl runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// A client certificate signed by the front proxy's CA (the control plane's
+/// `pki/front-proxy-ca`), with common name `cn`.
+fn front_proxy_signed(dir: &Path, cn: &str) -> (PathBuf, PathBuf) {
+    let pki = cluster_dir().join("pki");
+    let (key, csr, cert) = (
+        dir.join(format!("{cn}.key")),
+        dir.join(format!("{cn}.csr")),
+        dir.join(format!("{cn}.crt")),
+    );
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-subj",
+        &format!("/CN={cn}"),
+        "-keyout",
+        &s(&key),
+        "-out",
+        &s(&csr),
+    ]);
+    // v3 with clientAuth, as a real proxy certificate (webpki refuses v1).
+    let ext = dir.join("client.ext");
+    std::fs::write(&ext, "extendedKeyUsage=clientAuth\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        &s(&csr),
+        "-extfile",
+        &s(&ext),
+        "-CA",
+        &s(&pki.join("front-proxy-ca.crt")),
+        "-CAkey",
+        &s(&pki.join("front-proxy-ca.key")),
+        "-CAcreateserial",
+        "-CAserial",
+        &s(&dir.join("front-proxy.srl")),
+        "-days",
+        "1",
+        "-out",
+        &s(&cert),
+    ]);
+    (cert, key)
+}
+
+#[test]
+fn kubectl_gets_explains_and_watches_plugins_through_the_aggregator() {
+    install_crds();
+    let ns = Namespace::new("api");
+    let dir = PluginDir::with(&["database", "myapp", "pod-annotator"]);
+    dir.settings(
+        "pod-annotator",
+        &format!("config:\n  namespaces: [{}]\n", ns.name),
+    );
+    let certs = certificates(&dir.path);
+    let port = free_port();
+    let host = host_with_api(&dir, &certs, port);
+    let _registration = Registration::new(port, &certs.join("ca.crt"));
+
+    // Discovery: the group and its resource.
+    eventually("kubectl to discover plugins", TIMEOUT, || {
+        let out = kubectl(&["api-resources", "--api-group=kubeplug.io"], None);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| {
+                l.starts_with("plugins ")
+                    && l.contains("kubeplug.io/v1alpha1")
+                    && l.contains("Plugin")
+            })
+            .then_some(())
+    });
+
+    // `kubectl get plugins`: the three plugins, running, with columns.
+    let table = eventually("kubectl get plugins", TIMEOUT, || {
+        let out = kubectl(&["get", "plugins"], None);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        ["database", "myapp", "pod-annotator"]
+            .iter()
+            .all(|p| {
+                text.lines()
+                    .any(|l| l.starts_with(p) && l.contains("running"))
+            })
+            .then_some(text)
+    });
+    let header = table.lines().next().unwrap_or_default();
+    for column in [
+        "NAME",
+        "VERSION",
+        "STATE",
+        "LEADER",
+        "RECONCILES",
+        "ERRORS",
+        "QUEUE",
+    ] {
+        assert!(header.contains(column), "{column} in {header}");
+    }
+
+    // The details of one plugin.
+    let plugin: Value = serde_json::from_str(&kubectl_ok(
+        &["get", "plugin", "database", "-o", "json"],
+        None,
+    ))
+    .expect("Plugin JSON");
+    assert_eq!(plugin["kind"], "Plugin");
+    assert_eq!(plugin["spec"]["manifest"]["parent"], "Database.example.com");
+    assert_eq!(
+        plugin["spec"]["manifest"]["children"],
+        serde_json::json!(["StatefulSet.apps", "Service", "Secret"])
+    );
+    assert_eq!(plugin["status"]["state"], "running");
+    assert_eq!(plugin["status"]["version"], "0.1.0");
+    assert_eq!(
+        plugin["status"]["digest"],
+        host.plugin("database").expect("row")["digest"]
+    );
+    assert!(
+        plugin["status"]["leader"]
+            .as_str()
+            .is_some_and(|l| !l.is_empty())
+    );
+    assert!(plugin["status"]["reconciles"].is_u64());
+
+    // Reconciles show up in the counters.
+    apply(
+        &ns.name,
+        "apiVersion: example.com/v1alpha1\nkind: MyApp\nmetadata:\n  name: counted\nspec:\n  replicas: 1\n",
+    );
+    eventually("myapp's reconciles to be counted", TIMEOUT, || {
+        let plugin: Value =
+            serde_json::from_str(&kubectl_ok(&["get", "plugin", "myapp", "-o", "json"], None))
+                .ok()?;
+        (plugin["status"]["reconciles"].as_u64()? >= 1).then_some(())
+    });
+
+    // `kubectl explain` reads the schema through the aggregated OpenAPI.
+    let explained = eventually("kubectl explain plugins.status", TIMEOUT, || {
+        let out = kubectl(&["explain", "plugins.status"], None);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    assert!(explained.contains("KIND:       Plugin"), "{explained}");
+    assert!(explained.contains("leader"), "{explained}");
+
+    // `kubectl get plugins -w` streams a swap.
+    let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG");
+    let mut watch = Command::new(std::env::var("KUBECTL").expect("KUBECTL"))
+        .args([
+            "get",
+            "plugins",
+            "-w",
+            "--output-watch-events",
+            "-o",
+            "json",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
+    let stdout = watch.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut all = String::new();
+        let mut buf = [0u8; 4096];
+        let mut stdout = stdout;
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.push_str(&String::from_utf8_lossy(&buf[..n]));
+            let _ = tx.send(all.clone());
+        }
+    });
+    // The initial state first, then the swap.
+    let mut seen = String::new();
+    eventually("the watch to list the plugins", TIMEOUT, || {
+        while let Ok(text) = rx.try_recv() {
+            seen = text;
+        }
+        seen.contains("\"pod-annotator\"").then_some(())
+    });
+    std::fs::copy(
+        repo().join("target/test-plugins/database-v2.wasm"),
+        dir.path.join("database.wasm"),
+    )
+    .expect("swap the database plugin");
+    eventually("the watch to stream the swap", TIMEOUT, || {
+        while let Ok(text) = rx.try_recv() {
+            seen = text;
+        }
+        let compact: String = seen.split_whitespace().collect();
+        (compact.contains("\"MODIFIED\"") && compact.contains("\"version\":\"0.2.0\""))
+            .then_some(())
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+
+    drop(host);
+}
+
+#[test]
+fn rbac_decides_and_only_the_front_proxy_gets_in() {
+    install_crds();
+    let dir = PluginDir::with(&["myapp"]);
+    let certs = certificates(&dir.path);
+    let port = free_port();
+    let _host = host_with_api(&dir, &certs, port);
+    let _registration = Registration::new(port, &certs.join("ca.crt"));
+    eventually("kubectl get plugins as admin", TIMEOUT, || {
+        plugins_table().contains("myapp").then_some(())
+    });
+
+    // A user without a role: 403 through the aggregator, naming what lacks.
+    let out = kubectl(&["get", "plugins", "--as", "bob"], None);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Forbidden")
+            && stderr.contains(
+                "User \"bob\" cannot list resource \"plugins\" in API group \"kubeplug.io\""
+            ),
+        "{stderr}"
+    );
+    // Given `get`, `list` and `watch` on plugins, the same user gets in.
+    let user = format!("viewer-{}", std::process::id());
+    kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: kubeplug-plugin-viewer\nrules:\n- apiGroups: [kubeplug.io]\n  resources: [plugins]\n  verbs: [get, list, watch]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {user}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: kubeplug-plugin-viewer\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: {user}\n"
+        )),
+    );
+    eventually("the viewer to list plugins", TIMEOUT, || {
+        let out = kubectl(&["get", "plugins", "--as", &user], None);
+        String::from_utf8_lossy(&out.stdout)
+            .contains("myapp")
+            .then_some(())
+    });
+    kubectl(&["delete", "clusterrolebinding", &user], None);
+
+    // Straight at the port: no client certificate, a certificate of another
+    // CA, and the front proxy's CA but another name are all refused; only
+    // the front proxy's own certificate passes.
+    let ca = certs.join("ca.crt");
+    let (code, status) = direct(port, &ca, None, "kubeplug-admin");
+    assert!(
+        code != 0 && status == "000",
+        "no client certificate: curl {code}, HTTP {status}"
+    );
+    let (code, status) = direct(
+        port,
+        &ca,
+        Some((&certs.join("tls.crt"), &certs.join("tls.key"))),
+        "kubeplug-admin",
+    );
+    assert!(
+        code != 0 && status == "000",
+        "another CA: curl {code}, HTTP {status}"
+    );
+    let (cert, key) = front_proxy_signed(&dir.path, "mallory");
+    let (_, status) = direct(port, &ca, Some((&cert, &key)), "kubeplug-admin");
+    assert_eq!(status, "401", "the front proxy's CA but not its name");
+    let pki = cluster_dir().join("pki");
+    let (_, status) = direct(
+        port,
+        &ca,
+        Some((
+            &pki.join("front-proxy-client.crt"),
+            &pki.join("front-proxy-client.key"),
+        )),
+        "kubeplug-admin",
+    );
+    assert_eq!(
+        status, "200",
+        "the front proxy's own certificate, for system:masters"
+    );
+}
