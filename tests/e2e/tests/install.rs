@@ -119,7 +119,11 @@ fn deploy_and_its_overlays_are_admitted_in_a_restricted_namespace() {
         String::from_utf8_lossy(&privileged.stderr)
     );
 
-    for dir in ["deploy", "deploy/overlays/image-volumes"] {
+    for dir in [
+        "deploy",
+        "deploy/overlays/image-volumes",
+        "deploy/overlays/aggregated-api",
+    ] {
         let out = apply_kustomization(dir, true);
         assert!(
             out.contains("deployment.apps/kubeplug serverside-applied (server dry run)"),
@@ -181,17 +185,7 @@ fn deploy_and_its_overlays_are_admitted_in_a_restricted_namespace() {
         "no Lease rights outside kubeplug-system"
     );
 
-    kubectl_ok(
-        &[
-            "delete",
-            "deployment",
-            "kubeplug",
-            "-n",
-            SYSTEM,
-            "--wait=false",
-        ],
-        None,
-    );
+    delete_deployment();
 }
 
 /// The Deployment's pod template as the API server stored it (defaults
