@@ -17,6 +17,7 @@
 
 mod authorize;
 mod der;
+mod previews;
 mod requestheader;
 mod resources;
 pub mod tracker;
@@ -61,7 +62,11 @@ struct Server {
     front_proxy: RwLock<Arc<RequestHeader>>,
     authorizer: Authorizer,
     tracker: Arc<Tracker>,
+    registry: Arc<crate::registry::Registry>,
 }
+
+/// Largest preview body read (a parent object and a little more).
+const MAX_BODY: usize = 4 << 20;
 
 type Body = BoxBody<Bytes, std::convert::Infallible>;
 
@@ -71,6 +76,7 @@ pub async fn serve(
     settings: ApiSettings,
     client: kube::Client,
     tracker: Arc<Tracker>,
+    registry: Arc<crate::registry::Registry>,
 ) -> anyhow::Result<()> {
     use anyhow::Context as _;
     let front_proxy = RequestHeader::load(&client)
@@ -83,6 +89,7 @@ pub async fn serve(
         front_proxy: RwLock::new(Arc::new(front_proxy)),
         authorizer: Authorizer::new(client.clone()),
         tracker,
+        registry,
     });
     tokio::spawn(reload(server.clone(), settings.clone(), client));
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -212,8 +219,14 @@ fn failure(code: StatusCode, reason: &str, message: String) -> Response<Body> {
 enum Route {
     Health,
     Discovery(Discovery),
-    List { watch: bool },
+    List {
+        watch: bool,
+    },
     Get(String),
+    /// `POST .../namespaces/<ns>/previews`.
+    Preview {
+        namespace: String,
+    },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -240,6 +253,14 @@ fn route(path: &str, query: &str) -> Option<Route> {
         p if p == base => Route::Discovery(Discovery::Resources),
         p if p == format!("/openapi/v3/apis/{GROUP}/{VERSION}") => {
             Route::Discovery(Discovery::OpenApi)
+        }
+        p if p.starts_with(&format!("{base}/namespaces/")) => {
+            let rest = p.strip_prefix(&format!("{base}/namespaces/"))?;
+            let (namespace, resource) = rest.split_once('/')?;
+            (resource == "previews" && !namespace.is_empty()).then_some(())?;
+            Route::Preview {
+                namespace: namespace.into(),
+            }
         }
         p => {
             let rest = p.strip_prefix(&base)?.strip_prefix("/plugins")?;
@@ -278,12 +299,16 @@ impl Server {
                 format!("the server could not find the requested resource ({path})"),
             );
         };
-        if req.method() != Method::GET {
+        let method_ok = match route {
+            Route::Preview { .. } => req.method() == Method::POST,
+            _ => req.method() == Method::GET,
+        };
+        if !method_ok {
             return failure(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "MethodNotAllowed",
                 format!(
-                    "{} is not supported: plugins are read-only (ship a file to change one)",
+                    "{} is not supported here: plugins are read-only (ship a file to change one), previews are only created",
                     req.method()
                 ),
             );
@@ -294,13 +319,22 @@ impl Server {
             // as `system:kube-aggregator` with no groups, which a
             // SubjectAccessReview would refuse.
             Route::Health | Route::Discovery(_) => None,
+            Route::Preview { namespace } => Some(Attributes {
+                group: GROUP.into(),
+                verb: "create".into(),
+                resource: "previews".into(),
+                namespace: Some(namespace.clone()),
+                name: None,
+            }),
             Route::List { watch } => Some(Attributes {
+                group: GROUP.into(),
                 verb: if *watch { "watch" } else { "list" }.into(),
                 resource: resources::RESOURCE.into(),
                 namespace: None,
                 name: None,
             }),
             Route::Get(name) => Some(Attributes {
+                group: GROUP.into(),
                 verb: "get".into(),
                 resource: resources::RESOURCE.into(),
                 namespace: None,
@@ -324,6 +358,22 @@ impl Server {
             .filter_map(|v| v.to_str().ok())
             .any(|v| v.contains("as=Table"));
         match route {
+            Route::Preview { namespace } => {
+                let body = match http_body_util::Limited::new(req.into_body(), MAX_BODY)
+                    .collect()
+                    .await
+                {
+                    Ok(body) => body.to_bytes(),
+                    Err(error) => {
+                        return failure(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            "RequestEntityTooLarge",
+                            format!("the preview could not be read: {error}"),
+                        );
+                    }
+                };
+                self.preview(&user, &namespace, &body).await
+            }
             Route::Health => json_response(StatusCode::OK, &serde_json::json!("ok")),
             Route::Discovery(which) => json_response(
                 StatusCode::OK,
@@ -374,13 +424,23 @@ impl Server {
 /// The 403 kube-apiserver would give, naming the user and what they lack.
 fn forbidden(user: &UserInfo, attributes: &Attributes) -> Response<Body> {
     let Attributes {
+        group,
         verb,
         resource,
+        namespace,
         name,
-        ..
     } = attributes;
+    let what = if group.is_empty() {
+        resource.clone()
+    } else {
+        format!("{resource}.{group}")
+    };
+    let scope = match namespace {
+        Some(ns) => format!("in the namespace \"{ns}\""),
+        None => "at the cluster scope".into(),
+    };
     let message = format!(
-        "{resource}.{GROUP}{} is forbidden: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{GROUP}\" at the cluster scope",
+        "{what}{} is forbidden: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" {scope}",
         name.as_deref()
             .map(|n| format!(" \"{n}\""))
             .unwrap_or_default(),
@@ -414,6 +474,17 @@ mod tests {
         );
         assert_eq!(route(&format!("{base}/plugins/a/b"), ""), None);
         assert_eq!(route(&format!("{base}/other"), ""), None);
+        assert_eq!(
+            route(&format!("{base}/namespaces/team-a/previews"), ""),
+            Some(Route::Preview {
+                namespace: "team-a".into()
+            })
+        );
+        assert_eq!(
+            route(&format!("{base}/namespaces/team-a/plugins"), ""),
+            None
+        );
+        assert_eq!(route(&format!("{base}/namespaces//previews"), ""), None);
         assert_eq!(route("/apis/other.io/v1", ""), None);
         assert_eq!(
             route("/apis", ""),

@@ -101,6 +101,62 @@ pub struct Controller {
     elector: Option<Arc<Elector>>,
 }
 
+/// A running controller, as a dry run sees it: its caches, its fence and
+/// the plugin version serving; never its writer.
+#[derive(Clone)]
+pub struct PreviewHandle(Arc<Shared>);
+
+impl PreviewHandle {
+    /// The parent kind.
+    pub fn parent_kind(&self) -> crate::manifest::ApiResource {
+        self.0
+            .plugin
+            .read()
+            .expect("plugin lock")
+            .manifest()
+            .parent
+            .clone()
+    }
+
+    /// A parent as the controller's cache holds it.
+    pub fn live_parent(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<kube::core::DynamicObject>> {
+        self.0.sources.parent.get(namespace, name)
+    }
+
+    /// What one reconcile of `parent` would do now, by the version serving
+    /// or by `candidate`, which must watch what the serving one watches
+    /// (the preview reads the serving version's caches).
+    pub async fn run(
+        &self,
+        parent: &kube::core::DynamicObject,
+        candidate: Option<Plugin>,
+    ) -> Result<serde_json::Value, String> {
+        let live = self.0.plugin.read().expect("plugin lock").clone();
+        let plugin = match candidate {
+            Some(candidate) if !same_shape(candidate.manifest(), live.manifest()) => {
+                return Err(
+                    "the candidate's manifest asks for other kinds, namespaces or finalizer than the serving version's; a preview runs on the serving version's caches".into(),
+                );
+            }
+            Some(candidate) => candidate,
+            None => live,
+        };
+        let target = crate::preview::Target {
+            plugin: &plugin,
+            sources: &self.0.sources,
+            fence: &self.0.fence,
+            field_manager: self.0.writer.field_manager(),
+        };
+        crate::preview::preview(&target, parent)
+            .await
+            .map_err(|e| format_chain(&e))
+    }
+}
+
 /// True if `a` and `b` need the same watches and routes, so that swapping
 /// the plugin behind a running controller is enough.
 pub fn same_shape(a: &Manifest, b: &Manifest) -> bool {
@@ -261,6 +317,11 @@ impl Controller {
         *self.shared.plugin.write().expect("plugin lock") = plugin;
         self.shared.failures.lock().expect("failures lock").clear();
         requeue_all(&self.shared);
+    }
+
+    /// What a preview of this plugin needs (see [`crate::preview`]).
+    pub fn preview_handle(&self) -> PreviewHandle {
+        PreviewHandle(self.shared.clone())
     }
 
     /// Reconciles finished by this replica, and how many of them failed.

@@ -23,6 +23,7 @@ pub mod leader;
 pub mod manifest;
 pub mod plan;
 pub mod policy;
+pub mod preview;
 pub mod queue;
 pub mod reconcile;
 pub mod registry;

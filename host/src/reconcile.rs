@@ -15,7 +15,7 @@ use crate::informers::{Informer, Key};
 use crate::manifest::{Manifest, Related};
 use crate::plan::{self, ObjectKey};
 use crate::policy::Effective;
-use crate::runtime::{CallError, Plugin, Request};
+use crate::runtime::{CallError, Desired, Plugin, Request};
 use crate::telemetry::Metrics;
 
 /// Why a reconcile failed. Each is retried with backoff.
@@ -80,7 +80,11 @@ impl Fence {
     /// Ok if the plugin's ServiceAccount may read everything this reconcile
     /// would hand it in `namespace`: the parent, its children's kinds, the
     /// related kinds.
-    async fn check_reads(&self, manifest: &Manifest, namespace: &str) -> Result<(), AccessError> {
+    pub(crate) async fn check_reads(
+        &self,
+        manifest: &Manifest,
+        namespace: &str,
+    ) -> Result<(), AccessError> {
         let access = &self.access;
         access
             .check(&self.grant, "get", &manifest.parent, namespace)
@@ -165,7 +169,7 @@ impl Sources {
         }
     }
 
-    fn observed(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
+    pub(crate) fn observed(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
         self.children
             .iter()
             .flat_map(|i| i.owned_by(uid))
@@ -179,7 +183,7 @@ impl Sources {
             .collect()
     }
 
-    fn related(&self, namespace: &str, name: &str) -> Vec<Arc<DynamicObject>> {
+    pub(crate) fn related(&self, namespace: &str, name: &str) -> Vec<Arc<DynamicObject>> {
         self.related
             .iter()
             .flat_map(|(related, informer)| {
@@ -199,6 +203,71 @@ async fn call_blocking<T: Send + 'static>(
     Ok(tokio::task::spawn_blocking(f).await??)
 }
 
+/// What the plugin is handed for a parent.
+pub(crate) struct Inputs {
+    pub parent: Value,
+    /// The children it controls, as the caches hold them.
+    pub observed: Vec<Value>,
+    pub request: Request,
+}
+
+/// The parent, its observed children and related objects, as one request.
+pub(crate) fn inputs(sources: &Sources, parent_obj: &DynamicObject) -> Inputs {
+    let parent = to_value(parent_obj);
+    let uid = parent_obj.metadata.uid.as_deref().unwrap_or_default();
+    let observed: Vec<Value> = sources.observed(uid).iter().map(|o| to_value(o)).collect();
+    let related: Vec<String> = sources
+        .related(
+            parent_obj.metadata.namespace.as_deref().unwrap_or_default(),
+            parent_obj.metadata.name.as_deref().unwrap_or_default(),
+        )
+        .iter()
+        .map(|o| serde_json::to_string(&**o).expect("a DynamicObject always serializes"))
+        .collect();
+    let request = Request::new(
+        parent.to_string(),
+        observed.iter().map(Value::to_string).collect(),
+        related,
+    );
+    Inputs {
+        parent,
+        observed,
+        request,
+    }
+}
+
+/// Call the plugin and check its answer against its fence: the answer, and
+/// its children prepared for applying.
+pub(crate) async fn decide(
+    plugin: &Plugin,
+    fence: &Fence,
+    parent: &Value,
+    request: Request,
+) -> Result<(Desired, Vec<Value>), ReconcileError> {
+    let manifest = plugin.manifest();
+    let desired = {
+        let plugin = plugin.clone();
+        call_blocking(move || plugin.reconcile(&request)).await?
+    };
+    let to_fenced = |source| plan::Fenced {
+        plugin: manifest.name.clone(),
+        source,
+    };
+    let checked = fence
+        .grant
+        .check_answer(manifest, &desired)
+        .map_err(&to_fenced);
+    let prepared = checked
+        .and_then(|()| plan::children(manifest, parent, &desired.children).map_err(&to_fenced))?;
+    plan::check_mode(
+        manifest,
+        desired.parent_patch.is_some(),
+        desired.status.is_some(),
+    )
+    .map_err(&to_fenced)?;
+    Ok((desired, prepared))
+}
+
 /// Reconcile the parent at `key` with `plugin`.
 pub async fn reconcile(
     plugin: &Plugin,
@@ -213,20 +282,12 @@ pub async fn reconcile(
         return Ok(Outcome::default());
     };
     fence.check_reads(manifest, &key.0).await?;
-    let parent = to_value(&parent_obj);
+    let Inputs {
+        parent,
+        observed,
+        request,
+    } = inputs(sources, &parent_obj);
     let uid = parent_obj.metadata.uid.clone().unwrap_or_default();
-    let observed_objs = sources.observed(&uid);
-    let observed: Vec<Value> = observed_objs.iter().map(|o| to_value(o)).collect();
-    let related: Vec<String> = sources
-        .related(&key.0, &key.1)
-        .iter()
-        .map(|o| serde_json::to_string(&**o).expect("a DynamicObject always serializes"))
-        .collect();
-    let request = Request::new(
-        parent.to_string(),
-        observed.iter().map(Value::to_string).collect(),
-        related,
-    );
 
     if parent_obj.metadata.deletion_timestamp.is_some() {
         return finalize(plugin, manifest, writer, &parent_obj, &parent, request).await;
@@ -243,26 +304,7 @@ pub async fn reconcile(
         }
     }
 
-    let desired = {
-        let plugin = plugin.clone();
-        call_blocking(move || plugin.reconcile(&request)).await?
-    };
-    let to_fenced = |source| plan::Fenced {
-        plugin: manifest.name.clone(),
-        source,
-    };
-    let checked = fence
-        .grant
-        .check_answer(manifest, &desired)
-        .map_err(&to_fenced);
-    let prepared = checked
-        .and_then(|()| plan::children(manifest, &parent, &desired.children).map_err(&to_fenced))?;
-    plan::check_mode(
-        manifest,
-        desired.parent_patch.is_some(),
-        desired.status.is_some(),
-    )
-    .map_err(&to_fenced)?;
+    let (desired, prepared) = decide(plugin, fence, &parent, request).await?;
 
     let by_key: HashMap<ObjectKey, &Value> =
         observed.iter().map(|o| (ObjectKey::of(o), o)).collect();
@@ -484,7 +526,10 @@ async fn clash(
 
 /// The declared type of a child that passed the fence (or was observed
 /// through a declared child informer).
-fn child_type<'a>(manifest: &'a Manifest, child: &Value) -> &'a crate::manifest::ApiResource {
+pub(crate) fn child_type<'a>(
+    manifest: &'a Manifest,
+    child: &Value,
+) -> &'a crate::manifest::ApiResource {
     manifest
         .child_type(
             child["apiVersion"].as_str().unwrap_or_default(),

@@ -279,7 +279,7 @@ fn settled_files(dir: &Path, settings_dir: Option<&Path>) -> std::io::Result<(Ve
         }
     }
     for path in wasm {
-        if path.extension().and_then(|e| e.to_str()) != Some("wasm") {
+        if path.extension().and_then(|e| e.to_str()) != Some("wasm") || is_candidate(&path) {
             continue;
         }
         let Ok(meta) = std::fs::metadata(&path) else {
@@ -303,6 +303,14 @@ fn settled_files(dir: &Path, settings_dir: Option<&Path>) -> std::io::Result<(Ve
     }
     files.sort();
     Ok((files, fresh))
+}
+
+/// `<stem>.next.wasm`: a candidate version of the plugin in `<stem>.wasm`.
+/// It serves nothing; previews can run it (see [`Registry::candidate`]).
+fn is_candidate(path: &Path) -> bool {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .is_some_and(|s| s.ends_with(".next"))
 }
 
 /// `..data` and friends are a ConfigMap's internals; dotfiles are editors'
@@ -707,6 +715,49 @@ impl Registry {
                 }
             })
             .collect()
+    }
+
+    /// The candidate version of `plugin`: `<stem>.next.wasm` beside the
+    /// file it serves from (settings `<stem>.next.yaml`), compiled and
+    /// admitted as a load would be, serving nothing. For previews of an
+    /// upgrade before it ships.
+    pub async fn candidate(&self, plugin: &str) -> Result<Plugin, String> {
+        let live = {
+            let files = self.files.lock().expect("registry lock");
+            files
+                .iter()
+                .find(|(_, e)| e.serving.as_ref().is_some_and(|s| s.name == plugin))
+                .map(|(path, _)| path.clone())
+        }
+        .ok_or_else(|| format!("plugin {plugin} is not loaded"))?;
+        let stem = live
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        let next = live.with_file_name(format!("{stem}.next.wasm"));
+        if !next.is_file() {
+            return Err(format!("no candidate: {} does not exist", next.display()));
+        }
+        let candidate = read_candidate(&next, self.settings_dir.as_deref())?;
+        let (loaded, _) = self.admit(&next, candidate).await.map_err(|f| f.error)?;
+        if loaded.name() != plugin {
+            return Err(format!(
+                "{} is plugin {}, not {plugin}",
+                next.display(),
+                loaded.name()
+            ));
+        }
+        Ok(loaded)
+    }
+
+    /// The running controller of `plugin`, for a dry run.
+    pub fn preview_handle(&self, plugin: &str) -> Option<controller::PreviewHandle> {
+        let files = self.files.lock().expect("registry lock");
+        files
+            .values()
+            .filter_map(|e| e.serving.as_ref())
+            .find(|s| s.name == plugin)
+            .map(|s| s.controller.preview_handle())
     }
 
     /// Serving plugins whose caches have not listed once yet, leaving out

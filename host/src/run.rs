@@ -245,6 +245,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 settings,
                 client.clone(),
                 tracker,
+                registry.clone(),
             )))
         }
         None => None,

@@ -12,10 +12,12 @@ use k8s_openapi::api::authorization::v1::{
 
 use super::requestheader::UserInfo;
 
-/// What a request does, in RBAC's terms (resources of this group only:
-/// discovery is public).
+/// What a request does, in RBAC's terms (resources only: discovery is
+/// public).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Attributes {
+    /// API group of the resource (this API's, or a parent's for previews).
+    pub group: String,
     pub verb: String,
     pub resource: String,
     pub namespace: Option<String>,
@@ -57,8 +59,7 @@ impl Authorizer {
                 groups: Some(user.groups.clone()),
                 extra: Some(user.extra.clone()),
                 resource_attributes: Some(ResourceAttributes {
-                    group: Some(super::GROUP.into()),
-                    version: Some(super::VERSION.into()),
+                    group: Some(what.group.clone()),
                     resource: Some(what.resource.clone()),
                     verb: Some(what.verb.clone()),
                     namespace: what.namespace.clone(),

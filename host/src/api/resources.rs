@@ -179,6 +179,12 @@ pub fn resource_list() -> Value {
             "kind": KIND,
             "verbs": ["get", "list", "watch"],
             "categories": ["kubeplug"],
+        }, {
+            "name": "previews",
+            "singularName": "preview",
+            "namespaced": true,
+            "kind": "Preview",
+            "verbs": ["create"],
         }],
     })
 }
@@ -218,6 +224,17 @@ pub fn openapi() -> Value {
                 "x-kubernetes-group-version-kind": gvk,
                 "responses": returns("io.kubeplug.v1alpha1.PluginList"),
             }},
+            format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/previews"): {
+                "post": {
+                    "description": "create a Preview: what a plugin would do to a parent now, with nothing written",
+                    "operationId": "createKubeplugIoV1alpha1NamespacedPreview",
+                    "x-kubernetes-action": "post",
+                    "x-kubernetes-group-version-kind": {"group": GROUP, "version": VERSION, "kind": "Preview"},
+                    "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/io.kubeplug.v1alpha1.Preview"}}}},
+                    "responses": {"201": {"description": "Created", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/io.kubeplug.v1alpha1.Preview"}}}}},
+                },
+                "parameters": [{"name": "namespace", "in": "path", "required": true, "schema": {"type": "string"}}],
+            },
             format!("{base}/{{name}}"): {
                 "get": {
                     "description": "read the specified Plugin",
@@ -237,7 +254,7 @@ pub fn openapi() -> Value {
                 "properties": {
                     "apiVersion": string("APIVersion: kubeplug.io/v1alpha1."),
                     "kind": string("Kind: Plugin."),
-                    "metadata": {"type": "object", "description": "The plugin's name, and when the serving version was loaded (creationTimestamp)."},
+                    "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "The plugin's name, and when the serving version was loaded (creationTimestamp)."},
                     "spec": {"type": "object", "description": "Where the plugin comes from and what its manifest asks for.", "properties": {
                         "file": string("The .wasm file in the host's plugin directory."),
                         "manifest": {"type": "object", "description": "The manifest of the serving version.", "properties": {
@@ -263,6 +280,23 @@ pub fn openapi() -> Value {
                         "errors": integer("Of those, how many failed."),
                         "queueDepth": integer("Parents waiting in its queue."),
                     }},
+                },
+            },
+            "io.kubeplug.v1alpha1.Preview": {
+                "type": "object",
+                "description": "A dry run: what a plugin would do to a parent right now against the live cluster (children to create, update with a field-level diff, or prune; the status, parent patch and events), with nothing written. Create only.",
+                "x-kubernetes-group-version-kind": [{"group": GROUP, "version": VERSION, "kind": "Preview"}],
+                "properties": {
+                    "apiVersion": string("APIVersion: kubeplug.io/v1alpha1."),
+                    "kind": string("Kind: Preview."),
+                    "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "spec": {"type": "object", "required": ["plugin"], "properties": {
+                        "plugin": string("The plugin to run."),
+                        "parentName": string("A live parent in this namespace, as the plugin's cache holds it."),
+                        "candidate": {"type": "boolean", "description": "Run the candidate version <plugin>.next.wasm beside the serving file instead of the serving version: what the upgrade would change."},
+                        "parent": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "Or a parent object (e.g. a live one with a changed spec); its namespace is the preview's."},
+                    }},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "children (action create/update/unchanged/prune, kind, name, diff of path/live/desired), status (changes, desired, diff), parentPatch, events; or error, the plugin's or the fence's refusal."},
                 },
             },
             "io.kubeplug.v1alpha1.PluginList": {

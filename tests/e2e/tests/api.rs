@@ -407,3 +407,186 @@ fn rbac_decides_and_only_the_front_proxy_gets_in() {
         "the front proxy's own certificate, for system:masters"
     );
 }
+
+/// Every resourceVersion in `ns` of what the database plugin writes: the
+/// parent (status) and its children. (Pods and Events belong to others.)
+fn resource_versions(ns: &str) -> Vec<(String, String)> {
+    let out = kubectl_ok(
+        &[
+            "get",
+            "databases,statefulsets,services,secrets",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={range .items[*]}{.kind}/{.metadata.name}={.metadata.resourceVersion}{\"\\n\"}{end}",
+        ],
+        None,
+    );
+    let mut versions: Vec<(String, String)> = out
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    versions.sort();
+    versions
+}
+
+/// `kubectl create` of a Preview in `ns`, as `user` if given (without
+/// kubectl's own validation then: it would list CRDs, which a plain user may
+/// not).
+fn create_preview(ns: &str, preview: &Value, user: Option<&str>) -> std::process::Output {
+    let mut args = vec!["create", "-n", ns, "-f", "-", "-o", "json"];
+    if let Some(user) = user {
+        args.extend(["--as", user, "--validate=false"]);
+    }
+    kubectl(&args, Some(&preview.to_string()))
+}
+
+/// The answer to a Preview created as admin.
+fn preview_ok(ns: &str, preview: Value) -> Value {
+    let out = create_preview(ns, &preview, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the preview as JSON")
+}
+
+#[test]
+fn a_preview_shows_what_a_change_would_do_and_writes_nothing() {
+    install_crds();
+    let ns = Namespace::new("preview");
+    let dir = PluginDir::with(&["database"]);
+    let certs = certificates(&dir.path);
+    let port = free_port();
+    let _host = host_with_api(&dir, &certs, port);
+    let _registration = Registration::new(port, &certs.join("ca.crt"));
+    apply(
+        &ns.name,
+        "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: shop\nspec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n",
+    );
+    eventually("the database to run", TIMEOUT, || {
+        (get_json(&ns.name, "database/shop")?["status"]["phase"] == "Running").then_some(())
+    });
+    eventually("kubectl to discover previews", TIMEOUT, || {
+        let out = kubectl(&["api-resources", "--api-group=kubeplug.io"], None);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.starts_with("previews ") && l.contains("true"))
+            .then_some(())
+    });
+    // Let the host finish what it writes (status, events), then freeze.
+    std::thread::sleep(Duration::from_secs(3));
+    let before = resource_versions(&ns.name);
+
+    // The live Database with 3 replicas instead of 1, previewed.
+    let mut parent = get_json(&ns.name, "database/shop").expect("the database");
+    parent["spec"]["replicas"] = serde_json::json!(3);
+    let preview = serde_json::json!({
+        "apiVersion": "kubeplug.io/v1alpha1",
+        "kind": "Preview",
+        "metadata": {"name": "three-replicas"},
+        "spec": {"plugin": "database", "parent": parent},
+    });
+    let answer = preview_ok(&ns.name, preview.clone());
+    let children = answer["status"]["children"].as_array().expect("children");
+    let sts = children
+        .iter()
+        .find(|c| c["kind"] == "StatefulSet")
+        .expect("the StatefulSet");
+    assert_eq!(sts["action"], "update", "{answer:#}");
+    assert!(
+        sts["diff"].as_array().is_some_and(|d| d
+            .iter()
+            .any(|c| c["path"] == "spec.replicas" && c["live"] == 1 && c["desired"] == 3)),
+        "{answer:#}"
+    );
+    for kind in ["Service", "Secret"] {
+        let child = children.iter().find(|c| c["kind"] == kind).expect(kind);
+        assert_eq!(child["action"], "unchanged", "{kind}: {answer:#}");
+    }
+    assert_eq!(answer["status"]["status"]["changes"], true, "{answer:#}");
+    // The live parent as it is: nothing to do.
+    let unchanged = preview_ok(
+        &ns.name,
+        serde_json::json!({
+            "apiVersion": "kubeplug.io/v1alpha1",
+            "kind": "Preview",
+            "spec": {"plugin": "database", "parentName": "shop"},
+        }),
+    );
+    assert!(
+        unchanged["status"]["children"]
+            .as_array()
+            .is_some_and(|c| c.iter().all(|c| c["action"] == "unchanged")),
+        "{unchanged:#}"
+    );
+
+    // A candidate version beside the serving file: what the upgrade would
+    // change, while the serving version stays (the file is not loaded).
+    std::fs::copy(
+        repo().join("target/test-plugins/database-v2.wasm"),
+        dir.path.join("database.next.wasm"),
+    )
+    .expect("place the candidate");
+    let upgrade = preview_ok(
+        &ns.name,
+        serde_json::json!({
+            "apiVersion": "kubeplug.io/v1alpha1",
+            "kind": "Preview",
+            "spec": {"plugin": "database", "parentName": "shop", "candidate": true},
+        }),
+    );
+    let sts = upgrade["status"]["children"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["kind"] == "StatefulSet"))
+        .expect("the StatefulSet");
+    assert_eq!(sts["action"], "update", "{upgrade:#}");
+    assert!(
+        sts["diff"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|c| c["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("plugin-revision"))
+                && c["desired"] == "v2")),
+        "{upgrade:#}"
+    );
+    let serving: Value =
+        serde_json::from_str(&kubectl_ok(&["get", "plugins", "-o", "json"], None)).expect("JSON");
+    let items = serving["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "the candidate is not a plugin: {serving:#}");
+    assert_eq!(items[0]["status"]["version"], "0.1.0");
+
+    // Nothing was written.
+    assert_eq!(resource_versions(&ns.name), before);
+    assert_eq!(
+        get_json(&ns.name, "statefulset/shop").expect("sts")["spec"]["replicas"],
+        1
+    );
+
+    // Creating previews, and reading the parent, are both RBAC's call.
+    let out = create_preview(&ns.name, &preview, Some("bob"));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot create resource \"previews\""),
+        "{stderr}"
+    );
+    let user = format!("previewer-{}", std::process::id());
+    kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: previewer\n  namespace: {ns}\nrules:\n- apiGroups: [kubeplug.io]\n  resources: [previews]\n  verbs: [create]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: previewer\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: previewer\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: {user}\n",
+            ns = ns.name
+        )),
+    );
+    let refused = eventually("the parent read to be refused", TIMEOUT, || {
+        let out = create_preview(&ns.name, &preview, Some(&user));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        stderr
+            .contains("cannot get resource \"databases\"")
+            .then_some(stderr)
+    });
+    assert!(refused.contains("example.com"), "{refused}");
+}

@@ -1,0 +1,136 @@
+//! `previews` (namespaced, `create` only): what a plugin would do to a
+//! parent right now, against the live cluster, with nothing written (see
+//! [`crate::preview`]). The body names the plugin and either a live parent
+//! (`spec.parentName`) or a parent object (`spec.parent`, e.g. a live one
+//! with a changed spec); the answer is the same object with `status`.
+//!
+//! Beyond `create` on `previews`, the caller must be allowed to `get` the
+//! parent: a preview shows what the plugin makes of it.
+
+use http::{Response, StatusCode};
+use kube::core::DynamicObject;
+use serde_json::{Value, json};
+
+use super::authorize::Attributes;
+use super::requestheader::UserInfo;
+use super::{Body, GROUP, Server, VERSION, failure, forbidden, json_response};
+
+impl Server {
+    pub(super) async fn preview(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        body: &[u8],
+    ) -> Response<Body> {
+        let invalid =
+            |message: String| failure(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message);
+        let request: Value = match serde_json::from_slice(body) {
+            Ok(request) => request,
+            Err(error) => {
+                return failure(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    format!("not a JSON object: {error}"),
+                );
+            }
+        };
+        if !request["kind"].is_null() && request["kind"] != "Preview" {
+            return invalid(format!("kind {} is not Preview", request["kind"]));
+        }
+        let spec = &request["spec"];
+        let Some(plugin) = spec["plugin"].as_str() else {
+            return invalid("spec.plugin: Required value: the plugin to preview".into());
+        };
+        let Some(handle) = self.registry.preview_handle(plugin) else {
+            return failure(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                format!("plugins.{GROUP} \"{plugin}\" is not loaded"),
+            );
+        };
+        let kind = handle.parent_kind();
+        if !kind.namespaced {
+            return invalid(format!(
+                "{} is cluster-scoped; previews take namespaced parents",
+                kind.kind
+            ));
+        }
+        let parent_name = spec["parentName"].as_str();
+        // The caller must be able to read what the preview is about.
+        let read = Attributes {
+            group: kind.group.clone(),
+            verb: "get".into(),
+            resource: kind.plural.clone(),
+            namespace: Some(namespace.into()),
+            name: parent_name.map(String::from).or_else(|| {
+                spec["parent"]["metadata"]["name"]
+                    .as_str()
+                    .map(String::from)
+            }),
+        };
+        match self.authorizer.allowed(user, &read).await {
+            Ok(true) => {}
+            Ok(false) => return forbidden(user, &read),
+            Err(error) => {
+                return failure(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", error);
+            }
+        }
+        let parent: DynamicObject = match (parent_name, &spec["parent"]) {
+            (Some(name), Value::Null) => match handle.live_parent(namespace, name) {
+                Some(parent) => (*parent).clone(),
+                None => {
+                    return failure(
+                        StatusCode::NOT_FOUND,
+                        "NotFound",
+                        format!("{} \"{name}\" not found in {namespace}", kind.kind),
+                    );
+                }
+            },
+            (None, parent @ Value::Object(_)) => {
+                let mut parent = parent.clone();
+                if parent["kind"] != kind.kind.as_str() {
+                    return invalid(format!(
+                        "spec.parent: kind {} is not {}, the parent kind of {plugin}",
+                        parent["kind"], kind.kind
+                    ));
+                }
+                parent["metadata"]["namespace"] = json!(namespace);
+                match serde_json::from_value(parent) {
+                    Ok(parent) => parent,
+                    Err(error) => return invalid(format!("spec.parent: {error}")),
+                }
+            }
+            _ => return invalid("spec: give exactly one of parentName and parent".into()),
+        };
+        // `spec.candidate: true`: run `<plugin>.next.wasm` instead of the
+        // version serving, to see what an upgrade would change.
+        let candidate = match spec["candidate"].as_bool() {
+            Some(true) => match self.registry.candidate(plugin).await {
+                Ok(candidate) => Some(candidate),
+                Err(error) => return invalid(format!("spec.candidate: {error}")),
+            },
+            _ => None,
+        };
+        let status = match handle.run(&parent, candidate).await {
+            Ok(result) => result,
+            Err(error) => json!({"error": error}),
+        };
+        let mut metadata = json!({
+            "namespace": namespace,
+            "creationTimestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        });
+        if let Some(name) = request["metadata"]["name"].as_str() {
+            metadata["name"] = json!(name);
+        }
+        json_response(
+            StatusCode::CREATED,
+            &json!({
+                "apiVersion": format!("{GROUP}/{VERSION}"),
+                "kind": "Preview",
+                "metadata": metadata,
+                "spec": spec,
+                "status": status,
+            }),
+        )
+    }
+}
