@@ -97,14 +97,7 @@ pub async fn serve(
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     tracing::info!(addr = %settings.listen, group = GROUP, "serving the aggregated API");
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "accepting an API connection failed; retrying");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        let (stream, peer) = crate::telemetry::accept(&listener).await;
         let server = server.clone();
         tokio::spawn(async move {
             let tls = server.tls.read().expect("tls lock").clone();

@@ -218,6 +218,13 @@ pub fn lease_name(plugin: &str) -> String {
     format!("kubeplug-{plugin}")
 }
 
+/// The plugin a Lease named by [`lease_name`] is for; `None` for membership
+/// Leases and others.
+pub fn plugin_of_lease(name: &str) -> Option<&str> {
+    name.strip_prefix("kubeplug-")
+        .filter(|rest| !rest.starts_with("replica."))
+}
+
 /// A DNS-subdomain-safe membership Lease name for `identity`.
 fn member_name(identity: &str) -> String {
     let safe: String = identity
@@ -790,6 +797,16 @@ mod tests {
             _ = renew => {}
         }
         assert_eq!(started.elapsed(), Duration::from_secs(15));
+    }
+
+    #[test]
+    fn plugin_leases_name_their_plugin_and_membership_leases_none() {
+        assert_eq!(
+            plugin_of_lease(&lease_name("pod-annotator")),
+            Some("pod-annotator")
+        );
+        assert_eq!(plugin_of_lease(&member_name("host-1")), None);
+        assert_eq!(plugin_of_lease("other"), None);
     }
 
     #[test]

@@ -91,12 +91,12 @@ pub struct Status {
     pub leading: bool,
     /// What the aggregated API adds (not on `/plugins`).
     #[serde(skip)]
-    pub detail: Option<Detail>,
+    pub detail: Option<PluginDetail>,
 }
 
 /// A serving plugin's manifest and counters.
 #[derive(Debug, Clone)]
-pub struct Detail {
+pub struct PluginDetail {
     pub manifest: crate::manifest::Manifest,
     pub reconciles: u64,
     pub errors: u64,
@@ -705,7 +705,7 @@ impl Registry {
                         .is_some_and(|s| s.controller.leading()),
                     detail: entry.serving.as_ref().map(|s| {
                         let (reconciles, errors) = s.controller.counts();
-                        Detail {
+                        PluginDetail {
                             manifest: s.controller.plugin().manifest().clone(),
                             reconciles,
                             errors,

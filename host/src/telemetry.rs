@@ -391,6 +391,20 @@ impl Default for HttpLimits {
     }
 }
 
+/// The next connection. An `accept` error (e.g. out of file descriptors) is
+/// logged and retried: it never ends a listener, nor the host.
+pub async fn accept(listener: &tokio::net::TcpListener) -> (tokio::net::TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(error) => {
+                tracing::warn!(addr = ?listener.local_addr().ok(), %error, "accepting a connection failed; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 /// Resolves once `stop` turns true (or its sender is gone).
 async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
@@ -429,17 +443,9 @@ pub async fn serve_on(
 ) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+        let (stream, peer) = tokio::select! {
+            accepted = accept(&listener) => accepted,
             _ = stopped(&mut stop) => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "accepting an HTTP connection failed; retrying");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
         };
         // Reap finished connections so the set stays small.
         while connections.try_join_next().is_some() {}

@@ -234,7 +234,7 @@ async fn lease_holders(leases: &Leases) -> BTreeMap<String, String> {
     list.items
         .into_iter()
         .filter_map(|lease| {
-            let plugin = lease.metadata.name?.strip_prefix("kubeplug-")?.to_string();
+            let plugin = crate::leader::plugin_of_lease(&lease.metadata.name?)?.to_string();
             let holder = lease.spec?.holder_identity.filter(|h| !h.is_empty())?;
             Some((plugin, holder))
         })
