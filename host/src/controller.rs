@@ -23,8 +23,10 @@ use crate::leader::{Elector, Leadership};
 use crate::manifest::Manifest;
 use crate::policy::Effective;
 use crate::queue::Queue;
-use crate::reconcile::{self, Fence, ReconcileError, Sources};
+use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources};
+use crate::rollback::{self, Probation, RollbackSettings};
 use crate::runtime::{Event, Plugin};
+use crate::shadow::Shadow;
 use crate::telemetry::Metrics;
 
 /// Scheduling knobs shared by every controller of a host.
@@ -74,6 +76,10 @@ impl Settings {
 
 struct Shared {
     plugin: RwLock<Plugin>,
+    /// A candidate version deciding beside the live one (see [`crate::shadow`]).
+    shadow: RwLock<Option<Arc<Shadow>>>,
+    /// The latest upgrade's probation, or its rollback (see [`crate::rollback`]).
+    rollout: Mutex<Rollout>,
     queue: Arc<Queue<Key>>,
     sources: Sources,
     writer: Writer,
@@ -83,6 +89,40 @@ struct Shared {
     failures: Mutex<HashMap<Key, u32>>,
     leadership: Leadership,
     counts: Counts,
+}
+
+/// Where the latest upgrade stands.
+#[derive(Default)]
+struct Rollout {
+    probation: Option<OnProbation>,
+    rolled_back: Option<RolledBack>,
+}
+
+/// A new version being judged, and the version to put back.
+struct OnProbation {
+    new: Plugin,
+    previous: Plugin,
+    /// Content key of the new version's file.
+    key: String,
+    probation: Probation,
+    /// A few parents the new version failed on (they get an Event if it is
+    /// rolled back).
+    failed_on: Vec<Key>,
+}
+
+/// How many parents get an Event about a rollback.
+const ROLLBACK_EVENTS: usize = 5;
+
+/// A version that was rolled back.
+#[derive(Debug, Clone)]
+pub struct RolledBack {
+    pub version: String,
+    pub digest: String,
+    /// Content key of its file: the registry does not load it again.
+    pub key: String,
+    pub reason: String,
+    /// RFC 3339.
+    pub at: String,
 }
 
 /// Reconciles finished by this controller (all versions of the plugin),
@@ -225,6 +265,8 @@ impl Controller {
         let queue = Queue::new();
         let shared = Arc::new(Shared {
             plugin: RwLock::new(plugin),
+            shadow: RwLock::new(None),
+            rollout: Mutex::new(Rollout::default()),
             queue: queue.clone(),
             sources,
             writer,
@@ -313,10 +355,61 @@ impl Controller {
 
     /// Serve `plugin` from now on (it must have the [`same_shape`]), and
     /// reconcile every parent again so the new logic converges the cluster.
-    pub fn upgrade(&self, plugin: Plugin) {
-        *self.shared.plugin.write().expect("plugin lock") = plugin;
+    /// The version it replaces is kept until `plugin` passes its probation
+    /// under `rollback` (`key`: the content key of its file).
+    pub fn upgrade(&self, plugin: Plugin, key: String, rollback: RollbackSettings) {
+        let previous = std::mem::replace(
+            &mut *self.shared.plugin.write().expect("plugin lock"),
+            plugin.clone(),
+        );
+        {
+            let mut rollout = self.shared.rollout.lock().expect("rollout lock");
+            rollout.rolled_back = None;
+            rollout.probation = rollback.enabled.then(|| OnProbation {
+                new: plugin,
+                previous,
+                key,
+                probation: Probation::new(rollback),
+                failed_on: Vec::new(),
+            });
+        }
         self.shared.failures.lock().expect("failures lock").clear();
+        // The live version changed: what the shadow compared no longer holds.
+        let shadow = self.shared.shadow.read().expect("shadow lock").clone();
+        if let Some(shadow) = shadow {
+            self.set_shadow(Some(shadow.restarted()));
+        }
         requeue_all(&self.shared);
+    }
+
+    /// The version that was rolled back, while the previous one serves.
+    pub fn rolled_back(&self) -> Option<RolledBack> {
+        self.shared
+            .rollout
+            .lock()
+            .expect("rollout lock")
+            .rolled_back
+            .clone()
+    }
+
+    /// Run `shadow`'s candidate beside the live version from now on (`None`:
+    /// stop), and reconcile every parent so the comparison covers them all.
+    /// The candidate must have the [`same_shape`]: it reads the live
+    /// version's caches.
+    pub fn set_shadow(&self, shadow: Option<Shadow>) {
+        let started = shadow.is_some();
+        *self.shared.shadow.write().expect("shadow lock") = shadow.map(Arc::new);
+        self.shared
+            .metrics
+            .shadow_parents(self.plugin().name(), None);
+        if started {
+            requeue_all(&self.shared);
+        }
+    }
+
+    /// The candidate in shadow, if any.
+    pub fn shadow(&self) -> Option<Arc<Shadow>> {
+        self.shared.shadow.read().expect("shadow lock").clone()
     }
 
     /// What a preview of this plugin needs (see [`crate::preview`]).
@@ -369,6 +462,74 @@ impl Controller {
         }
         for task in &tasks {
             task.abort();
+        }
+    }
+}
+
+/// Count a finished reconcile towards `plugin`'s probation, if it is on
+/// probation, and roll it back if it fails it.
+async fn judge(shared: &Shared, plugin: &Plugin, key: &Key, fault: bool) {
+    let (message, failed_on) = {
+        let mut rollout = shared.rollout.lock().expect("rollout lock");
+        let Some(on) = rollout.probation.as_mut().filter(|p| p.new.same(plugin)) else {
+            return;
+        };
+        if fault && on.failed_on.len() < ROLLBACK_EVENTS && !on.failed_on.contains(key) {
+            on.failed_on.push(key.clone());
+        }
+        match on.probation.record(fault) {
+            rollback::Verdict::Judging => return,
+            rollback::Verdict::Passed => {
+                tracing::info!(plugin = %plugin.name(), version = %plugin.manifest().version, "new version passed its probation");
+                rollout.probation = None;
+                return;
+            }
+            rollback::Verdict::RollBack(reason) => {
+                let on = rollout.probation.take().expect("checked above");
+                *shared.plugin.write().expect("plugin lock") = on.previous.clone();
+                let manifest = on.new.manifest();
+                let back = RolledBack {
+                    version: manifest.version.clone(),
+                    digest: on.new.digest().to_string(),
+                    key: on.key,
+                    reason,
+                    at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                };
+                let previous = on.previous.manifest();
+                tracing::warn!(
+                    plugin = %manifest.name,
+                    version = %manifest.version,
+                    digest = %back.digest,
+                    previous_version = %previous.version,
+                    reason = %back.reason,
+                    "new version rolled back; the previous version serves again, and this file is not loaded again until it changes"
+                );
+                shared.metrics.rolled_back(&manifest.name);
+                shared.metrics.plugin_info(
+                    &manifest.name,
+                    &previous.version,
+                    on.previous.digest(),
+                    "rolled-back",
+                );
+                let message = format!(
+                    "plugin {} {} was rolled back to {}: {}",
+                    manifest.name, back.version, previous.version, back.reason
+                );
+                rollout.rolled_back = Some(back);
+                (message, on.failed_on)
+            }
+        }
+    };
+    shared.failures.lock().expect("failures lock").clear();
+    requeue_all(shared);
+    let event = Event {
+        warning: true,
+        reason: "PluginRolledBack".into(),
+        message,
+    };
+    for key in failed_on {
+        if let Some(parent) = shared.sources.parent.get(&key.0, &key.1) {
+            shared.writer.event(&parent, &event, "Rollback").await;
         }
     }
 }
@@ -430,6 +591,7 @@ async fn worker(shared: Arc<Shared>) {
             return;
         };
         let plugin = shared.plugin.read().expect("plugin lock").clone();
+        let shadow = shared.shadow.read().expect("shadow lock").clone();
         let name = plugin.name().to_string();
         // Every line of a reconcile carries these (as JSON fields with
         // `--log-format json`): which plugin, which kind, which object.
@@ -444,15 +606,18 @@ async fn worker(shared: Arc<Shared>) {
             object = %format!("{}/{}", key.0, key.1),
         );
         let started = Instant::now();
+        let mut handed = Handed::default();
         // Losing leadership cancels the reconcile at its next await point;
         // writes are also refused one by one (see `apply::Writer`).
         let result = tokio::select! {
             result = reconcile::reconcile(
                 &plugin,
+                shadow.as_deref(),
                 &shared.sources,
                 &shared.writer,
                 &shared.fence,
                 &key,
+                &mut handed,
             )
             .instrument(span.clone()) => result,
             () = shared.leadership.lost() => Err(ReconcileError::Write(WriteError::NotLeader {
@@ -460,12 +625,22 @@ async fn worker(shared: Arc<Shared>) {
             })),
         };
         let took = started.elapsed();
+        if let Some(shadow) = &shadow {
+            let (compared, differing) = shadow.counts();
+            shared
+                .metrics
+                .shadow_parents(&name, Some((compared, differing)));
+        }
         if !matches!(&result, Err(error) if error.not_leader()) {
             use std::sync::atomic::Ordering::Relaxed;
             shared.counts.reconciles.fetch_add(1, Relaxed);
             if result.is_err() {
                 shared.counts.errors.fetch_add(1, Relaxed);
             }
+            let fault = matches!(&result, Err(error) if error.plugin_fault());
+            judge(&shared, &plugin, &key, fault)
+                .instrument(span.clone())
+                .await;
         }
         match result {
             Ok(outcome) => {

@@ -8,6 +8,7 @@
 //! - [`render`]: run a plugin on files, no cluster (`kubeplug render`).
 //! - [`informers`] → [`controller`] (queue, workers) → [`reconcile`] →
 //!   [`apply`]: the operator (`kubeplug run`).
+//! - [`shadow`], [`rollback`]: safe rollouts of new plugin versions.
 
 pub mod api;
 pub mod apply;
@@ -28,6 +29,8 @@ pub mod queue;
 pub mod reconcile;
 pub mod registry;
 pub mod render;
+pub mod rollback;
 pub mod run;
 pub mod runtime;
+pub mod shadow;
 pub mod telemetry;

@@ -37,7 +37,13 @@ pub async fn preview(
         observed,
         request,
     } = inputs(target.sources, parent_obj);
-    let (desired, prepared) = decide(target.plugin, target.fence, &parent, request).await?;
+    let (desired, prepared) = decide(
+        target.plugin,
+        target.fence,
+        &parent,
+        std::sync::Arc::new(request),
+    )
+    .await?;
 
     let by_key: HashMap<ObjectKey, &Value> =
         observed.iter().map(|o| (ObjectKey::of(o), o)).collect();

@@ -16,6 +16,7 @@ use crate::manifest::{Manifest, Related};
 use crate::plan::{self, ObjectKey};
 use crate::policy::Effective;
 use crate::runtime::{CallError, Desired, Plugin, Request};
+use crate::shadow::{Shadow, Verdict};
 use crate::telemetry::Metrics;
 
 /// Why a reconcile failed. Each is retried with backoff.
@@ -65,6 +66,24 @@ impl ReconcileError {
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub requeue_after: Option<Duration>,
+}
+
+impl ReconcileError {
+    /// True if the plugin is to blame: it failed, trapped, ran out of time
+    /// or memory, or answered outside its fence. Not the API server's or
+    /// RBAC's failures, which a new plugin version cannot cause.
+    pub fn plugin_fault(&self) -> bool {
+        matches!(self, ReconcileError::Call(_) | ReconcileError::Fence(_))
+    }
+}
+
+/// What a reconcile handed the plugin, kept so that a failure can be
+/// replayed offline (see [`crate::replay`]).
+#[derive(Debug, Default)]
+pub struct Handed {
+    pub request: Option<Arc<Request>>,
+    /// The call was `finalize`, not `reconcile`.
+    pub finalize: bool,
 }
 
 /// The plugin's side of the fence at run time: its grant, the read checks
@@ -197,7 +216,7 @@ impl Sources {
     }
 }
 
-async fn call_blocking<T: Send + 'static>(
+pub(crate) async fn call_blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, CallError> + Send + 'static,
 ) -> Result<T, ReconcileError> {
     Ok(tokio::task::spawn_blocking(f).await??)
@@ -242,7 +261,7 @@ pub(crate) async fn decide(
     plugin: &Plugin,
     fence: &Fence,
     parent: &Value,
-    request: Request,
+    request: Arc<Request>,
 ) -> Result<(Desired, Vec<Value>), ReconcileError> {
     let manifest = plugin.manifest();
     let desired = {
@@ -268,17 +287,24 @@ pub(crate) async fn decide(
     Ok((desired, prepared))
 }
 
-/// Reconcile the parent at `key` with `plugin`.
+/// Reconcile the parent at `key` with `plugin`, and with `shadow`'s
+/// candidate beside it (compared, never written). What the plugin was
+/// handed is left in `handed`.
 pub async fn reconcile(
     plugin: &Plugin,
+    shadow: Option<&Shadow>,
     sources: &Sources,
     writer: &Writer,
     fence: &Fence,
     key: &Key,
+    handed: &mut Handed,
 ) -> Result<Outcome, ReconcileError> {
     let manifest = plugin.manifest();
     let Some(parent_obj) = sources.parent.get(&key.0, &key.1) else {
         // Deleted: its children go through garbage collection.
+        if let Some(shadow) = shadow {
+            shadow.forget(key);
+        }
         return Ok(Outcome::default());
     };
     fence.check_reads(manifest, &key.0).await?;
@@ -288,8 +314,11 @@ pub async fn reconcile(
         request,
     } = inputs(sources, &parent_obj);
     let uid = parent_obj.metadata.uid.clone().unwrap_or_default();
+    let request = Arc::new(request);
+    handed.request = Some(request.clone());
 
     if parent_obj.metadata.deletion_timestamp.is_some() {
+        handed.finalize = true;
         return finalize(plugin, manifest, writer, &parent_obj, &parent, request).await;
     }
     if let Some(finalizer) = &manifest.finalizer {
@@ -304,7 +333,18 @@ pub async fn reconcile(
         }
     }
 
-    let (desired, prepared) = decide(plugin, fence, &parent, request).await?;
+    let (desired, prepared) = match shadow {
+        None => decide(plugin, fence, &parent, request).await?,
+        Some(shadow) => {
+            // Both at once: the candidate costs CPU, not latency.
+            let (live, candidate) = tokio::join!(
+                decide(plugin, fence, &parent, request.clone()),
+                decide(shadow.plugin(), fence, &parent, request),
+            );
+            compare_in_shadow(shadow, key, &live, &candidate, &fence.metrics);
+            live?
+        }
+    };
 
     let by_key: HashMap<ObjectKey, &Value> =
         observed.iter().map(|o| (ObjectKey::of(o), o)).collect();
@@ -411,6 +451,46 @@ pub async fn reconcile(
             .requeue_after
             .map(|after| after.max(fence.grant.quotas.requeue_floor())),
     })
+}
+
+type Decided = Result<(Desired, Vec<Value>), ReconcileError>;
+
+/// Record how the candidate's decision compares with the live one's, and
+/// log a parent that starts to differ (or differs anew).
+fn compare_in_shadow(
+    shadow: &Shadow,
+    key: &Key,
+    live: &Decided,
+    candidate: &Decided,
+    metrics: &Metrics,
+) {
+    fn decision(d: &Decided) -> crate::shadow::Decision<'_> {
+        match d {
+            Ok((desired, children)) => Ok((desired, children.as_slice())),
+            Err(error) => Err(crate::controller::format_chain(error)),
+        }
+    }
+    let version = &shadow.plugin().manifest().version;
+    let verdict = shadow.record(key, decision(live), decision(candidate));
+    metrics.shadow_compared(shadow.plugin().name(), verdict.label());
+    match verdict {
+        Verdict::Differs {
+            count,
+            first,
+            new: true,
+        } => tracing::info!(
+            candidate_version = %version,
+            differences = count,
+            first = %first,
+            "shadow: the candidate decides differently"
+        ),
+        Verdict::CandidateFailed { error, new: true } => tracing::warn!(
+            candidate_version = %version,
+            %error,
+            "shadow: the candidate fails where the live version answers"
+        ),
+        _ => {}
+    }
 }
 
 /// What became of a child the parent does not control yet.
@@ -547,7 +627,7 @@ async fn finalize(
     writer: &Writer,
     parent_obj: &DynamicObject,
     parent: &Value,
-    request: Request,
+    request: Arc<Request>,
 ) -> Result<Outcome, ReconcileError> {
     let Some(finalizer) = &manifest.finalizer else {
         return Ok(Outcome::default());

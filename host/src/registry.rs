@@ -40,7 +40,9 @@ use crate::discovery::Scopes;
 use crate::identity::{self, Access};
 use crate::informers::Informers;
 use crate::policy::PolicyFiles;
+use crate::rollback::RollbackSettings;
 use crate::runtime::{LimitSettings, Plugin, PluginOptions, Runtime};
+use crate::shadow::{Shadow, ShadowStatus};
 use crate::telemetry::Metrics;
 
 /// How long a file must be unchanged before it is loaded.
@@ -54,6 +56,8 @@ pub struct PluginSettings {
     pub config: Option<serde_json::Value>,
     /// Requests to lower the per-call limits below the policy's quotas.
     pub limits: LimitSettings,
+    /// When a new version of this plugin is rolled back automatically.
+    pub rollback: RollbackSettings,
 }
 
 /// A plugin's state, as reported by `/plugins` and metrics.
@@ -67,6 +71,10 @@ pub enum State {
     Degraded,
     /// Nothing serving: the file failed to load.
     Failed,
+    /// The latest file loaded but failed its probation: the previous
+    /// version serves again (see [`crate::rollback`]); `reason` says why.
+    #[serde(rename = "rolled-back")]
+    RolledBack,
 }
 
 /// One row of `/plugins`.
@@ -89,6 +97,12 @@ pub struct Status {
     pub synced: bool,
     /// This replica may write for the plugin now.
     pub leading: bool,
+    /// The candidate (`<stem>.next.wasm`) in shadow, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowStatus>,
+    /// Why the candidate file cannot run in shadow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate_error: Option<String>,
     /// What the aggregated API adds (not on `/plugins`).
     #[serde(skip)]
     pub detail: Option<PluginDetail>,
@@ -116,6 +130,8 @@ impl Status {
             file,
             last_error: None,
             reason: None,
+            shadow: self.shadow.map(ShadowStatus::summary),
+            candidate_error: None,
             ..self
         }
     }
@@ -132,6 +148,9 @@ struct FileEntry {
     /// The policy changed: the next load decides whether what serves may
     /// go on (a refusal then stops it instead of leaving it serving).
     revalidate: bool,
+    /// The candidate beside this file that cannot shadow it: its content
+    /// key and why.
+    candidate_error: Option<(String, String)>,
 }
 
 struct Serving {
@@ -242,8 +261,13 @@ fn read_candidate(path: &Path, settings_dir: Option<&Path>) -> Result<Candidate,
             let text = std::fs::read_to_string(&sp)
                 .map_err(|e| format!("cannot read {}: {e}", sp.display()))?;
             hasher.update(text.as_bytes());
-            serde_yaml::from_str(&text)
-                .map_err(|e| format!("invalid settings {}: {e}", sp.display()))?
+            let settings: PluginSettings = serde_yaml::from_str(&text)
+                .map_err(|e| format!("invalid settings {}: {e}", sp.display()))?;
+            settings
+                .rollback
+                .validate()
+                .map_err(|e| format!("invalid settings {}: {e}", sp.display()))?;
+            settings
         }
     };
     Ok(Candidate {
@@ -279,7 +303,7 @@ fn settled_files(dir: &Path, settings_dir: Option<&Path>) -> std::io::Result<(Ve
         }
     }
     for path in wasm {
-        if path.extension().and_then(|e| e.to_str()) != Some("wasm") || is_candidate(&path) {
+        if path.extension().and_then(|e| e.to_str()) != Some("wasm") {
             continue;
         }
         let Ok(meta) = std::fs::metadata(&path) else {
@@ -306,11 +330,29 @@ fn settled_files(dir: &Path, settings_dir: Option<&Path>) -> std::io::Result<(Ve
 }
 
 /// `<stem>.next.wasm`: a candidate version of the plugin in `<stem>.wasm`.
-/// It serves nothing; previews can run it (see [`Registry::candidate`]).
+/// It serves nothing: it runs in shadow of the live version (see
+/// [`crate::shadow`]) and previews can run it (see [`Registry::candidate`]).
 fn is_candidate(path: &Path) -> bool {
     path.file_stem()
         .and_then(|s| s.to_str())
         .is_some_and(|s| s.ends_with(".next"))
+}
+
+/// The live file a candidate stands beside: `<stem>.wasm` for
+/// `<stem>.next.wasm`.
+fn live_of(candidate: &Path) -> Option<PathBuf> {
+    let stem = candidate.file_stem()?.to_str()?.strip_suffix(".next")?;
+    Some(candidate.with_file_name(format!("{stem}.wasm")))
+}
+
+/// The plugin's file stem as the policy names it (pins, quotas): a
+/// candidate is judged as the file it would replace.
+fn policy_stem(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    stem.strip_suffix(".next").unwrap_or(stem).to_string()
 }
 
 /// `..data` and friends are a ConfigMap's internals; dotfiles are editors'
@@ -349,7 +391,10 @@ impl Registry {
                 return true;
             }
         };
+        let (candidates, present): (Vec<PathBuf>, Vec<PathBuf>) =
+            present.into_iter().partition(|p| is_candidate(p));
         self.remove_missing(&present);
+        again |= self.sync_candidates(&candidates);
         for path in present {
             if self.loading.lock().expect("loading lock").contains(&path) {
                 again = true;
@@ -415,8 +460,9 @@ impl Registry {
     /// Load, admit and serve one file; on any failure keep what serves.
     async fn load(&self, path: &Path, candidate: Candidate) {
         let key = candidate.key.clone();
+        let rollback = candidate.settings.rollback;
         match self.admit(path, candidate).await {
-            Ok((plugin, identity)) => self.serve(path, key, plugin, identity),
+            Ok((plugin, identity)) => self.serve(path, key, plugin, identity, rollback),
             Err(Failure { error, retry }) => {
                 self.revoke_if_revalidating(path, &error);
                 self.failed(path, (!retry).then_some(key), error)
@@ -460,11 +506,7 @@ impl Registry {
     ) -> Result<(Plugin, Identity), Failure> {
         let w = &self.wiring;
         let policy = w.policy.current();
-        let stem = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or_default()
-            .to_string();
+        let stem = policy_stem(path);
         // Pins are checked before compiling: a file that is not the pinned
         // one costs nothing.
         let digest = hex::encode(Sha256::digest(&candidate.bytes));
@@ -562,7 +604,14 @@ impl Registry {
         None
     }
 
-    fn serve(&self, path: &Path, key: String, plugin: Plugin, identity: Identity) {
+    fn serve(
+        &self,
+        path: &Path,
+        key: String,
+        plugin: Plugin,
+        identity: Identity,
+        rollback: RollbackSettings,
+    ) {
         let w = &self.wiring;
         let mut files = self.files.lock().expect("registry lock");
         if let Some(error) = Self::conflict(&files, path, &plugin) {
@@ -570,6 +619,18 @@ impl Registry {
             return self.failed(path, Some(key), error);
         }
         let entry = files.entry(path.to_path_buf()).or_default();
+        // A version rolled back is not tried again until its file changes
+        // (a policy change re-admits every file: not a reason).
+        if let Some(serving) = &entry.serving
+            && serving
+                .controller
+                .rolled_back()
+                .is_some_and(|back| back.key == key)
+        {
+            entry.attempted = key;
+            entry.revalidate = false;
+            return;
+        }
         entry.attempted = key.clone();
         entry.last_error = None;
         entry.revalidate = false;
@@ -596,7 +657,7 @@ impl Registry {
                     && old.controller.grant() == &identity.grant =>
             {
                 tracing::info!(plugin = %manifest.name, version = %manifest.version, digest = %plugin.digest(), "upgrading plugin in place");
-                old.controller.upgrade(plugin);
+                old.controller.upgrade(plugin, key.clone(), rollback);
                 entry.serving = Some(Serving {
                     name: manifest.name,
                     controller: old.controller,
@@ -674,12 +735,23 @@ impl Registry {
                 let plugin = entry.serving.as_ref().map(|s| s.controller.plugin());
                 let problem = entry.serving.as_ref().and_then(|s| s.controller.problem());
                 let stuck = problem.as_ref().is_some_and(|p| p.persistent);
+                let rolled_back = entry
+                    .serving
+                    .as_ref()
+                    .and_then(|s| s.controller.rolled_back());
                 let state = match (&entry.serving, &entry.last_error) {
+                    (Some(_), None) if rolled_back.is_some() => State::RolledBack,
                     (Some(_), None) if !stuck => State::Running,
                     (Some(_), _) => State::Degraded,
                     (None, _) => State::Failed,
                 };
-                let reason = problem.map(|p| p.message).or_else(|| {
+                let rolled_back = rolled_back.map(|back| {
+                    format!(
+                        "version {} (sha256:{}) was rolled back at {}: {}; the previous version serves, and the file is not loaded again until it changes",
+                        back.version, back.digest, back.at, back.reason
+                    )
+                });
+                let reason = problem.map(|p| p.message).or(rolled_back).or_else(|| {
                     entry
                         .last_error
                         .as_ref()
@@ -703,6 +775,12 @@ impl Registry {
                         .serving
                         .as_ref()
                         .is_some_and(|s| s.controller.leading()),
+                    shadow: entry
+                        .serving
+                        .as_ref()
+                        .and_then(|s| s.controller.shadow())
+                        .map(|shadow| shadow.status()),
+                    candidate_error: entry.candidate_error.as_ref().map(|(_, e)| e.clone()),
                     detail: entry.serving.as_ref().map(|s| {
                         let (reconciles, errors) = s.controller.counts();
                         PluginDetail {
@@ -715,6 +793,141 @@ impl Registry {
                 }
             })
             .collect()
+    }
+
+    /// Bring shadows in line with the candidate files present: load a new
+    /// or changed candidate beside a serving plugin, stop the shadow of one
+    /// removed. Returns true if a candidate waits for its live file to load.
+    fn sync_candidates(self: &Arc<Self>, candidates: &[PathBuf]) -> bool {
+        let settings_dir = self.settings_dir.as_deref();
+        let mut again = false;
+        {
+            let mut files = self.files.lock().expect("registry lock");
+            for (path, entry) in files.iter_mut() {
+                let stem = path
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or_default();
+                let next = path.with_file_name(format!("{stem}.next.wasm"));
+                if candidates.contains(&next) {
+                    continue;
+                }
+                entry.candidate_error = None;
+                if let Some(serving) = &entry.serving
+                    && serving.controller.shadow().is_some()
+                {
+                    tracing::info!(plugin = %serving.name, file = %next.display(), "candidate removed; shadow stopped");
+                    serving.controller.set_shadow(None);
+                }
+            }
+        }
+        for next in candidates {
+            let Some(live) = live_of(next) else { continue };
+            let candidate = match read_candidate(next, settings_dir) {
+                Ok(c) => c,
+                Err(error) => {
+                    self.candidate_failed(&live, String::new(), error);
+                    continue;
+                }
+            };
+            {
+                let loading = self.loading.lock().expect("loading lock");
+                if loading.contains(next) {
+                    continue;
+                }
+                let files = self.files.lock().expect("registry lock");
+                let Some(entry) = files.get(&live) else {
+                    again |= loading.contains(&live);
+                    continue;
+                };
+                let Some(serving) = &entry.serving else {
+                    again |= loading.contains(&live);
+                    continue;
+                };
+                let shadowing = serving.controller.shadow();
+                let tried = shadowing
+                    .as_ref()
+                    .map(|s| s.key())
+                    .or(entry.candidate_error.as_ref().map(|(k, _)| k.as_str()));
+                if tried == Some(candidate.key.as_str()) {
+                    continue;
+                }
+            }
+            self.loading
+                .lock()
+                .expect("loading lock")
+                .insert(next.clone());
+            let (registry, next) = (self.clone(), next.clone());
+            tokio::spawn(async move {
+                registry.shadow(&live, &next, candidate).await;
+                registry.loading.lock().expect("loading lock").remove(&next);
+            });
+        }
+        again
+    }
+
+    /// Admit the candidate `next` as a load would, and run it in shadow of
+    /// the plugin served from `live`.
+    async fn shadow(&self, live: &Path, next: &Path, candidate: Candidate) {
+        let key = candidate.key.clone();
+        let admitted = self.admit(next, candidate).await.map_err(|f| f.error);
+        let files = self.files.lock().expect("registry lock");
+        let Some(serving) = files.get(live).and_then(|e| e.serving.as_ref()) else {
+            return;
+        };
+        let current = serving.controller.plugin();
+        let refused = match admitted {
+            Err(error) => Some(error),
+            Ok((plugin, _)) if plugin.name() != current.name() => Some(format!(
+                "the candidate is plugin {}, not {}",
+                plugin.name(),
+                current.name()
+            )),
+            Ok((plugin, _)) if !controller::same_shape(plugin.manifest(), current.manifest()) => {
+                Some(format!(
+                    "the candidate {} asks for other kinds, namespaces or finalizer than the serving version; a shadow runs on the serving version's caches (preview it, or promote it directly)",
+                    plugin.manifest().version
+                ))
+            }
+            Ok((plugin, _)) => {
+                tracing::info!(plugin = %plugin.name(), version = %plugin.manifest().version, digest = %plugin.digest(), file = %next.display(), "candidate loaded in shadow: it decides beside the live version and writes nothing");
+                serving.controller.set_shadow(Some(Shadow::new(
+                    plugin,
+                    key.clone(),
+                    next.display().to_string(),
+                )));
+                None
+            }
+        };
+        drop(files);
+        match refused {
+            None => {
+                if let Some(entry) = self.files.lock().expect("registry lock").get_mut(live) {
+                    entry.candidate_error = None;
+                }
+            }
+            Some(error) => self.candidate_failed(live, key, error),
+        }
+    }
+
+    /// A candidate cannot run in shadow: stop any shadow and say why.
+    fn candidate_failed(&self, live: &Path, key: String, error: String) {
+        let mut files = self.files.lock().expect("registry lock");
+        let Some(entry) = files.get_mut(live) else {
+            return;
+        };
+        if entry
+            .candidate_error
+            .as_ref()
+            .is_some_and(|(k, _)| *k == key)
+        {
+            return;
+        }
+        if let Some(serving) = &entry.serving {
+            tracing::error!(plugin = %serving.name, file = %live.display(), %error, "candidate refused; no shadow");
+            serving.controller.set_shadow(None);
+        }
+        entry.candidate_error = Some((key, error));
     }
 
     /// The candidate version of `plugin`: `<stem>.next.wasm` beside the
@@ -787,6 +1000,7 @@ impl Registry {
             let state = match status.state {
                 State::Running => "running",
                 State::Degraded => "degraded",
+                State::RolledBack => "rolled-back",
                 State::Failed => continue,
             };
             self.wiring

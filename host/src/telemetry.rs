@@ -32,6 +32,14 @@ struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowLabels {
+    plugin: String,
+    /// `compared` (parents compared) or `differing` (parents whose latest
+    /// comparison differs).
+    parents: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResourceLabels {
     resource: String,
 }
@@ -66,6 +74,9 @@ struct Inner {
     watch_errors: Family<ResourceLabels, Counter>,
     cached_objects: Family<ResourceLabels, Gauge>,
     api_reachable: Gauge,
+    shadow_comparisons: Family<ResultLabels, Counter>,
+    shadow_parents: Family<ShadowLabels, Gauge>,
+    rollbacks: Family<PluginLabels, Counter>,
 }
 
 /// The host's metrics. Cheap to clone.
@@ -158,6 +169,24 @@ impl Metrics {
             "1 while the API server answers the host's health checks",
             api_reachable.clone(),
         );
+        let shadow_comparisons = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "shadow_comparisons",
+            "Reconciles compared with the candidate in shadow, by result (same, differs, candidate_error)",
+            shadow_comparisons.clone(),
+        );
+        let shadow_parents = Family::<ShadowLabels, Gauge>::default();
+        registry.register(
+            "shadow_parents",
+            "Parents compared with the candidate in shadow, and those whose latest comparison differs",
+            shadow_parents.clone(),
+        );
+        let rollbacks = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "plugin_rollbacks",
+            "New plugin versions rolled back automatically after failing their probation",
+            rollbacks.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -174,6 +203,9 @@ impl Metrics {
                 watch_errors,
                 cached_objects,
                 api_reachable,
+                shadow_comparisons,
+                shadow_parents,
+                rollbacks,
             }),
         }
     }
@@ -295,6 +327,49 @@ impl Metrics {
         self.inner.cached_objects.remove(&ResourceLabels {
             resource: resource.into(),
         });
+    }
+
+    pub fn shadow_compared(&self, plugin: &str, result: &str) {
+        self.inner
+            .shadow_comparisons
+            .get_or_create(&ResultLabels {
+                plugin: plugin.into(),
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// Parents compared and differing in shadow; `None`: no shadow now.
+    pub fn shadow_parents(&self, plugin: &str, counts: Option<(usize, usize)>) {
+        for (parents, count) in [
+            ("compared", counts.map(|c| c.0)),
+            ("differing", counts.map(|c| c.1)),
+        ] {
+            let labels = ShadowLabels {
+                plugin: plugin.into(),
+                parents: parents.into(),
+            };
+            match count {
+                Some(count) => {
+                    self.inner
+                        .shadow_parents
+                        .get_or_create(&labels)
+                        .set(count as i64);
+                }
+                None => {
+                    self.inner.shadow_parents.remove(&labels);
+                }
+            }
+        }
+    }
+
+    pub fn rolled_back(&self, plugin: &str) {
+        self.inner
+            .rollbacks
+            .get_or_create(&PluginLabels {
+                plugin: plugin.into(),
+            })
+            .inc();
     }
 
     pub fn api_reachable(&self, reachable: bool) {

@@ -76,12 +76,30 @@ pub fn plugin(row: &Status, leader: Option<&str>) -> Value {
             status[key] = json!(value);
         }
     }
+    if let Some(shadow) = &row.shadow {
+        status["shadow"] = json!(shadow);
+    }
+    if let Some(error) = &row.candidate_error {
+        status["candidateError"] = json!(error);
+    }
     if let Some(detail) = detail {
         status["reconciles"] = json!(detail.reconciles);
         status["errors"] = json!(detail.errors);
         status["queueDepth"] = json!(detail.queue_depth);
     }
     object
+}
+
+/// `0.2.0: 3/10 differ`, or nothing without a candidate.
+fn shadow_cell(shadow: &Value) -> String {
+    match shadow["version"].as_str() {
+        None => String::new(),
+        Some(version) => format!(
+            "{version}: {}/{} differ",
+            shadow["parentsDiffering"].as_u64().unwrap_or(0),
+            shadow["parentsCompared"].as_u64().unwrap_or(0)
+        ),
+    }
 }
 
 /// `Kind.group` (or `Kind` for the core group), as grants name kinds.
@@ -120,6 +138,7 @@ pub fn table(objects: &[Value], resource_version: u64) -> Value {
                     s["errors"].as_u64().unwrap_or(0),
                     s["queueDepth"].as_u64().unwrap_or(0),
                     o["spec"]["manifest"]["parent"].as_str().unwrap_or(""),
+                    shadow_cell(&s["shadow"]),
                     s["reason"].as_str().unwrap_or(""),
                 ],
                 "object": {
@@ -137,12 +156,13 @@ pub fn table(objects: &[Value], resource_version: u64) -> Value {
         "columnDefinitions": [
             column("Name", "string", "name", "The plugin's name.", 0),
             column("Version", "string", "", "The version serving.", 0),
-            column("State", "string", "", "running, degraded or failed.", 0),
+            column("State", "string", "", "running, degraded, rolled-back or failed.", 0),
             column("Leader", "string", "", "The replica that writes for it.", 0),
             column("Reconciles", "integer", "", "Reconciles finished by this replica.", 0),
             column("Errors", "integer", "", "Of those, how many failed.", 0),
             column("Queue", "integer", "", "Parents waiting.", 0),
             column("Parent", "string", "", "The parent kind.", 1),
+            column("Shadow", "string", "", "The candidate in shadow: its version and how many parents it decides differently.", 1),
             column("Reason", "string", "", "Why it is degraded or failed.", 1),
         ],
         "rows": rows,
@@ -268,7 +288,7 @@ pub fn openapi() -> Value {
                         }},
                     }},
                     "status": {"type": "object", "description": "How the plugin is doing on the replica that answered.", "properties": {
-                        "state": string("running, degraded (an older version serves, or it cannot see all it needs) or failed (nothing serves)."),
+                        "state": string("running, degraded (an older version serves, or it cannot see all it needs), rolled-back (the latest version failed its probation; the previous one serves again) or failed (nothing serves)."),
                         "reason": string("Why it is degraded or failed."),
                         "lastError": string("The last load error."),
                         "version": string("The version serving."),
@@ -279,6 +299,8 @@ pub fn openapi() -> Value {
                         "reconciles": integer("Reconciles finished by the answering replica."),
                         "errors": integer("Of those, how many failed."),
                         "queueDepth": integer("Parents waiting in its queue."),
+                        "shadow": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "The candidate <plugin>.next.wasm deciding beside the serving version, writing nothing: file, version, digest, since, comparisons, parentsCompared, parentsDiffering, candidateErrors, and examples (parent, differences: what child/status/parentPatch/events/error differs, with field paths and both values)."},
+                        "candidateError": string("Why the candidate file cannot run in shadow."),
                     }},
                 },
             },

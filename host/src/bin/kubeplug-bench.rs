@@ -484,7 +484,7 @@ fn native_database(request: &Request) -> kubeplug_sdk::Response {
         parent: parse(&request.parent),
         observed: request.observed.iter().map(|o| parse(o)).collect(),
         related: request.related.iter().map(|o| parse(o)).collect(),
-        config: json!({}),
+        config: database::Config::default(),
         now: request.now.clone(),
         entropy: request.entropy.clone(),
     };

@@ -111,7 +111,11 @@ async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Err
 
     // The same logic the plugin runs in Wasm, called natively.
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let mut ctx = Context::new(serde_json::to_value(&*db)?, json!({}), &now);
+    let mut ctx = Context::new(
+        serde_json::to_value(&*db)?,
+        database::Config::default(),
+        &now,
+    );
     ctx.observed = [sts, svc, secret].into_iter().flatten().collect();
     ctx.related = pods
         .items

@@ -358,6 +358,12 @@ impl Plugin {
         &self.inner.manifest
     }
 
+    /// True if `other` is this very plugin as admitted (not merely the same
+    /// file loaded again).
+    pub fn same(&self, other: &Plugin) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     pub fn name(&self) -> &str {
         &self.inner.manifest.name
     }

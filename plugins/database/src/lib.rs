@@ -23,6 +23,7 @@ use kubeplug_sdk::k8s_openapi::api::core::v1::{
 use kubeplug_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kubeplug_sdk::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kubeplug_sdk::{Context, Error, Event, LabelValue, Manifest, Plugin, Resource, Response};
+use serde::Deserialize;
 
 pub use spec::{Database, DatabaseSpec, Engine};
 
@@ -35,6 +36,41 @@ const ENGINE_LABEL: &str = "example.com/engine";
 
 /// The plugin.
 pub struct DatabasePlugin;
+
+/// The plugin's configuration (`config:` in its settings file).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Pull the engines' images from this registry (a mirror, e.g.
+    /// `mirror.example.com/library`) instead of Docker Hub.
+    pub image_registry: Option<String>,
+}
+
+impl Config {
+    fn validate(&self) -> Result<(), Error> {
+        if let Some(registry) = &self.image_registry {
+            let valid = !registry.is_empty()
+                && !registry.ends_with('/')
+                && registry
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".-_/:".contains(&b));
+            if !valid {
+                return Err(Error::InvalidConfig(format!(
+                    "imageRegistry must be a registry host and path without a trailing slash, got {registry:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The image of `engine` at `version`, from the configured registry.
+    fn image(&self, engine: Engine, version: &str) -> String {
+        match &self.image_registry {
+            Some(registry) => format!("{registry}/{}:{version}", engine.image()),
+            None => format!("{}:{version}", engine.image()),
+        }
+    }
+}
 
 fn selector_labels(name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -95,7 +131,7 @@ fn password(entropy: &[u8]) -> Result<String, Error> {
         .collect())
 }
 
-fn secret(ctx: &Context<serde_json::Value>, db: &Database) -> Result<(Secret, bool), Error> {
+fn secret(ctx: &Context<Config>, db: &Database) -> Result<(Secret, bool), Error> {
     let name = secret_name(ctx.name());
     if let Some(mut existing) = ctx.observed_named::<Secret>(&name) {
         // Keep what is there; return only what we own so that server-side
@@ -127,7 +163,7 @@ fn secret(ctx: &Context<serde_json::Value>, db: &Database) -> Result<(Secret, bo
     Ok((secret, true))
 }
 
-fn service(ctx: &Context<serde_json::Value>, db: &Database) -> Service {
+fn service(ctx: &Context<Config>, db: &Database) -> Service {
     let engine = db.spec.engine;
     Service {
         metadata: meta(
@@ -166,7 +202,7 @@ fn secret_env(env: &str, secret: &str, key: &str) -> EnvVar {
     }
 }
 
-fn stateful_set(ctx: &Context<serde_json::Value>, db: &Database) -> StatefulSet {
+fn stateful_set(ctx: &Context<Config>, db: &Database) -> StatefulSet {
     let engine = db.spec.engine;
     let labels = labels(ctx.name(), engine);
     let secret = secret_name(ctx.name());
@@ -177,7 +213,7 @@ fn stateful_set(ctx: &Context<serde_json::Value>, db: &Database) -> StatefulSet 
         .collect();
     let container = Container {
         name: engine.as_str().into(),
-        image: Some(format!("{}:{}", engine.image(), db.spec.version)),
+        image: Some(ctx.config.image(engine, &db.spec.version)),
         ports: Some(vec![ContainerPort {
             name: Some(engine.as_str().into()),
             container_port: engine.port(),
@@ -232,9 +268,10 @@ fn stateful_set(ctx: &Context<serde_json::Value>, db: &Database) -> StatefulSet 
 }
 
 impl Plugin for DatabasePlugin {
-    type Config = serde_json::Value;
+    type Config = Config;
 
-    fn manifest(_config: &Self::Config) -> Result<Manifest, Error> {
+    fn manifest(config: &Self::Config) -> Result<Manifest, Error> {
+        config.validate()?;
         Ok(Manifest::composite(
             "database",
             VERSION,

@@ -44,7 +44,7 @@ fn phase_of(pod: &Pod) -> &str {
         .unwrap_or("Pending")
 }
 
-pub fn status(ctx: &Context<serde_json::Value>, db: &Database) -> DatabaseStatus {
+pub fn status(ctx: &Context<crate::Config>, db: &Database) -> DatabaseStatus {
     let name = ctx.name();
     let mut pods: Vec<Pod> = ctx
         .related::<Pod>()

@@ -28,6 +28,8 @@
 //! - `mode: decorator` makes the plugin a decorator of the same parent kind,
 //!   with no children at all (`mode: composite` is the default).
 //! - `namespaces`: the namespaces the plugin is restricted to.
+//! - `behave`: overrides every parent's `spec.behave` (see below): a version
+//!   of the plugin that, say, fails on every parent (`behave: error`).
 //!
 //! Unknown entries in `children`, `related` or `mode` are refused as invalid
 //! configuration, so a typo in a test fails loudly.
@@ -101,6 +103,8 @@ pub struct Config {
     mode: Option<String>,
     #[serde(default)]
     namespaces: Vec<String>,
+    #[serde(default)]
+    behave: Option<String>,
 }
 
 /// `finalizer: true|false` or `finalizer: "<name>"`.
@@ -232,7 +236,12 @@ impl Plugin for Hostile {
     }
 
     fn reconcile(ctx: &Context<Config>) -> Result<Response, Error> {
-        let behave = ctx.parent["spec"]["behave"].as_str().unwrap_or("ok");
+        let behave = ctx
+            .config
+            .behave
+            .as_deref()
+            .or(ctx.parent["spec"]["behave"].as_str())
+            .unwrap_or("ok");
         let name = ctx.name();
         match behave {
             "loop" => {

@@ -1,0 +1,425 @@
+//! Shadow runs: a candidate version decides beside the live one and is
+//! compared, never written.
+//!
+//! A plugin is a pure function of its request, so the host can hand the very
+//! request the live version gets to a candidate (`<name>.next.wasm`) and
+//! compare the two answers: children added, removed or changed, status,
+//! parent patch, events, requeue, errors. Nothing the candidate answers
+//! reaches the API server. A team promotes the candidate by renaming it over
+//! the live file once the comparison says what they expect.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::informers::Key;
+use crate::plan::ObjectKey;
+use crate::runtime::{Desired, Plugin};
+
+/// How many example differences a shadow keeps for `/plugins`.
+const EXAMPLES: usize = 5;
+/// How many differences of one parent an example keeps.
+const DIFFERENCES_PER_EXAMPLE: usize = 20;
+
+/// One version's decision for a parent: its answer and the children as they
+/// would be applied, or why it failed.
+pub type Decision<'a> = Result<(&'a Desired, &'a [Value]), String>;
+
+/// A candidate version running in shadow of the live one.
+pub struct Shadow {
+    plugin: Plugin,
+    /// Content key (plugin + settings) of the candidate file.
+    key: String,
+    file: String,
+    since: String,
+    stats: Mutex<Stats>,
+}
+
+#[derive(Default)]
+struct Stats {
+    comparisons: u64,
+    candidate_errors: u64,
+    /// The latest comparison of each parent: a fingerprint of its
+    /// differences (`None`: the same answer).
+    parents: HashMap<Key, Option<u64>>,
+    /// A few parents that differ, with what differs.
+    examples: BTreeMap<Key, Vec<Value>>,
+}
+
+/// What a shadow reports on `/plugins` and in the aggregated API.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowStatus {
+    pub file: String,
+    pub version: String,
+    pub digest: String,
+    /// RFC 3339 time the candidate started shadowing.
+    pub since: String,
+    /// Reconciles compared.
+    pub comparisons: u64,
+    /// Distinct parents compared at least once.
+    pub parents_compared: usize,
+    /// Parents whose latest comparison differs.
+    pub parents_differing: usize,
+    /// Comparisons where the candidate failed (and the live version did not).
+    pub candidate_errors: u64,
+    /// A few differing parents and what differs (only for loopback
+    /// clients and the aggregated API: they hold cluster data).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<Value>,
+}
+
+/// What one comparison found, for the caller's log and metrics.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Same,
+    /// Differs; `new` if this parent did not differ this way before.
+    Differs {
+        count: usize,
+        first: String,
+        new: bool,
+    },
+    /// The candidate failed where the live version answered.
+    CandidateFailed {
+        error: String,
+        new: bool,
+    },
+}
+
+impl Verdict {
+    /// A short label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Verdict::Same => "same",
+            Verdict::Differs { .. } => "differs",
+            Verdict::CandidateFailed { .. } => "candidate_error",
+        }
+    }
+}
+
+impl Shadow {
+    pub fn new(plugin: Plugin, key: String, file: String) -> Shadow {
+        Shadow {
+            plugin,
+            key,
+            file,
+            since: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            stats: Mutex::default(),
+        }
+    }
+
+    /// The same candidate with its comparisons cleared (the live version
+    /// changed).
+    pub fn restarted(&self) -> Shadow {
+        Shadow::new(self.plugin.clone(), self.key.clone(), self.file.clone())
+    }
+
+    pub fn plugin(&self) -> &Plugin {
+        &self.plugin
+    }
+
+    /// Content key of the candidate file this shadow runs.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Record the comparison of both decisions for the parent at `key`.
+    pub fn record(&self, key: &Key, live: Decision<'_>, candidate: Decision<'_>) -> Verdict {
+        let differences = compare(live.clone(), candidate.clone());
+        let fingerprint = (!differences.is_empty()).then(|| fingerprint(&differences));
+        let mut stats = self.stats.lock().expect("shadow lock");
+        stats.comparisons += 1;
+        let candidate_failed = live.is_ok() && candidate.is_err();
+        if candidate_failed {
+            stats.candidate_errors += 1;
+        }
+        let before = stats.parents.insert(key.clone(), fingerprint);
+        let new = before != Some(fingerprint);
+        match fingerprint {
+            None => {
+                stats.examples.remove(key);
+                Verdict::Same
+            }
+            Some(_) => {
+                if stats.examples.contains_key(key) || stats.examples.len() < EXAMPLES {
+                    let mut kept = differences.clone();
+                    kept.truncate(DIFFERENCES_PER_EXAMPLE);
+                    stats.examples.insert(key.clone(), kept);
+                }
+                match candidate {
+                    Err(error) if candidate_failed => Verdict::CandidateFailed { error, new },
+                    _ => Verdict::Differs {
+                        count: differences.len(),
+                        first: summary(&differences[0]),
+                        new,
+                    },
+                }
+            }
+        }
+    }
+
+    /// The parent is gone: it no longer counts.
+    pub fn forget(&self, key: &Key) {
+        let mut stats = self.stats.lock().expect("shadow lock");
+        stats.parents.remove(key);
+        stats.examples.remove(key);
+    }
+
+    /// Parents compared and parents differing now.
+    pub fn counts(&self) -> (usize, usize) {
+        let stats = self.stats.lock().expect("shadow lock");
+        let differing = stats.parents.values().filter(|f| f.is_some()).count();
+        (stats.parents.len(), differing)
+    }
+
+    pub fn status(&self) -> ShadowStatus {
+        let stats = self.stats.lock().expect("shadow lock");
+        let manifest = self.plugin.manifest();
+        ShadowStatus {
+            file: self.file.clone(),
+            version: manifest.version.clone(),
+            digest: self.plugin.digest().to_string(),
+            since: self.since.clone(),
+            comparisons: stats.comparisons,
+            parents_compared: stats.parents.len(),
+            parents_differing: stats.parents.values().filter(|f| f.is_some()).count(),
+            candidate_errors: stats.candidate_errors,
+            examples: stats
+                .examples
+                .iter()
+                .map(|(key, differences)| {
+                    json!({"parent": parent_name(key), "differences": differences})
+                })
+                .collect(),
+        }
+    }
+}
+
+impl ShadowStatus {
+    /// The status without examples (they hold cluster data).
+    pub fn summary(self) -> ShadowStatus {
+        ShadowStatus {
+            examples: Vec::new(),
+            ..self
+        }
+    }
+}
+
+fn parent_name(key: &Key) -> String {
+    if key.0.is_empty() {
+        key.1.clone()
+    } else {
+        format!("{}/{}", key.0, key.1)
+    }
+}
+
+/// One line naming a difference, for logs.
+fn summary(difference: &Value) -> String {
+    let what = difference["what"].as_str().unwrap_or_default();
+    match what {
+        "child" => {
+            let paths: Vec<&str> = difference["diff"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d["path"].as_str())
+                .take(3)
+                .collect();
+            format!(
+                "child {} {} {}{}",
+                difference["kind"].as_str().unwrap_or_default(),
+                difference["name"].as_str().unwrap_or_default(),
+                difference["change"].as_str().unwrap_or_default(),
+                if paths.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", paths.join(", "))
+                }
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
+fn fingerprint(differences: &[Value]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    Value::Array(differences.to_vec())
+        .to_string()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What differs between the live decision and the candidate's, as a list of
+/// `{what, ...}` objects (`what`: `error`, `child`, `status`, `parentPatch`,
+/// `events`, `requeueAfterSeconds`); empty if both decided alike.
+pub fn compare(live: Decision<'_>, candidate: Decision<'_>) -> Vec<Value> {
+    let ((live, live_children), (cand, cand_children)) = match (live, candidate) {
+        (Ok(live), Ok(candidate)) => (live, candidate),
+        (Err(a), Err(b)) if a == b => return Vec::new(),
+        (live, candidate) => {
+            let text = |d: Decision<'_>| match d {
+                Ok(_) => Value::String("answered".into()),
+                Err(error) => json!({"error": error}),
+            };
+            return vec![
+                json!({"what": "error", "live": text(live), "candidate": text(candidate)}),
+            ];
+        }
+    };
+    let mut out = Vec::new();
+    let index = |children: &[Value]| -> BTreeMap<ObjectKey, Value> {
+        children
+            .iter()
+            .map(|c| (ObjectKey::of(c), c.clone()))
+            .collect()
+    };
+    let (live_by_key, cand_by_key) = (index(live_children), index(cand_children));
+    let row = |key: &ObjectKey, change: &str| json!({"what": "child", "change": change, "kind": key.kind, "name": key.name, "namespace": key.namespace});
+    for (key, child) in &cand_by_key {
+        match live_by_key.get(key) {
+            None => out.push(row(key, "added")),
+            Some(live) if live != child => {
+                let mut changed = row(key, "changed");
+                changed["diff"] = Value::Array(diff(live, child));
+                out.push(changed);
+            }
+            Some(_) => {}
+        }
+    }
+    for key in live_by_key.keys().filter(|k| !cand_by_key.contains_key(k)) {
+        out.push(row(key, "removed"));
+    }
+    let null = Value::Null;
+    if live.status != cand.status {
+        out.push(json!({
+            "what": "status",
+            "diff": diff(live.status.as_ref().unwrap_or(&null), cand.status.as_ref().unwrap_or(&null)),
+        }));
+    }
+    if live.parent_patch != cand.parent_patch {
+        out.push(json!({"what": "parentPatch", "live": live.parent_patch, "candidate": cand.parent_patch}));
+    }
+    if live.events != cand.events {
+        out.push(json!({"what": "events", "live": live.events, "candidate": cand.events}));
+    }
+    if live.requeue_after != cand.requeue_after {
+        let seconds = |d: Option<std::time::Duration>| d.map(|d| d.as_secs());
+        out.push(json!({
+            "what": "requeueAfterSeconds",
+            "live": seconds(live.requeue_after),
+            "candidate": seconds(cand.requeue_after),
+        }));
+    }
+    out
+}
+
+/// Field by field, where two objects differ, in both directions (a field
+/// only one has shows `null` on the other side). Lists are compared whole.
+pub fn diff(live: &Value, candidate: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    walk(live, candidate, String::new(), &mut out);
+    out
+}
+
+fn walk(live: &Value, candidate: &Value, path: String, out: &mut Vec<Value>) {
+    match (live, candidate) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for key in keys {
+                let at = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                let null = Value::Null;
+                walk(
+                    a.get(key).unwrap_or(&null),
+                    b.get(key).unwrap_or(&null),
+                    at,
+                    out,
+                );
+            }
+        }
+        (a, b) if a != b => out.push(json!({"path": path, "live": a, "candidate": b})),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sts(image: &str) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "a"},
+               "spec": {"template": {"spec": {"containers": [{"name": "pg", "image": image}]}}}})
+    }
+
+    fn desired(status: Value) -> Desired {
+        Desired {
+            status: Some(status),
+            ..Desired::default()
+        }
+    }
+
+    #[test]
+    fn the_same_answer_has_no_differences() {
+        let d = desired(json!({"phase": "Running"}));
+        let children = [sts("postgres:16")];
+        assert!(compare(Ok((&d, &children)), Ok((&d, &children))).is_empty());
+        assert!(compare(Err("x".into()), Err("x".into())).is_empty());
+    }
+
+    #[test]
+    fn a_changed_image_names_the_list_and_both_values() {
+        let d = desired(json!({"phase": "Running"}));
+        let (live, cand) = ([sts("postgres:16")], [sts("mirror/postgres:16")]);
+        let found = compare(Ok((&d, &live)), Ok((&d, &cand)));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0]["change"], "changed");
+        assert_eq!(found[0]["kind"], "StatefulSet");
+        let diff = &found[0]["diff"][0];
+        assert_eq!(diff["path"], "spec.template.spec.containers");
+        assert_eq!(diff["candidate"][0]["image"], "mirror/postgres:16");
+        assert!(summary(&found[0]).contains("spec.template.spec.containers"));
+    }
+
+    #[test]
+    fn added_removed_status_events_and_errors_are_reported() {
+        let live = desired(json!({"phase": "Running"}));
+        let mut cand = desired(json!({"phase": "Pending", "extra": 1}));
+        cand.events.push(crate::runtime::Event {
+            warning: false,
+            reason: "R".into(),
+            message: "m".into(),
+        });
+        let (a, b) = (
+            [sts("x")],
+            [
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db", "namespace": "a"}}),
+            ],
+        );
+        let found = compare(Ok((&live, &a)), Ok((&cand, &b)));
+        let whats: Vec<String> = found
+            .iter()
+            .map(|d| format!("{} {}", d["what"], d["change"]))
+            .collect();
+        assert_eq!(
+            whats,
+            [
+                "\"child\" \"added\"",
+                "\"child\" \"removed\"",
+                "\"status\" null",
+                "\"events\" null"
+            ]
+        );
+        assert_eq!(
+            found[2]["diff"],
+            json!([{"path": "extra", "live": null, "candidate": 1}, {"path": "phase", "live": "Running", "candidate": "Pending"}])
+        );
+        let failed = compare(Ok((&live, &a)), Err("plugin x trapped".into()));
+        assert_eq!(failed[0]["candidate"]["error"], "plugin x trapped");
+    }
+}

@@ -1,0 +1,296 @@
+//! Safe rollouts: a candidate version in shadow decides beside the live one
+//! and writes nothing; a new version that fails on its parents is rolled
+//! back automatically; a failing reconcile's request can be fetched and
+//! replayed offline.
+
+use std::time::{Duration, Instant};
+
+use kubeplug_e2e::{
+    Host, Namespace, PluginDir, apply, built, events_for, eventually, get_json, install_crds,
+    kubectl_ok, resource_versions,
+};
+use serde_json::Value;
+
+/// Long enough for a compile on a busy two-core machine.
+const TIMEOUT: Duration = Duration::from_secs(90);
+/// The registry the candidate pulls the engines' images from.
+const MIRROR: &str = "mirror.example.com/library";
+
+fn database(name: &str) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: {name}\n\
+         spec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n"
+    )
+}
+
+fn hostile(name: &str, behave: &str) -> String {
+    format!(
+        "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: {name}\n\
+         spec:\n  behave: {behave}\n"
+    )
+}
+
+/// The image of each StatefulSet in `ns`: name → image.
+fn images(ns: &str) -> std::collections::BTreeMap<String, String> {
+    let list = get_json(ns, "statefulsets").expect("list statefulsets");
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            (
+                s["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                s["spec"]["template"]["spec"]["containers"][0]["image"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Every Database in the cluster (other tests' namespaces may still hold
+/// some while they are deleted; the host compares those too).
+fn databases_in_cluster() -> usize {
+    let out = kubectl_ok(&["get", "databases", "-A", "-o", "name"], None);
+    out.lines().filter(|l| !l.is_empty()).count()
+}
+
+/// Wait until the shadow of `plugin` has compared at least `parents`
+/// parents and `check` holds for its status; returns it.
+fn shadow_where(host: &Host, plugin: &str, parents: u64, check: impl Fn(&Value) -> bool) -> Value {
+    eventually(
+        &format!("the shadow of {plugin} to compare {parents} parents"),
+        TIMEOUT,
+        || {
+            let shadow = host.plugin(plugin)?["shadow"].clone();
+            (shadow["parentsCompared"].as_u64()? >= parents && check(&shadow)).then_some(shadow)
+        },
+    )
+}
+
+#[test]
+fn a_candidate_in_shadow_writes_nothing_reports_its_differences_and_ships_when_promoted() {
+    install_crds();
+    let ns = Namespace::new("shadow");
+    let dir = PluginDir::with(&["database"]);
+    let host = Host::start(&dir);
+    let names = ["orders", "users", "stock"];
+    for name in names {
+        apply(&ns.name, &database(name));
+    }
+    eventually("every database to run", TIMEOUT, || {
+        names
+            .iter()
+            .all(|n| {
+                get_json(&ns.name, &format!("database/{n}"))
+                    .is_some_and(|db| db["status"]["phase"] == "Running")
+            })
+            .then_some(())
+    });
+    let objects: Vec<String> = names
+        .iter()
+        .flat_map(|n| {
+            [
+                format!("database/{n}"),
+                format!("statefulset/{n}"),
+                format!("service/{n}"),
+                format!("secret/{n}-credentials"),
+            ]
+        })
+        .collect();
+    let objects: Vec<&str> = objects.iter().map(String::as_str).collect();
+    // Settled: the status writes that follow Running are done.
+    let versions = eventually("the databases' objects to settle", TIMEOUT, || {
+        let before = resource_versions(&ns.name, &objects);
+        std::thread::sleep(Duration::from_secs(3));
+        (resource_versions(&ns.name, &objects) == before).then_some(before)
+    });
+
+    // The same component as a candidate: it decides exactly as the live one.
+    let bytes = std::fs::read(built("database")).expect("read database.wasm");
+    dir.put("database.next", &bytes);
+    let same = shadow_where(&host, "database", names.len() as u64, |s| {
+        s["comparisons"].as_u64() > Some(0)
+    });
+    assert_eq!(same["parentsDiffering"], 0, "{same}");
+    assert_eq!(same["candidateErrors"], 0, "{same}");
+    assert!(
+        same["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("database.next.wasm"),
+        "{same}"
+    );
+
+    // A candidate that pulls every image from a mirror.
+    let settings = format!("config:\n  imageRegistry: {MIRROR}\n");
+    dir.settings("database.next", &settings);
+    let all = databases_in_cluster() as u64;
+    let differing = shadow_where(&host, "database", all, |s| {
+        s["parentsDiffering"] == s["parentsCompared"]
+    });
+    assert_eq!(differing["candidateErrors"], 0, "{differing}");
+    let examples = differing["examples"].to_string();
+    assert!(
+        examples.contains(&format!("{MIRROR}/postgres:16.4.0"))
+            && examples.contains("spec.template.spec.containers"),
+        "the examples name the new image: {differing:#}"
+    );
+    let compared = differing["parentsCompared"].as_f64().unwrap();
+    assert!(
+        host.metric(
+            "kubeplug_shadow_parents",
+            "plugin=\"database\",parents=\"differing\""
+        ) >= names.len() as f64,
+        "{}",
+        host.get("/metrics").unwrap().1
+    );
+    assert_eq!(
+        host.metric(
+            "kubeplug_shadow_parents",
+            "plugin=\"database\",parents=\"compared\""
+        ),
+        host.metric(
+            "kubeplug_shadow_parents",
+            "plugin=\"database\",parents=\"differing\""
+        ),
+    );
+    assert!(compared >= names.len() as f64);
+    let log = std::fs::read_to_string(&host.log).unwrap_or_default();
+    assert!(
+        log.contains("shadow: the candidate decides differently"),
+        "{}",
+        host.log_tail()
+    );
+    // Nothing was written while the candidate ran in shadow.
+    assert_eq!(resource_versions(&ns.name, &objects), versions);
+    for (name, image) in images(&ns.name) {
+        assert_eq!(image, "postgres:16.4.0", "{name}");
+    }
+
+    // Promote: the candidate's settings, then the component, over the live
+    // ones. The upgrade then happens as any other.
+    std::fs::rename(
+        dir.path.join("database.next.yaml"),
+        dir.path.join("database.yaml"),
+    )
+    .expect("promote settings");
+    std::fs::rename(
+        dir.path.join("database.next.wasm"),
+        dir.path.join("database.wasm"),
+    )
+    .expect("promote component");
+    eventually("every StatefulSet to pull from the mirror", TIMEOUT, || {
+        let images = images(&ns.name);
+        (images.len() == names.len()
+            && images
+                .values()
+                .all(|i| *i == format!("{MIRROR}/postgres:16.4.0")))
+        .then_some(())
+    });
+    eventually("the shadow to stop", TIMEOUT, || {
+        let row = host.plugin("database")?;
+        (row["shadow"].is_null() && row["state"] == "running").then_some(())
+    });
+}
+
+/// Write the hostile plugin's settings: `config` (YAML lines) and the
+/// rollback threshold.
+fn hostile_settings(dir: &PluginDir, config: &str) {
+    dir.settings(
+        "hostile",
+        &format!("config:\n{config}rollback:\n  calls: 10\n  maxErrorRate: 0.5\n"),
+    );
+}
+
+fn rollbacks(host: &Host) -> f64 {
+    host.metric("kubeplug_plugin_rollbacks_total", "plugin=\"hostile\"")
+}
+
+#[test]
+fn a_version_failing_on_every_parent_is_rolled_back_and_not_retried_until_its_file_changes() {
+    install_crds();
+    let ns = Namespace::new("rollback");
+    let dir = PluginDir::with(&[]);
+    hostile_settings(&dir, "  {}\n");
+    dir.install("hostile", "hostile");
+    let host = Host::start(&dir);
+    let names = ["a", "b", "c"];
+    for name in names {
+        apply(&ns.name, &hostile(name, "ok"));
+    }
+    let objects: Vec<String> = names
+        .iter()
+        .flat_map(|n| [format!("hostile/{n}"), format!("configmap/{n}-ok")])
+        .collect();
+    let objects: Vec<&str> = objects.iter().map(String::as_str).collect();
+    eventually("the ok ConfigMaps", TIMEOUT, || {
+        names
+            .iter()
+            .all(|n| get_json(&ns.name, &format!("configmap/{n}-ok")).is_some())
+            .then_some(())
+    });
+    let versions = resource_versions(&ns.name, &objects);
+    let digest = host.plugin("hostile").expect("hostile row")["digest"].clone();
+
+    // The new version: the same component configured to fail everywhere.
+    let swapped = Instant::now();
+    hostile_settings(&dir, "  behave: error\n");
+    let row = eventually("the bad version to be rolled back", TIMEOUT, || {
+        host.plugin("hostile")
+            .filter(|p| p["state"] == "rolled-back")
+    });
+    let took = swapped.elapsed();
+    eprintln!("bad swap to rollback: {took:?} (including the 0.5 s settle and the load)");
+    let reason = row["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("reconciles failed (more than 50%)") && reason.contains("rolled back"),
+        "{row}"
+    );
+    assert_eq!(row["digest"], digest, "{row}");
+    assert_eq!(rollbacks(&host), 1.0);
+    // A sample of the parents it failed on say so.
+    eventually("a PluginRolledBack event", TIMEOUT, || {
+        names
+            .iter()
+            .any(|n| {
+                events_for(&ns.name, "Hostile", n)
+                    .iter()
+                    .any(|(kind, reason, _)| kind == "Warning" && reason == "PluginRolledBack")
+            })
+            .then_some(())
+    });
+
+    // The previous version serves again: new parents get their ConfigMap.
+    apply(&ns.name, &hostile("after", "ok"));
+    eventually(
+        "the previous version to reconcile a new parent",
+        TIMEOUT,
+        || get_json(&ns.name, "configmap/after-ok"),
+    );
+    // Nothing from the bad version was written.
+    assert_eq!(resource_versions(&ns.name, &objects), versions);
+
+    // Not retried while the file stays the same, even when the directory
+    // is rescanned (another file appears).
+    std::fs::write(dir.path.join("notes.txt"), "rescan").expect("write a file");
+    std::thread::sleep(Duration::from_secs(3));
+    let row = host.plugin("hostile").expect("hostile row");
+    assert_eq!(row["state"], "rolled-back", "{row}");
+    assert_eq!(rollbacks(&host), 1.0);
+
+    // A changed file is loaded again (and this one is fine).
+    hostile_settings(&dir, "  behave: ok\n");
+    eventually("the fixed version to serve", TIMEOUT, || {
+        host.plugin("hostile").filter(|p| p["state"] == "running")
+    });
+    apply(&ns.name, &hostile("fixed", "ok"));
+    eventually("the fixed version to reconcile", TIMEOUT, || {
+        get_json(&ns.name, "configmap/fixed-ok")
+    });
+    assert_eq!(rollbacks(&host), 1.0);
+}
