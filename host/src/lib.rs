@@ -8,6 +8,8 @@
 //! - [`render`]: run a plugin on files, no cluster (`kubeplug render`).
 //! - [`informers`] → [`controller`] (queue, workers) → [`reconcile`] →
 //!   [`apply`]: the operator (`kubeplug run`).
+//! - [`replay`]: failed calls kept with their inputs, fetched with
+//!   `kubeplug replay` and rerun with `kubeplug render --request`.
 
 pub mod api;
 pub mod apply;
@@ -28,6 +30,7 @@ pub mod queue;
 pub mod reconcile;
 pub mod registry;
 pub mod render;
+pub mod replay;
 pub mod run;
 pub mod runtime;
 pub mod telemetry;
