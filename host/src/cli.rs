@@ -45,6 +45,9 @@ enum Command {
     /// Release a removed plugin's finalizers, so that its deleted parents
     /// stop hanging in Terminating.
     ReleaseFinalizers(crate::finalizers::ReleaseArgs),
+    /// List a plugin's failed calls kept by a running host, or fetch one as
+    /// a file for `render --request`.
+    Replay(crate::replay::fetch::ReplayArgs),
     /// Internal: compile a component in a child process of the host, so
     /// that the host can bound its time and memory.
     #[command(name = "__compile", hide = true)]
@@ -220,6 +223,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Inspect(args) => inspect_cmd(args),
         Command::Run(args) => crate::run::run(args),
         Command::ReleaseFinalizers(args) => crate::finalizers::release_cmd(args),
+        Command::Replay(args) => crate::replay::fetch::replay_cmd(args),
         Command::Compile { input, output } => {
             crate::runtime::compile::compile_main(&input, &output)
         }

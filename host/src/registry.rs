@@ -872,6 +872,11 @@ impl Registry {
             again = self.sync().await;
         }
     }
+
+    /// The failure ring of `plugin`, if it serves.
+    pub fn replays(&self, _plugin: &str) -> Option<Arc<crate::replay::Ring>> {
+        None // replaced when the controller records captures
+    }
 }
 
 #[cfg(test)]

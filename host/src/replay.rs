@@ -7,6 +7,7 @@
 //! clients ([`crate::telemetry`]) and `kubeplug replay` ([`fetch`]) fetches
 //! them. Secrets in the inputs are redacted ([`redact`]) before they are kept.
 
+pub mod fetch;
 pub mod redact;
 mod ring;
 
