@@ -232,10 +232,11 @@ impl Capture {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    pub(super) fn capture(parent: &str, error: &str) -> Capture {
+    /// A capture of `parent` failing with `error`.
+    pub(crate) fn capture(parent: &str, error: &str) -> Capture {
         Capture {
             api_version: API_VERSION.into(),
             kind: KIND.into(),

@@ -709,6 +709,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_capture_fetched_is_the_capture_kept() {
+        use crate::replay::{Ring, fetch};
+        let ring = Arc::new(Ring::default());
+        let kept = crate::replay::tests::capture("default/db", "plugin database trapped: x");
+        ring.record(kept.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let probes = Arc::new(Probes {
+            metrics: Metrics::new(),
+            ready: Box::new(|| Ok(())),
+            plugins: Box::new(|_| serde_json::json!([])),
+            replays: Box::new(move |_, parent| match parent {
+                None => serde_json::to_value(ring.list()).ok(),
+                Some(parent) => serde_json::to_value(ring.get(parent)?).ok(),
+            }),
+            stopping: Default::default(),
+        });
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(serve_on(listener, probes, HttpLimits::default(), stopped));
+        let listed = fetch::list(&base, "database").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].error, kept.error);
+        let fetched = fetch::capture(&base, "database", "default/db")
+            .await
+            .unwrap();
+        assert_eq!(fetched, kept);
+    }
+
+    #[tokio::test]
     async fn stop_closes_the_listener_and_lets_an_answer_finish() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
