@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::policy::{Effective, Policy};
 use crate::render;
+use crate::replay::{Call, Capture};
 use crate::runtime::{CONTRACT, Compiler, LimitSettings, Limits, Plugin, PluginOptions, Runtime};
 
 #[derive(Parser)]
@@ -44,6 +45,9 @@ enum Command {
     /// Release a removed plugin's finalizers, so that its deleted parents
     /// stop hanging in Terminating.
     ReleaseFinalizers(crate::finalizers::ReleaseArgs),
+    /// List a plugin's failed calls kept by a running host, or fetch one as
+    /// a file for `render --request`.
+    Replay(crate::replay::fetch::ReplayArgs),
     /// Internal: compile a component in a child process of the host, so
     /// that the host can bound its time and memory.
     #[command(name = "__compile", hide = true)]
@@ -66,13 +70,15 @@ pub struct RuntimeArgs {
     #[arg(long)]
     pub no_cache: bool,
     /// Wall-clock deadline of one plugin call, in milliseconds (at most the
-    /// policy's `callTimeoutMs`).
-    #[arg(long, default_value_t = Limits::default().timeout.as_millis() as u64)]
-    pub timeout_ms: u64,
+    /// policy's `callTimeoutMs`) [default: 2000; `render --request`: the
+    /// capture's].
+    // No clap default: `render --request` must tell a flag from a default.
+    #[arg(long)]
+    pub timeout_ms: Option<u64>,
     /// Cap on a call's guest memory, in MiB (at most the policy's
-    /// `memoryBytes`).
-    #[arg(long, default_value_t = (Limits::default().memory_bytes >> 20) as u64)]
-    pub memory_mib: u64,
+    /// `memoryBytes`) [default: 128; `render --request`: the capture's].
+    #[arg(long)]
+    pub memory_mib: Option<u64>,
 }
 
 /// The platform's policy (see [`crate::policy`]).
@@ -116,9 +122,21 @@ impl RuntimeArgs {
 
     /// The limits asked for on the command line (the policy caps them).
     pub fn limits(&self) -> LimitSettings {
+        let defaults = Limits::default();
+        self.limits_over(LimitSettings {
+            timeout_ms: Some(defaults.timeout.as_millis() as u64),
+            memory_bytes: Some(defaults.memory_bytes),
+        })
+    }
+
+    /// `base` where the command line does not say otherwise.
+    pub fn limits_over(&self, base: LimitSettings) -> LimitSettings {
         LimitSettings {
-            timeout_ms: Some(self.timeout_ms),
-            memory_bytes: Some((self.memory_mib as usize) << 20),
+            timeout_ms: self.timeout_ms.or(base.timeout_ms),
+            memory_bytes: self
+                .memory_mib
+                .map(|mib| (mib as usize) << 20)
+                .or(base.memory_bytes),
         }
     }
 }
@@ -137,14 +155,24 @@ struct RenderArgs {
     #[arg(long)]
     plugin: PathBuf,
     /// The parent object (YAML or JSON).
-    #[arg(short = 'f', long = "filename")]
-    parent: PathBuf,
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required_unless_present = "request",
+        conflicts_with = "request"
+    )]
+    parent: Option<PathBuf>,
     /// Observed children (YAML/JSON, multi-document allowed). Repeatable.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "request")]
     observed: Vec<PathBuf>,
     /// Related objects (YAML/JSON, multi-document allowed). Repeatable.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "request")]
     related: Vec<PathBuf>,
+    /// Replay a failure the live host kept (`kubeplug replay -o FILE`): its
+    /// request verbatim, with its configuration and limits unless
+    /// `--config`, `--timeout-ms` or `--memory-mib` say otherwise.
+    #[arg(long, value_name = "FILE")]
+    request: Option<PathBuf>,
     /// CustomResourceDefinitions (YAML/JSON) that tell the scope of custom
     /// kinds, as the live host learns it from the API server. Repeatable.
     #[arg(long)]
@@ -195,6 +223,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Inspect(args) => inspect_cmd(args),
         Command::Run(args) => crate::run::run(args),
         Command::ReleaseFinalizers(args) => crate::finalizers::release_cmd(args),
+        Command::Replay(args) => crate::replay::fetch::replay_cmd(args),
         Command::Compile { input, output } => {
             crate::runtime::compile::compile_main(&input, &output)
         }
@@ -214,12 +243,18 @@ pub fn read_config(path: &Path) -> anyhow::Result<serde_json::Value> {
     }
 }
 
-/// Load one plugin file for an offline command, within `policy`'s quotas
-/// (compiled in a bounded child process, as the host does).
-fn load(path: &Path, args: &OfflineArgs, policy: &Policy) -> anyhow::Result<Plugin> {
+/// Load one plugin file for an offline command with `config` and `limits`,
+/// within `policy`'s quotas (compiled in a bounded child process, as the
+/// host does).
+fn load(
+    path: &Path,
+    config: Option<serde_json::Value>,
+    limits: LimitSettings,
+    args: &OfflineArgs,
+    policy: &Policy,
+) -> anyhow::Result<Plugin> {
     let runtime = &args.runtime;
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let config = args.config.as_deref().map(read_config).transpose()?;
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -231,7 +266,7 @@ fn load(path: &Path, args: &OfflineArgs, policy: &Policy) -> anyhow::Result<Plug
             &bytes,
             PluginOptions {
                 config,
-                limits: runtime.limits().within(quotas.limits()),
+                limits: limits.within(quotas.limits()),
                 compile: quotas.compile(),
                 label: Some(path.display().to_string()),
             },
@@ -289,12 +324,21 @@ fn render_cmd(args: RenderArgs) -> anyhow::Result<()> {
     for path in &args.crd {
         crds.extend(render::read_objects(path)?);
     }
-    let plugin = load(&args.plugin, &args.common, &policy)?;
-    let (plugin, grant, notes) = admit(plugin, &policy, &crds, args.common.runtime.limits())?;
-    let mut parents = render::read_objects(&args.parent)?;
+    if let Some(file) = &args.request {
+        return replay_cmd(&args, file, &policy, &crds);
+    }
+    let config = args.common.config.as_deref().map(read_config).transpose()?;
+    let limits = args.common.runtime.limits();
+    let plugin = load(&args.plugin, config, limits, &args.common, &policy)?;
+    let (plugin, grant, notes) = admit(plugin, &policy, &crds, limits)?;
+    let parent = args
+        .parent
+        .as_deref()
+        .expect("clap requires -f without --request");
+    let mut parents = render::read_objects(parent)?;
     if parents.len() != 1 {
         return Err(render::RenderError::ParentCount {
-            path: args.parent.display().to_string(),
+            path: parent.display().to_string(),
             count: parents.len(),
         }
         .into());
@@ -317,6 +361,82 @@ fn render_cmd(args: RenderArgs) -> anyhow::Result<()> {
     print(&rendered, args.common.output)
 }
 
+/// Read a capture file (`kind: Replay`, YAML or JSON).
+fn read_capture(path: &Path) -> anyhow::Result<Capture> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let capture: Capture = serde_yaml::from_str(&text)
+        .with_context(|| format!("{} is not a replay capture", path.display()))?;
+    capture
+        .check_kind()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(capture)
+}
+
+/// `render --request`: the captured call again, through the same path as
+/// `render`. A failure prints as the host logged it (the capture's `error`).
+fn replay_cmd(
+    args: &RenderArgs,
+    file: &Path,
+    policy: &Policy,
+    crds: &[serde_json::Value],
+) -> anyhow::Result<()> {
+    let capture = read_capture(file)?;
+    let config = match &args.common.config {
+        Some(path) => read_config(path)?,
+        None => capture.config.clone(),
+    };
+    let limits = args.common.runtime.limits_over(LimitSettings {
+        timeout_ms: Some(capture.limits.timeout_ms),
+        memory_bytes: Some(capture.limits.memory_bytes),
+    });
+    let plugin = load(&args.plugin, Some(config), limits, &args.common, policy)?;
+    let (plugin, grant, mut notes) = admit(plugin, policy, crds, limits)?;
+    if plugin.name() != capture.plugin {
+        notes.push(format!(
+            "the capture is of plugin {}, this is plugin {}",
+            capture.plugin,
+            plugin.name()
+        ));
+    }
+    if plugin.digest() != capture.digest {
+        notes.push(format!(
+            "the failure happened on {}@{} (digest {}); this is {}@{} (digest {})",
+            capture.plugin,
+            capture.version,
+            capture.digest,
+            plugin.name(),
+            plugin.manifest().version,
+            plugin.digest()
+        ));
+    }
+    let request = capture
+        .request()
+        .with_context(|| format!("{} cannot be replayed", file.display()))?;
+    // On failure the notes go to stderr before the error, whose line stays
+    // exactly the capture's.
+    let failed = |error: render::RenderError, notes: &[String]| {
+        for note in notes {
+            eprintln!("note: {note}");
+        }
+        anyhow::Error::from(error)
+    };
+    match capture.call {
+        Call::Reconcile => {
+            let mut rendered =
+                render::render_request(&plugin, &grant, &request).map_err(|e| failed(e, &notes))?;
+            rendered.notes = notes;
+            print(&rendered, args.common.output)
+        }
+        Call::Finalize => {
+            let mut finalized =
+                render::finalize_request(&plugin, &request).map_err(|e| failed(e, &notes))?;
+            finalized.notes = notes;
+            print(&finalized, args.common.output)
+        }
+    }
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Inspection<'a> {
@@ -327,7 +447,15 @@ struct Inspection<'a> {
 }
 
 fn inspect_cmd(args: InspectArgs) -> anyhow::Result<()> {
-    let plugin = load(&args.plugin, &args.common, &Policy::default())?;
+    let config = args.common.config.as_deref().map(read_config).transpose()?;
+    let limits = args.common.runtime.limits();
+    let plugin = load(
+        &args.plugin,
+        config,
+        limits,
+        &args.common,
+        &Policy::default(),
+    )?;
     print(
         &Inspection {
             contract: CONTRACT,

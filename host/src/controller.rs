@@ -24,6 +24,7 @@ use crate::manifest::Manifest;
 use crate::policy::Effective;
 use crate::queue::Queue;
 use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources};
+use crate::replay::{Call, Capture, Ring};
 use crate::rollback::{self, Probation, RollbackSettings};
 use crate::runtime::{Event, Plugin};
 use crate::shadow::Shadow;
@@ -80,6 +81,8 @@ struct Shared {
     shadow: RwLock<Option<Arc<Shadow>>>,
     /// The latest upgrade's probation, or its rollback (see [`crate::rollback`]).
     rollout: Mutex<Rollout>,
+    /// Requests of recent failed calls, for replays (see [`crate::replay`]).
+    replays: Arc<Ring>,
     queue: Arc<Queue<Key>>,
     sources: Sources,
     writer: Writer,
@@ -267,6 +270,7 @@ impl Controller {
             plugin: RwLock::new(plugin),
             shadow: RwLock::new(None),
             rollout: Mutex::new(Rollout::default()),
+            replays: Arc::new(Ring::default()),
             queue: queue.clone(),
             sources,
             writer,
@@ -380,6 +384,11 @@ impl Controller {
             self.set_shadow(Some(shadow.restarted()));
         }
         requeue_all(&self.shared);
+    }
+
+    /// Requests of this plugin's recent failed calls.
+    pub fn replays(&self) -> Arc<Ring> {
+        self.shared.replays.clone()
     }
 
     /// The version that was rolled back, while the previous one serves.
@@ -668,6 +677,22 @@ async fn worker(shared: Arc<Shared>) {
                 };
                 let delay = shared.settings.jittered_backoff(failures);
                 shared.metrics.reconciled(&name, error.label(), took);
+                if let (true, Some(request)) = (error.plugin_fault(), &handed.request) {
+                    let call = if handed.finalize {
+                        Call::Finalize
+                    } else {
+                        Call::Reconcile
+                    };
+                    shared.replays.record(Capture::new(
+                        &plugin,
+                        call,
+                        &key.0,
+                        &key.1,
+                        request,
+                        &format_chain(&error),
+                        error.label(),
+                    ));
+                }
                 span.in_scope(|| {
                     tracing::warn!(error = %format_chain(&error), failures, retry_in = ?delay, "reconcile failed")
                 });

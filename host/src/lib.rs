@@ -9,6 +9,8 @@
 //! - [`informers`] → [`controller`] (queue, workers) → [`reconcile`] →
 //!   [`apply`]: the operator (`kubeplug run`).
 //! - [`shadow`], [`rollback`]: safe rollouts of new plugin versions.
+//! - [`replay`]: failed calls kept with their inputs, fetched with
+//!   `kubeplug replay` and rerun with `kubeplug render --request`.
 
 pub mod api;
 pub mod apply;
@@ -29,6 +31,7 @@ pub mod queue;
 pub mod reconcile;
 pub mod registry;
 pub mod render;
+pub mod replay;
 pub mod rollback;
 pub mod run;
 pub mod runtime;

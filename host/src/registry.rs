@@ -1086,6 +1086,16 @@ impl Registry {
             again = self.sync().await;
         }
     }
+
+    /// The failure ring of `plugin`, if it serves.
+    pub fn replays(&self, plugin: &str) -> Option<Arc<crate::replay::Ring>> {
+        let files = self.files.lock().expect("registry lock");
+        files
+            .values()
+            .filter_map(|e| e.serving.as_ref())
+            .find(|s| s.name == plugin)
+            .map(|s| s.controller.replays())
+    }
 }
 
 #[cfg(test)]

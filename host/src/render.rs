@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::manifest::{Manifest, Related};
 use crate::plan;
 use crate::policy::Effective;
-use crate::runtime::{CallError, Event, Plugin, Request};
+use crate::runtime::{CallError, Event, Finalized, Plugin, Request};
 
 /// Used as the parent's uid when its file has none (it was never stored).
 pub const PLACEHOLDER_UID: &str = "00000000-0000-0000-0000-000000000000";
@@ -37,6 +37,12 @@ pub enum RenderError {
         found: String,
         expected: String,
         plugin: String,
+    },
+    #[error("the request's {what} is not a JSON object")]
+    Request {
+        what: String,
+        #[source]
+        source: serde_json::Error,
     },
     #[error(transparent)]
     Call(#[from] CallError),
@@ -154,35 +160,60 @@ pub fn render(
 ) -> Result<Rendered, RenderError> {
     let manifest = plugin.manifest();
     let parent = as_stored(parent);
-    if !manifest.parent.matches(
+    check_parent(manifest, &parent)?;
+    let observed = observed.into_iter().filter(|o| {
+        manifest.allows_child(
+            o["apiVersion"].as_str().unwrap_or_default(),
+            o["kind"].as_str().unwrap_or_default(),
+        ) && same_namespace(&parent, o)
+    });
+    let related = related
+        .into_iter()
+        .filter(|o| is_related(manifest, &parent, o));
+    let request = Request::new(
+        parent.to_string(),
+        observed.map(|o| o.to_string()).collect(),
+        related.map(|o| o.to_string()).collect(),
+    );
+    render_request(plugin, grant, &request)
+}
+
+fn check_parent(manifest: &Manifest, parent: &Value) -> Result<(), RenderError> {
+    if manifest.parent.matches(
         parent["apiVersion"].as_str().unwrap_or_default(),
         parent["kind"].as_str().unwrap_or_default(),
     ) {
-        return Err(RenderError::WrongParent {
-            found: type_of(&parent),
-            expected: format!("{} {}", manifest.parent.api_version(), manifest.parent.kind),
-            plugin: manifest.name.clone(),
-        });
+        return Ok(());
     }
-    let observed: Vec<Value> = observed
-        .into_iter()
-        .filter(|o| {
-            manifest.allows_child(
-                o["apiVersion"].as_str().unwrap_or_default(),
-                o["kind"].as_str().unwrap_or_default(),
-            ) && same_namespace(&parent, o)
-        })
-        .collect();
-    let related: Vec<Value> = related
-        .into_iter()
-        .filter(|o| is_related(manifest, &parent, o))
-        .collect();
-    let request = Request::new(
-        parent.to_string(),
-        observed.iter().map(Value::to_string).collect(),
-        related.iter().map(Value::to_string).collect(),
-    );
-    let desired = plugin.reconcile(&request)?;
+    Err(RenderError::WrongParent {
+        found: type_of(parent),
+        expected: format!("{} {}", manifest.parent.api_version(), manifest.parent.kind),
+        plugin: manifest.name.clone(),
+    })
+}
+
+fn parse(what: String, text: &str) -> Result<Value, RenderError> {
+    serde_json::from_str(text).map_err(|source| RenderError::Request { what, source })
+}
+
+/// Run `plugin` on `request` exactly as given (no filtering, no stamping:
+/// e.g. a failure captured by the live host, see [`crate::replay`]) and
+/// decide what the operator would write.
+pub fn render_request(
+    plugin: &Plugin,
+    grant: &Effective,
+    request: &Request,
+) -> Result<Rendered, RenderError> {
+    let manifest = plugin.manifest();
+    let parent = parse("parent".into(), &request.parent)?;
+    check_parent(manifest, &parent)?;
+    let observed = request
+        .observed
+        .iter()
+        .enumerate()
+        .map(|(i, text)| parse(format!("observed[{i}]"), text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let desired = plugin.reconcile(request)?;
     let fence = |source| plan::Fenced {
         plugin: manifest.name.clone(),
         source,
@@ -216,4 +247,98 @@ pub fn render(
         events: desired.events,
         notes: Vec::new(),
     })
+}
+
+/// What a plugin answered to `finalize`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedFinalize {
+    /// `name@version` of the plugin.
+    pub plugin: String,
+    /// Whether the host would remove the finalizer.
+    pub done: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeue_after_seconds: Option<u64>,
+    pub events: Vec<Event>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Run `plugin`'s `finalize` on `request` exactly as given.
+pub fn finalize_request(
+    plugin: &Plugin,
+    request: &Request,
+) -> Result<RenderedFinalize, RenderError> {
+    let manifest = plugin.manifest();
+    check_parent(manifest, &parse("parent".into(), &request.parent)?)?;
+    let Finalized {
+        done,
+        requeue_after,
+        events,
+    } = plugin.finalize(request)?;
+    Ok(RenderedFinalize {
+        plugin: format!("{}@{}", manifest.name, manifest.version),
+        done,
+        requeue_after_seconds: requeue_after.map(|d| d.as_secs()),
+        events,
+        notes: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::controller::format_chain;
+    use crate::plan::FenceError;
+    use crate::reconcile::ReconcileError;
+    use crate::runtime::GuestError;
+
+    /// What `kubeplug render` prints after `error: ` (see `cli::main`).
+    fn printed(error: RenderError) -> String {
+        format!("{:#}", anyhow::Error::from(error))
+    }
+
+    #[test]
+    fn render_prints_a_failure_as_the_host_logs_it() {
+        let calls = || {
+            let plugin = "database".to_string();
+            vec![
+                CallError::Guest {
+                    plugin: plugin.clone(),
+                    error: GuestError::InvalidInput("spec.replicas: expected a number".into()),
+                },
+                CallError::Trap {
+                    plugin: plugin.clone(),
+                    message: "wasm trap: unreachable; guest stderr: panicked at x".into(),
+                },
+                CallError::Deadline {
+                    plugin: plugin.clone(),
+                    timeout: Duration::from_millis(2500),
+                },
+                CallError::MemoryCap {
+                    plugin,
+                    limit_bytes: 1 << 20,
+                },
+            ]
+        };
+        for (host, render) in calls().into_iter().zip(calls()) {
+            let logged = format_chain(&ReconcileError::Call(host));
+            assert_eq!(printed(RenderError::Call(render)), logged);
+        }
+        let fenced = || plan::Fenced {
+            plugin: "database".into(),
+            source: FenceError::Duplicate {
+                kind: "Service".into(),
+                name: "db".into(),
+            },
+        };
+        let logged = format_chain(&ReconcileError::Fence(fenced()));
+        assert_eq!(
+            logged,
+            "plugin database crossed its fence: child Service/db is returned twice"
+        );
+        assert_eq!(printed(RenderError::Fence(fenced())), logged);
+    }
 }

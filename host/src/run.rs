@@ -33,7 +33,8 @@ pub struct RunArgs {
     settings: Option<PathBuf>,
     /// Address for /metrics, /healthz, /readyz and /plugins. In a pod, give
     /// one the kubelet reaches (`0.0.0.0:8080`); `/plugins` shows file
-    /// paths and error text only to loopback clients.
+    /// paths and error text, and `/plugins/<plugin>/replays` failure
+    /// captures, only to loopback clients.
     #[arg(long, env = "KUBEPLUG_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
     /// Serve the aggregated API (`kubeplug.io/v1alpha1`, see
@@ -220,6 +221,16 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                     Detail::Summary => rows.into_iter().map(|row| row.summary()).collect(),
                 };
                 serde_json::to_value(rows).unwrap_or_default()
+            })
+        },
+        replays: {
+            let registry = registry.clone();
+            Box::new(move |plugin, parent| {
+                let ring = registry.replays(plugin)?;
+                match parent {
+                    None => serde_json::to_value(ring.list()).ok(),
+                    Some(parent) => serde_json::to_value(ring.get(parent)?).ok(),
+                }
             })
         },
         stopping: AtomicBool::new(false),

@@ -2,7 +2,9 @@
 //!
 //! `/metrics` (Prometheus text), `/healthz` (the process is up), `/readyz`
 //! (every watch has listed once, kubert's `initialized` habit), `/plugins`
-//! (what is loaded: versions, digests, states, last errors, as JSON).
+//! (what is loaded: versions, digests, states, last errors, as JSON),
+//! `/plugins/<plugin>/replays[/<namespace>/<name>]` (failed calls kept for
+//! replay, see [`crate::replay`]; loopback clients only).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -394,9 +396,20 @@ pub struct Probes {
     /// plugin may have written); without, what is safe to show anyone who
     /// can reach the port.
     pub plugins: Box<dyn Fn(Detail) -> serde_json::Value + Send + Sync>,
+    /// `/plugins/<plugin>/replays`: `(plugin, None)` lists its failure
+    /// captures, `(plugin, Some("ns/name"))` is one of them; `None`: the
+    /// plugin keeps none (or not that one).
+    pub replays: Replays,
     /// Set once the host is stopping: `/readyz` answers 503.
     pub stopping: std::sync::atomic::AtomicBool,
 }
+
+/// See [`Probes::replays`].
+pub type Replays = Box<dyn Fn(&str, Option<&str>) -> Option<serde_json::Value> + Send + Sync>;
+
+/// Why only loopback clients get captures: they hold cluster data.
+pub const REPLAYS_LOOPBACK_ONLY: &str =
+    "replays are served to loopback clients only (kubectl port-forward)";
 
 /// How much of `/plugins` a client sees.
 ///
@@ -440,7 +453,51 @@ fn route(probes: &Probes, path: &str, detail: Detail) -> Response<Full<Bytes>> {
             "application/json",
             serde_json::to_string_pretty(&(probes.plugins)(detail)).unwrap_or_default() + "\n",
         ),
-        _ => respond(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+        _ => match replay_path(path) {
+            Some(_) if detail != Detail::Full => respond(
+                StatusCode::FORBIDDEN,
+                "text/plain",
+                format!("{REPLAYS_LOOPBACK_ONLY}\n"),
+            ),
+            Some((plugin, parent)) => match (probes.replays)(plugin, parent) {
+                Some(body) => respond(
+                    StatusCode::OK,
+                    "application/json",
+                    serde_json::to_string_pretty(&body).unwrap_or_default() + "\n",
+                ),
+                None => respond(
+                    StatusCode::NOT_FOUND,
+                    "text/plain",
+                    match parent {
+                        None => format!("plugin {plugin} is not served here\n"),
+                        Some(parent) => format!(
+                            "no failure of {parent} is kept for plugin {plugin} (or the plugin is not served here)\n"
+                        ),
+                    },
+                ),
+            },
+            None => respond(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+        },
+    }
+}
+
+/// `/plugins/<plugin>/replays[/<namespace>/<name> | /<name>]` as the plugin
+/// and the parent (`namespace/name` or `name`).
+fn replay_path(path: &str) -> Option<(&str, Option<&str>)> {
+    let rest = path.strip_prefix("/plugins/")?;
+    let (plugin, rest) = rest.split_once('/')?;
+    let rest = rest.strip_prefix("replays")?;
+    if plugin.is_empty() {
+        return None;
+    }
+    match rest {
+        "" | "/" => Some((plugin, None)),
+        _ => {
+            let parent = rest.strip_prefix('/')?;
+            let parts: Vec<&str> = parent.split('/').collect();
+            (parts.len() <= 2 && parts.iter().all(|p| !p.is_empty()))
+                .then_some((plugin, Some(parent)))
+        }
     }
 }
 
@@ -501,7 +558,7 @@ pub async fn serve(
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /plugins");
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /plugins (and replays to loopback clients)");
     serve_on(listener, probes, HttpLimits::default(), stop).await;
     Ok(())
 }
@@ -601,6 +658,12 @@ mod tests {
             metrics: Metrics::new(),
             ready: Box::new(|| Err("not yet".into())),
             plugins: Box::new(|detail| serde_json::json!({ "full": detail == Detail::Full })),
+            replays: Box::new(|plugin, parent| {
+                (plugin == "database").then(|| match parent {
+                    None => serde_json::json!([]),
+                    Some(parent) => serde_json::json!({ "parent": parent }),
+                })
+            }),
             stopping: Default::default(),
         });
         let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -658,6 +721,98 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn replays_are_served_to_loopback_clients() {
+        let addr = server(HttpLimits::default()).await;
+        let list = get(addr, "/plugins/database/replays").await;
+        assert!(list.starts_with("HTTP/1.1 200"), "{list}");
+        assert!(list.ends_with("[]\n"), "{list}");
+        let one = get(addr, "/plugins/database/replays/default/db").await;
+        assert!(one.contains("\"parent\": \"default/db\""), "{one}");
+        let cluster = get(addr, "/plugins/database/replays/node-1").await;
+        assert!(cluster.contains("\"parent\": \"node-1\""), "{cluster}");
+        let missing = get(addr, "/plugins/other/replays/default/db").await;
+        assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+        assert!(missing.contains("no failure of default/db"), "{missing}");
+        for path in [
+            "/plugins/database/replays/a/b/c",
+            "/plugins/database/replays//b",
+            "/plugins//replays",
+            "/plugins/database/replayss",
+        ] {
+            assert!(get(addr, path).await.starts_with("HTTP/1.1 404"), "{path}");
+        }
+    }
+
+    #[test]
+    fn replays_are_refused_to_everyone_else() {
+        let probes = Probes {
+            metrics: Metrics::new(),
+            ready: Box::new(|| Ok(())),
+            plugins: Box::new(|_| serde_json::json!([])),
+            replays: Box::new(|_, _| Some(serde_json::json!({ "secret": "cluster data" }))),
+            stopping: Default::default(),
+        };
+        for path in [
+            "/plugins/database/replays",
+            "/plugins/database/replays/default/db",
+        ] {
+            let response = route(&probes, path, Detail::Summary);
+            assert_eq!(response.status(), StatusCode::FORBIDDEN, "{path}");
+            assert_eq!(route(&probes, path, Detail::Full).status(), StatusCode::OK);
+        }
+    }
+
+    #[tokio::test]
+    async fn kubeplug_replay_reads_what_the_listener_serves() {
+        let addr = server(HttpLimits::default()).await;
+        let base = format!("http://{addr}");
+        assert!(
+            crate::replay::fetch::list(&base, "database")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let error = crate::replay::fetch::list(&base, "other")
+            .await
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .ends_with("404: plugin other is not served here"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_capture_fetched_is_the_capture_kept() {
+        use crate::replay::{Ring, fetch};
+        let ring = Arc::new(Ring::default());
+        let kept = crate::replay::tests::capture("default/db", "plugin database trapped: x");
+        ring.record(kept.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let probes = Arc::new(Probes {
+            metrics: Metrics::new(),
+            ready: Box::new(|| Ok(())),
+            plugins: Box::new(|_| serde_json::json!([])),
+            replays: Box::new(move |_, parent| match parent {
+                None => serde_json::to_value(ring.list()).ok(),
+                Some(parent) => serde_json::to_value(ring.get(parent)?).ok(),
+            }),
+            stopping: Default::default(),
+        });
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(serve_on(listener, probes, HttpLimits::default(), stopped));
+        let listed = fetch::list(&base, "database").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].error, kept.error);
+        let fetched = fetch::capture(&base, "database", "default/db")
+            .await
+            .unwrap();
+        assert_eq!(fetched, kept);
+    }
+
+    #[tokio::test]
     async fn stop_closes_the_listener_and_lets_an_answer_finish() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -665,6 +820,7 @@ mod tests {
             metrics: Metrics::new(),
             ready: Box::new(|| Ok(())),
             plugins: Box::new(|_| serde_json::json!([])),
+            replays: Box::new(|_, _| None),
             stopping: Default::default(),
         });
         let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -336,6 +336,137 @@ fn a_missing_argument_is_a_usage_error() {
     assert!(stderr.contains("--filename"), "{stderr}");
 }
 
+// render --request: a failure the live host captured.
+
+/// A capture of a `reconcile` of the database plugin on `spec`, as
+/// `kubeplug replay -o` writes it (YAML), in `dir`.
+fn capture_file(dir: &Path, spec: Value, entropy: &[u8], digest: &str, error: &str) -> PathBuf {
+    let parent = json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Database",
+        "metadata": { "name": "orders", "namespace": "default", "uid": PARENT_UID, "generation": 1 },
+        "spec": spec,
+    });
+    let capture = json!({
+        "apiVersion": "kubeplug.io/v1alpha1",
+        "kind": "Replay",
+        "plugin": "database",
+        "version": "0.1.0",
+        "digest": digest,
+        "call": "reconcile",
+        "parent": "default/orders",
+        "at": "2026-11-29T18:00:01.000Z",
+        "error": error,
+        "reason": "guest_error",
+        "config": {},
+        "limits": {
+            "timeoutMs": 2000, "memoryBytes": 134217728, "instances": 20, "tables": 20,
+            "tableElements": 100000, "responseBytes": 4194304, "children": 64, "logBytes": 65536,
+        },
+        "request": {
+            "parent": parent.to_string(),
+            "observed": [],
+            "related": [],
+            "now": NOW,
+            "entropy": entropy.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        },
+        "redacted": [],
+    });
+    let path = dir.join("replay.yaml");
+    std::fs::write(&path, serde_yaml::to_string(&capture).unwrap()).unwrap();
+    path
+}
+
+fn digest_of(path: &Path) -> String {
+    format!("{:x}", Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+fn render_request(capture: &Path, extra: &[&str]) -> Output {
+    let plugin = plugin_path("database");
+    let mut args: Vec<&std::ffi::OsStr> = vec!["render".as_ref(), "--plugin".as_ref()];
+    args.extend([
+        plugin.as_os_str(),
+        "--request".as_ref(),
+        capture.as_os_str(),
+    ]);
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    kubeplug(args)
+}
+
+#[test]
+fn a_replayed_failure_prints_the_error_the_host_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let logged = "plugin database returned an error: invalid input: \
+                  spec.replicas must be between 1 and 10, got 11";
+    let spec = json!({ "engine": "mysql", "version": "8.4.3", "replicas": 11 });
+    let capture = capture_file(dir.path(), spec, &entropy(), &"0".repeat(64), logged);
+    let stderr = failure(&render_request(&capture, &[]));
+    assert_eq!(
+        stderr.lines().last(),
+        Some(format!("error: {logged}").as_str())
+    );
+    assert!(
+        stderr.contains(&format!(
+            "note: the failure happened on database@0.1.0 (digest {})",
+            "0".repeat(64)
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_replay_uses_the_captured_entropy() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin_path("database");
+    let spec = json!({ "engine": "postgresql", "version": "16.2.0", "replicas": 2 });
+    // Too little entropy fails in the plugin: proof the capture's is used.
+    let logged = "plugin database returned an error: host supplied too little entropy";
+    let short = capture_file(
+        dir.path(),
+        spec.clone(),
+        &[1, 2, 3],
+        &digest_of(&plugin),
+        logged,
+    );
+    let stderr = failure(&render_request(&short, &[]));
+    assert_eq!(
+        stderr.lines().last(),
+        Some(format!("error: {logged}").as_str())
+    );
+    // The same inputs give the same answer, byte for byte, with no notes.
+    let capture = capture_file(dir.path(), spec, &entropy(), &digest_of(&plugin), "x");
+    let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../crds/databases.example.com.yaml");
+    let crd = crd.to_str().unwrap();
+    let first = render_request(&capture, &["-o", "json", "--crd", crd]);
+    let out = stdout_json(&first);
+    assert_eq!(out["notes"], Value::Null);
+    assert_eq!(
+        kinds(&out["children"]),
+        ["Service", "StatefulSet", "Secret"]
+    );
+    let again = render_request(&capture, &["-o", "json", "--crd", crd]);
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout),
+        String::from_utf8_lossy(&first.stdout)
+    );
+}
+
+#[test]
+fn a_request_excludes_a_parent_file() {
+    let output = kubeplug([
+        "render",
+        "--plugin",
+        "x.wasm",
+        "--request",
+        "r.yaml",
+        "-f",
+        "p.yaml",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
+
 /// A Hostile parent doing `behave` (with `spec` extras), in a temporary file.
 fn hostile_parent(dir: &Path, behave: &str, extra: &str) -> PathBuf {
     let path = dir.join(format!("hostile-{behave}.yaml"));

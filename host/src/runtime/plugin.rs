@@ -392,6 +392,12 @@ impl Plugin {
         self.inner.limits
     }
 
+    /// The configuration document every call gets, as the JSON text the
+    /// runtime made of [`super::PluginOptions::config`].
+    pub fn config(&self) -> &str {
+        &self.inner.caller.loaded.config
+    }
+
     fn wit_request(&self, request: &Request) -> types::Request {
         types::Request {
             parent: request.parent.clone(),
