@@ -23,7 +23,8 @@
 //!   equality check), and `configmap-lie`, which adds no kind but declares the
 //!   `ConfigMap` child cluster-scoped (a lie).
 //! - `related`: `secrets-everywhere` observes `v1` `Secret`s declared
-//!   cluster-scoped (a lie) labelled `kubeplug-test/steal: "yes"`; `pods`
+//!   cluster-scoped (a lie) labelled `kubeplug-test/steal: "yes"`; `secrets`
+//!   the same Secrets of the parent's namespace (honestly namespaced); `pods`
 //!   observes `v1` `Pod`s labelled `app: hostile`.
 //! - `mode: decorator` makes the plugin a decorator of the same parent kind,
 //!   with no children at all (`mode: composite` is the default).
@@ -215,6 +216,10 @@ impl Plugin for Hostile {
             manifest = match related.as_str() {
                 "secrets-everywhere" => manifest.related(
                     cluster("", "v1", "Secret", "secrets"),
+                    &[("kubeplug-test/steal", LabelValue::Literal("yes".into()))],
+                ),
+                "secrets" => manifest.related(
+                    Resource::of::<Secret>(),
                     &[("kubeplug-test/steal", LabelValue::Literal("yes".into()))],
                 ),
                 "pods" => manifest.related(

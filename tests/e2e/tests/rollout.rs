@@ -294,3 +294,106 @@ fn a_version_failing_on_every_parent_is_rolled_back_and_not_retried_until_its_fi
     });
     assert_eq!(rollbacks(&host), 1.0);
 }
+
+#[test]
+fn a_failed_reconcile_is_fetched_and_replayed_offline_with_the_same_error_and_secrets_redacted() {
+    install_crds();
+    let ns = Namespace::new("replay");
+    let dir = PluginDir::with(&[]);
+    // The hostile plugin, granted reading Secrets labelled for it.
+    let policy = dir.path.with_extension("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\n\
+         identityNamespace: kubeplug-system\nplugins:\n  hostile:\n    \
+         parent: [Hostile.test.kubeplug.io]\n    children: [ConfigMap]\n    related: [Secret]\n",
+    )
+    .expect("write policy");
+    let policies = format!(
+        "{},{}",
+        kubeplug_e2e::repo()
+            .join("deploy/base/policy.yaml")
+            .display(),
+        policy.display()
+    );
+    dir.settings("hostile", "config:\n  related: [secrets]\n");
+    dir.install("hostile", "hostile");
+    let host = Host::start_with(&dir, &["--policy", &policies]);
+
+    // A parent the plugin fails on, with a Secret among its related objects.
+    apply(
+        &ns.name,
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: vault-creds\n  labels:\n    \
+         kubeplug-test/steal: \"yes\"\nstringData:\n  k: hunter2\n",
+    );
+    apply(&ns.name, &hostile("vault", "error"));
+    let logged = eventually("the failure's event", TIMEOUT, || {
+        events_for(&ns.name, "Hostile", "vault")
+            .into_iter()
+            .find(|(_, reason, _)| reason == "PluginFailed")
+            .map(|(_, _, note)| note)
+    });
+
+    // Fetched as the team would, through the host's listener.
+    let file = dir.path.with_extension("replay.yaml");
+    let parent = format!("{}/vault", ns.name);
+    let from = format!("http://127.0.0.1:{}", host.port);
+    let fetched = std::process::Command::new(kubeplug_e2e::host_binary())
+        .args(["replay", "--from", &from, "hostile", &parent, "-o"])
+        .arg(&file)
+        .output()
+        .expect("run kubeplug replay");
+    assert!(
+        fetched.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
+    let capture: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&file).expect("read capture"))
+            .expect("the capture is YAML");
+    assert_eq!(capture["kind"], "Replay");
+    assert_eq!(
+        capture["error"].as_str(),
+        Some(logged.as_str()),
+        "{capture:#}"
+    );
+    assert_eq!(capture["reason"], "guest_error");
+    // The Secret is handed to the plugin; its data is not kept.
+    let secret: Value = capture["request"]["related"]
+        .as_array()
+        .expect("observed texts")
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t.as_str()?).ok())
+        .find(|o| o["kind"] == "Secret")
+        .expect("the Secret is in the request");
+    let live = get_json(&ns.name, "secret/vault-creds").expect("the Secret");
+    assert!(!live["data"]["k"].is_null());
+    assert_ne!(secret["data"]["k"], live["data"]["k"]);
+    assert_eq!(
+        secret["data"]["k"], "PHJlZGFjdGVkPg==",
+        "base64 of <redacted>"
+    );
+    // Nowhere in the file, not even in the last-applied annotation.
+    let text = std::fs::read_to_string(&file).expect("read capture");
+    assert!(
+        !text.contains("hunter2") && !text.contains("aHVudGVyMg"),
+        "{text}"
+    );
+    assert!(
+        capture["redacted"].to_string().contains("vault-creds"),
+        "{capture:#}"
+    );
+
+    // Replayed offline: the same error, byte for byte.
+    let replayed = std::process::Command::new(kubeplug_e2e::host_binary())
+        .args(["render", "--plugin"])
+        .arg(built("hostile"))
+        .args(["--policy", &policies, "--request"])
+        .arg(&file)
+        .output()
+        .expect("run kubeplug render");
+    assert!(!replayed.status.success());
+    let stderr = String::from_utf8_lossy(&replayed.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert_eq!(last, format!("error: {logged}"), "{stderr}");
+}
