@@ -97,6 +97,7 @@ bench: plugins host
 	cargo run --release -p kubeplug --bin kubeplug-bench -- target/plugins
 	tests/bench/operator
 	tests/bench/upgrade
+	tests/bench/rollout
 
 clean:
 	rm -rf target
