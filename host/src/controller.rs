@@ -261,7 +261,7 @@ impl Controller {
         );
         let fence = Fence {
             events: budget::EventBudget::new(identity.grant.quotas.events_per_parent_per_minute),
-            grant: identity.grant,
+            grant: Arc::new(identity.grant),
             access: identity.access,
             metrics: metrics.clone(),
         };
@@ -621,7 +621,7 @@ async fn worker(shared: Arc<Shared>) {
         let result = tokio::select! {
             result = reconcile::reconcile(
                 &plugin,
-                shadow.as_deref(),
+                shadow.as_ref(),
                 &shared.sources,
                 &shared.writer,
                 &shared.fence,
@@ -634,12 +634,6 @@ async fn worker(shared: Arc<Shared>) {
             })),
         };
         let took = started.elapsed();
-        if let Some(shadow) = &shadow {
-            let (compared, differing) = shadow.counts();
-            shared
-                .metrics
-                .shadow_parents(&name, Some((compared, differing)));
-        }
         if !matches!(&result, Err(error) if error.not_leader()) {
             use std::sync::atomic::Ordering::Relaxed;
             shared.counts.reconciles.fetch_add(1, Relaxed);

@@ -16,7 +16,7 @@ use crate::manifest::{Manifest, Related};
 use crate::plan::{self, ObjectKey};
 use crate::policy::Effective;
 use crate::runtime::{CallError, Desired, Plugin, Request};
-use crate::shadow::{Shadow, Verdict};
+use crate::shadow::Shadow;
 use crate::telemetry::Metrics;
 
 /// Why a reconcile failed. Each is retried with backoff.
@@ -77,6 +77,9 @@ impl ReconcileError {
     }
 }
 
+/// A plugin's checked answer and its children prepared for applying.
+pub(crate) type Decided = Result<(Desired, Vec<Value>), ReconcileError>;
+
 /// What a reconcile handed the plugin, kept so that a failure can be
 /// replayed offline (see [`crate::replay`]).
 #[derive(Debug, Default)]
@@ -89,7 +92,8 @@ pub struct Handed {
 /// The plugin's side of the fence at run time: its grant, the read checks
 /// made for its ServiceAccount, and its event budget.
 pub struct Fence {
-    pub grant: Effective,
+    /// Shared with shadow comparisons, which finish after the reconcile.
+    pub grant: Arc<Effective>,
     pub access: Arc<Access>,
     pub events: EventBudget,
     pub metrics: Metrics,
@@ -262,20 +266,27 @@ pub(crate) async fn decide(
     fence: &Fence,
     parent: &Value,
     request: Arc<Request>,
-) -> Result<(Desired, Vec<Value>), ReconcileError> {
-    let manifest = plugin.manifest();
+) -> Decided {
     let desired = {
         let plugin = plugin.clone();
         call_blocking(move || plugin.reconcile(&request)).await?
     };
+    check(plugin.manifest(), &fence.grant, parent, desired)
+}
+
+/// Check a plugin's answer against its fence: the answer, and its children
+/// prepared for applying.
+pub(crate) fn check(
+    manifest: &Manifest,
+    grant: &Effective,
+    parent: &Value,
+    desired: Desired,
+) -> Decided {
     let to_fenced = |source| plan::Fenced {
         plugin: manifest.name.clone(),
         source,
     };
-    let checked = fence
-        .grant
-        .check_answer(manifest, &desired)
-        .map_err(&to_fenced);
+    let checked = grant.check_answer(manifest, &desired).map_err(&to_fenced);
     let prepared = checked
         .and_then(|()| plan::children(manifest, parent, &desired.children).map_err(&to_fenced))?;
     plan::check_mode(
@@ -292,7 +303,7 @@ pub(crate) async fn decide(
 /// handed is left in `handed`.
 pub async fn reconcile(
     plugin: &Plugin,
-    shadow: Option<&Shadow>,
+    shadow: Option<&Arc<Shadow>>,
     sources: &Sources,
     writer: &Writer,
     fence: &Fence,
@@ -333,18 +344,27 @@ pub async fn reconcile(
         }
     }
 
-    let (desired, prepared) = match shadow {
-        None => decide(plugin, fence, &parent, request).await?,
-        Some(shadow) => {
-            // Both at once: the candidate costs CPU, not latency.
-            let (live, candidate) = tokio::join!(
-                decide(plugin, fence, &parent, request.clone()),
-                decide(shadow.plugin(), fence, &parent, request),
-            );
-            compare_in_shadow(shadow, key, &live, &candidate, &fence.metrics);
-            live?
-        }
-    };
+    // The candidate's call starts beside the live one; it is checked and
+    // compared when it ends, without holding this reconcile up.
+    let candidate = shadow.and_then(|shadow| shadow.start(request.clone()));
+    let decided = decide(plugin, fence, &parent, request).await;
+    if let Some(candidate) = candidate {
+        let live = match &decided {
+            Ok((desired, children)) => Ok((desired.clone(), children.clone())),
+            Err(error) => Err(crate::controller::format_chain(error)),
+        };
+        let (grant, parent) = (fence.grant.clone(), parent.clone());
+        candidate.compare_later(
+            key.clone(),
+            live,
+            fence.metrics.clone(),
+            move |plugin, desired| {
+                check(plugin.manifest(), &grant, &parent, desired)
+                    .map_err(|error| crate::controller::format_chain(&error))
+            },
+        );
+    }
+    let (desired, prepared) = decided?;
 
     let by_key: HashMap<ObjectKey, &Value> =
         observed.iter().map(|o| (ObjectKey::of(o), o)).collect();
@@ -451,46 +471,6 @@ pub async fn reconcile(
             .requeue_after
             .map(|after| after.max(fence.grant.quotas.requeue_floor())),
     })
-}
-
-type Decided = Result<(Desired, Vec<Value>), ReconcileError>;
-
-/// Record how the candidate's decision compares with the live one's, and
-/// log a parent that starts to differ (or differs anew).
-fn compare_in_shadow(
-    shadow: &Shadow,
-    key: &Key,
-    live: &Decided,
-    candidate: &Decided,
-    metrics: &Metrics,
-) {
-    fn decision(d: &Decided) -> crate::shadow::Decision<'_> {
-        match d {
-            Ok((desired, children)) => Ok((desired, children.as_slice())),
-            Err(error) => Err(crate::controller::format_chain(error)),
-        }
-    }
-    let version = &shadow.plugin().manifest().version;
-    let verdict = shadow.record(key, decision(live), decision(candidate));
-    metrics.shadow_compared(shadow.plugin().name(), verdict.label());
-    match verdict {
-        Verdict::Differs {
-            count,
-            first,
-            new: true,
-        } => tracing::info!(
-            candidate_version = %version,
-            differences = count,
-            first = %first,
-            "shadow: the candidate decides differently"
-        ),
-        Verdict::CandidateFailed { error, new: true } => tracing::warn!(
-            candidate_version = %version,
-            %error,
-            "shadow: the candidate fails where the live version answers"
-        ),
-        _ => {}
-    }
 }
 
 /// What became of a child the parent does not control yet.

@@ -895,6 +895,7 @@ impl Registry {
                     plugin,
                     key.clone(),
                     next.display().to_string(),
+                    self.wiring.settings.concurrency,
                 )));
                 None
             }
@@ -1151,6 +1152,81 @@ mod tests {
         let (files, fresh) = settled_files(dir, None).unwrap();
         assert!(fresh);
         assert_eq!(files.len(), 2);
+    }
+
+    #[test]
+    fn a_candidate_stands_beside_its_live_file_and_is_judged_as_it() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path();
+        write_old(&dir.join("database.wasm"), "wasm");
+        write_old(&dir.join("database.next.wasm"), "wasm");
+        write_old(&dir.join("database.next.yaml"), "config: {}");
+        let (files, _) = settled_files(dir, None).unwrap();
+        let (candidates, live): (Vec<_>, Vec<_>) = files.into_iter().partition(|p| is_candidate(p));
+        assert_eq!(live, vec![dir.join("database.wasm")]);
+        assert_eq!(candidates, vec![dir.join("database.next.wasm")]);
+        assert_eq!(live_of(&candidates[0]), Some(dir.join("database.wasm")));
+        assert_eq!(live_of(&dir.join("database.wasm")), None);
+        assert_eq!(policy_stem(&candidates[0]), "database");
+        assert_eq!(policy_stem(&dir.join("database.wasm")), "database");
+        // Its own settings, not the live file's.
+        assert_eq!(
+            settings_path(&candidates[0], None),
+            Some(dir.join("database.next.yaml"))
+        );
+    }
+
+    #[test]
+    fn bad_rollback_settings_are_refused_with_the_file_named() {
+        let root = tempfile::tempdir().unwrap();
+        let wasm = root.path().join("x.wasm");
+        write_old(&wasm, "wasm");
+        write_old(
+            &root.path().join("x.yaml"),
+            "rollback:\n  maxErrorRate: 2\n",
+        );
+        let error = read_candidate(&wasm, None).err().unwrap();
+        assert!(
+            error.contains("x.yaml") && error.contains("maxErrorRate must be between 0 and 1"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_summary_row_keeps_shadow_counts_and_drops_what_holds_cluster_data() {
+        let shadow = ShadowStatus {
+            file: "/plugins/db.next.wasm".into(),
+            version: "0.2.0".into(),
+            digest: "ab".into(),
+            since: "2026-11-30T00:00:00Z".into(),
+            comparisons: 4,
+            parents_compared: 2,
+            parents_differing: 1,
+            candidate_errors: 0,
+            skipped: 0,
+            examples: vec![serde_json::json!({"parent": "a/b", "differences": ["secret"]})],
+        };
+        let row = Status {
+            file: "/plugins/db.wasm".into(),
+            name: Some("db".into()),
+            version: None,
+            digest: None,
+            state: State::RolledBack,
+            loaded_at: None,
+            last_error: Some("boom".into()),
+            reason: Some("rolled back".into()),
+            synced: true,
+            leading: true,
+            shadow: Some(shadow),
+            candidate_error: Some("refused".into()),
+            detail: None,
+        };
+        let summary = serde_json::to_value(row.summary()).unwrap();
+        assert_eq!(summary["state"], "rolled-back");
+        assert_eq!(summary["shadow"]["parentsDiffering"], 1);
+        assert!(summary["shadow"].get("examples").is_none(), "{summary}");
+        assert!(summary.get("candidateError").is_none(), "{summary}");
+        assert!(summary.get("lastError").is_none(), "{summary}");
     }
 
     #[test]

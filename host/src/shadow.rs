@@ -7,16 +7,24 @@
 //! parent patch, events, requeue, errors. Nothing the candidate answers
 //! reaches the API server. A team promotes the candidate by renaming it over
 //! the live file once the comparison says what they expect.
+//!
+//! A shadow never slows the live version down: the candidate's call starts
+//! beside the live one and is compared when it ends, after the reconcile
+//! went on; at most `slots` candidate calls run at once, and a reconcile
+//! that finds none free is not compared (`skipped`). A candidate that loops
+//! until its deadline costs the host CPU, never a live reconcile's time.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::informers::Key;
 use crate::plan::ObjectKey;
-use crate::runtime::{Desired, Plugin};
+use crate::runtime::{CallError, Desired, Plugin, Request};
+use crate::telemetry::Metrics;
 
 /// How many example differences a shadow keeps for `/plugins`.
 const EXAMPLES: usize = 5;
@@ -35,11 +43,14 @@ pub struct Shadow {
     file: String,
     since: String,
     stats: Mutex<Stats>,
+    /// Candidate calls that may run at once.
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 #[derive(Default)]
 struct Stats {
     comparisons: u64,
+    skipped: u64,
     candidate_errors: u64,
     /// The latest comparison of each parent: a fingerprint of its
     /// differences (`None`: the same answer).
@@ -65,6 +76,8 @@ pub struct ShadowStatus {
     pub parents_differing: usize,
     /// Comparisons where the candidate failed (and the live version did not).
     pub candidate_errors: u64,
+    /// Reconciles not compared: every candidate slot was busy.
+    pub skipped: u64,
     /// A few differing parents and what differs (only for loopback
     /// clients and the aggregated API: they hold cluster data).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -100,20 +113,42 @@ impl Verdict {
 }
 
 impl Shadow {
-    pub fn new(plugin: Plugin, key: String, file: String) -> Shadow {
+    /// A shadow of `plugin` (from `file`, content key `key`) running at most
+    /// `slots` candidate calls at once.
+    pub fn new(plugin: Plugin, key: String, file: String, slots: usize) -> Shadow {
         Shadow {
             plugin,
             key,
             file,
             since: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             stats: Mutex::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
         }
+    }
+
+    /// Start the candidate's call on `request`, if a slot is free.
+    pub fn start(self: &Arc<Self>, request: Arc<Request>) -> Option<Pending> {
+        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+            self.stats.lock().expect("shadow lock").skipped += 1;
+            return None;
+        };
+        let plugin = self.plugin.clone();
+        Some(Pending {
+            shadow: self.clone(),
+            _slot: slot,
+            call: tokio::task::spawn_blocking(move || plugin.reconcile(&request)),
+        })
     }
 
     /// The same candidate with its comparisons cleared (the live version
     /// changed).
     pub fn restarted(&self) -> Shadow {
-        Shadow::new(self.plugin.clone(), self.key.clone(), self.file.clone())
+        Shadow::new(
+            self.plugin.clone(),
+            self.key.clone(),
+            self.file.clone(),
+            self.slots.available_permits().max(1),
+        )
     }
 
     pub fn plugin(&self) -> &Plugin {
@@ -186,6 +221,7 @@ impl Shadow {
             parents_compared: stats.parents.len(),
             parents_differing: stats.parents.values().filter(|f| f.is_some()).count(),
             candidate_errors: stats.candidate_errors,
+            skipped: stats.skipped,
             examples: stats
                 .examples
                 .iter()
@@ -194,6 +230,75 @@ impl Shadow {
                 })
                 .collect(),
         }
+    }
+}
+
+/// A candidate call under way, holding one of its shadow's slots.
+pub struct Pending {
+    shadow: Arc<Shadow>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    call: tokio::task::JoinHandle<Result<Desired, CallError>>,
+}
+
+/// The live version's decision, owned (the comparison outlives the
+/// reconcile), or its error as logged.
+pub type LiveDecision = Result<(Desired, Vec<Value>), String>;
+
+impl Pending {
+    /// When the candidate's call ends, check its answer with `check` (the
+    /// live version's fence) and compare it with `live`; log a parent that
+    /// starts to differ (or differs anew), count it in `metrics`.
+    pub fn compare_later(
+        self,
+        key: Key,
+        live: LiveDecision,
+        metrics: Metrics,
+        check: impl FnOnce(&Plugin, Desired) -> LiveDecision + Send + 'static,
+    ) {
+        let span = tracing::Span::current();
+        tokio::spawn(
+            async move {
+                let Pending {
+                    shadow,
+                    _slot,
+                    call,
+                } = self;
+                let candidate = match call.await {
+                    Ok(Ok(desired)) => check(&shadow.plugin, desired),
+                    Ok(Err(error)) => Err(crate::controller::format_chain(&error)),
+                    Err(error) => Err(format!("the candidate's call was cancelled: {error}")),
+                };
+                fn borrow(d: &LiveDecision) -> Decision<'_> {
+                    d.as_ref()
+                        .map(|(desired, children)| (desired, children.as_slice()))
+                        .map_err(Clone::clone)
+                }
+                let verdict = shadow.record(&key, borrow(&live), borrow(&candidate));
+                let name = shadow.plugin.name();
+                metrics.shadow_compared(name, verdict.label());
+                metrics.shadow_parents(name, Some(shadow.counts()));
+                let version = &shadow.plugin.manifest().version;
+                match verdict {
+                    Verdict::Differs {
+                        count,
+                        first,
+                        new: true,
+                    } => tracing::info!(
+                        candidate_version = %version,
+                        differences = count,
+                        first = %first,
+                        "shadow: the candidate decides differently"
+                    ),
+                    Verdict::CandidateFailed { error, new: true } => tracing::warn!(
+                        candidate_version = %version,
+                        %error,
+                        "shadow: the candidate fails where the live version answers"
+                    ),
+                    _ => {}
+                }
+            }
+            .instrument(span),
+        );
     }
 }
 

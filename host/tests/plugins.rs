@@ -154,6 +154,46 @@ fn database_runs_each_engine_on_its_port_and_official_image() {
 }
 
 #[test]
+fn database_pulls_from_the_configured_registry_and_refuses_a_bad_one() {
+    let mirrored = load(
+        "database",
+        Some(json!({"imageRegistry": "mirror.example.com/library"})),
+    );
+    let parent = database("orders", "postgresql", "16.2.0", 1);
+    let desired = reconcile(&mirrored, &request(&parent, &[], &[]));
+    let sts = child(&desired.children, "StatefulSet");
+    assert_eq!(
+        sts["spec"]["template"]["spec"]["containers"][0]["image"],
+        "mirror.example.com/library/postgres:16.2.0"
+    );
+    for bad in [
+        json!({"imageRegistry": "mirror/"}),
+        json!({"registry": "x"}),
+    ] {
+        let error = runtime()
+            .load(
+                &plugin_bytes("database"),
+                PluginOptions {
+                    config: Some(bad.clone()),
+                    ..Default::default()
+                },
+            )
+            .err()
+            .unwrap_or_else(|| panic!("{bad} was accepted"));
+        assert!(
+            matches!(
+                &error,
+                LoadError::Manifest(CallError::Guest {
+                    error: GuestError::InvalidConfig(_),
+                    ..
+                })
+            ),
+            "{bad}: {error:?}"
+        );
+    }
+}
+
+#[test]
 fn database_reads_its_password_from_the_secret_it_creates() {
     let parent = database("orders", "postgresql", "16.2.0", 1);
     let desired = reconcile(&database_plugin(), &request(&parent, &[], &[]));

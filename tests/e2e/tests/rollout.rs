@@ -397,3 +397,56 @@ fn a_failed_reconcile_is_fetched_and_replayed_offline_with_the_same_error_and_se
     let last = stderr.lines().last().unwrap_or_default();
     assert_eq!(last, format!("error: {logged}"), "{stderr}");
 }
+
+#[test]
+fn a_candidate_that_loops_is_stopped_at_its_deadline_and_never_holds_a_live_reconcile_up() {
+    install_crds();
+    let ns = Namespace::new("shadow-loop");
+    let dir = PluginDir::with(&[]);
+    dir.settings("hostile", "config: {}\n");
+    dir.install("hostile", "hostile");
+    let host = Host::start(&dir);
+    // The candidate spins until its deadline (2 s by default) on every call.
+    dir.settings("hostile.next", "config:\n  behave: loop\n");
+    dir.put(
+        "hostile.next",
+        &std::fs::read(built("hostile")).expect("read hostile.wasm"),
+    );
+    eventually("the candidate in shadow", TIMEOUT, || {
+        host.plugin("hostile")?["shadow"]["version"]
+            .as_str()
+            .map(String::from)
+    });
+    let names = ["p", "q", "r"];
+    for name in names {
+        apply(&ns.name, &hostile(name, "ok"));
+    }
+    eventually("the live version's ConfigMaps", TIMEOUT, || {
+        names
+            .iter()
+            .all(|n| get_json(&ns.name, &format!("configmap/{n}-ok")).is_some())
+            .then_some(())
+    });
+    let shadow = eventually("the candidate's failures to be compared", TIMEOUT, || {
+        let s = host.plugin("hostile")?["shadow"].clone();
+        (s["candidateErrors"].as_u64()? >= names.len() as u64).then_some(s)
+    });
+    assert!(
+        shadow["examples"]
+            .to_string()
+            .contains("exceeded its deadline"),
+        "{shadow:#}"
+    );
+    // No live reconcile waited for the candidate: all took under 1.6 s
+    // (histogram bucket), while each candidate call ran for 2 s.
+    let all = host.metric(
+        "kubeplug_reconcile_duration_seconds_count",
+        "plugin=\"hostile\"",
+    );
+    let quick = host.metric(
+        "kubeplug_reconcile_duration_seconds_bucket",
+        "le=\"1.6384\",plugin=\"hostile\"",
+    );
+    assert!(all >= names.len() as f64);
+    assert_eq!(quick, all, "{}", host.get("/metrics").unwrap().1);
+}
