@@ -344,25 +344,25 @@ pub async fn reconcile(
         }
     }
 
-    // The candidate's call starts beside the live one; it is checked and
-    // compared when it ends, without holding this reconcile up.
-    let candidate = shadow.and_then(|shadow| shadow.start(request.clone()));
-    let decided = decide(plugin, fence, &parent, request).await;
-    if let Some(candidate) = candidate {
+    let decided = decide(plugin, fence, &parent, request.clone()).await;
+    if let Some(shadow) = shadow {
+        // The candidate decides on the same request in the background; this
+        // reconcile goes on at once.
         let live = match &decided {
             Ok((desired, children)) => Ok((desired.clone(), children.clone())),
             Err(error) => Err(crate::controller::format_chain(error)),
         };
         let (grant, parent) = (fence.grant.clone(), parent.clone());
-        candidate.compare_later(
-            key.clone(),
+        let job = crate::shadow::Job {
+            key: key.clone(),
+            request,
             live,
-            fence.metrics.clone(),
-            move |plugin, desired| {
+            check: Box::new(move |plugin, desired| {
                 check(plugin.manifest(), &grant, &parent, desired)
                     .map_err(|error| crate::controller::format_chain(&error))
-            },
-        );
+            }),
+        };
+        shadow.submit(job, &fence.metrics);
     }
     let (desired, prepared) = decided?;
 

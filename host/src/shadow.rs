@@ -8,10 +8,11 @@
 //! reaches the API server. A team promotes the candidate by renaming it over
 //! the live file once the comparison says what they expect.
 //!
-//! A shadow never slows the live version down: the candidate's call starts
-//! beside the live one and is compared when it ends, after the reconcile
-//! went on; at most `slots` candidate calls run at once, and a reconcile
-//! that finds none free is not compared (`skipped`). A candidate that loops
+//! A shadow never slows the live version down: once the live version has
+//! decided, the comparison is handed to the background and the reconcile
+//! goes on. At most `slots` candidate calls run at once; comparisons waiting
+//! for a slot queue up (one per parent, the newest; at most [`QUEUE`], the
+//! oldest dropped and counted `skipped` beyond that). A candidate that loops
 //! until its deadline costs the host CPU, never a live reconcile's time.
 
 use std::collections::{BTreeMap, HashMap};
@@ -23,8 +24,11 @@ use tracing::Instrument;
 
 use crate::informers::Key;
 use crate::plan::ObjectKey;
-use crate::runtime::{CallError, Desired, Plugin, Request};
+use crate::runtime::{Desired, Plugin, Request};
 use crate::telemetry::Metrics;
+
+/// Comparisons waiting for a slot, at most.
+pub const QUEUE: usize = 1024;
 
 /// How many example differences a shadow keeps for `/plugins`.
 const EXAMPLES: usize = 5;
@@ -45,6 +49,19 @@ pub struct Shadow {
     stats: Mutex<Stats>,
     /// Candidate calls that may run at once.
     slots: Arc<tokio::sync::Semaphore>,
+    slot_count: usize,
+    /// Comparisons waiting for a slot.
+    waiting: Mutex<std::collections::VecDeque<(Job, tracing::Span)>>,
+}
+
+/// A comparison to make: the request and what the live version decided.
+pub struct Job {
+    pub key: Key,
+    pub request: Arc<Request>,
+    pub live: LiveDecision,
+    /// Checks the candidate's answer against the live version's fence and
+    /// prepares its children as the live version's were.
+    pub check: Box<dyn FnOnce(&Plugin, Desired) -> LiveDecision + Send>,
 }
 
 #[derive(Default)]
@@ -76,7 +93,7 @@ pub struct ShadowStatus {
     pub parents_differing: usize,
     /// Comparisons where the candidate failed (and the live version did not).
     pub candidate_errors: u64,
-    /// Reconciles not compared: every candidate slot was busy.
+    /// Reconciles not compared: too many comparisons were waiting.
     pub skipped: u64,
     /// A few differing parents and what differs (only for loopback
     /// clients and the aggregated API: they hold cluster data).
@@ -123,21 +140,103 @@ impl Shadow {
             since: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             stats: Mutex::default(),
             slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
+            slot_count: slots.max(1),
+            waiting: Mutex::default(),
         }
     }
 
-    /// Start the candidate's call on `request`, if a slot is free.
-    pub fn start(self: &Arc<Self>, request: Arc<Request>) -> Option<Pending> {
-        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
-            self.stats.lock().expect("shadow lock").skipped += 1;
-            return None;
-        };
+    /// Make the comparison in `job` in the background: at once if a slot is
+    /// free, else when one frees up. Never waits.
+    pub fn submit(self: &Arc<Self>, job: Job, metrics: &Metrics) {
+        let span = tracing::Span::current();
+        match self.slots.clone().try_acquire_owned() {
+            Ok(slot) => {
+                tokio::spawn(self.clone().drain(slot, Some((job, span)), metrics.clone()));
+            }
+            Err(_) => {
+                let mut waiting = self.waiting.lock().expect("shadow lock");
+                // The newest request of a parent replaces an older one.
+                waiting.retain(|(j, _)| j.key != job.key);
+                if waiting.len() >= QUEUE {
+                    waiting.pop_front();
+                    self.stats.lock().expect("shadow lock").skipped += 1;
+                }
+                waiting.push_back((job, span));
+            }
+        }
+    }
+
+    /// Compare `first`, then whatever waits, while holding a slot.
+    async fn drain(
+        self: Arc<Self>,
+        mut slot: tokio::sync::OwnedSemaphorePermit,
+        mut next: Option<(Job, tracing::Span)>,
+        metrics: Metrics,
+    ) {
+        loop {
+            while let Some((job, span)) = next {
+                self.compare(job, &metrics).instrument(span).await;
+                next = self.waiting.lock().expect("shadow lock").pop_front();
+            }
+            drop(slot);
+            // A job queued after the last look, while every slot was held.
+            if self.waiting.lock().expect("shadow lock").is_empty() {
+                return;
+            }
+            match self.slots.clone().try_acquire_owned() {
+                Ok(again) => slot = again,
+                // Another holder drains it.
+                Err(_) => return,
+            }
+            next = self.waiting.lock().expect("shadow lock").pop_front();
+        }
+    }
+
+    /// Call the candidate on the job's request, check its answer and
+    /// compare it with the live decision; log a parent that starts to
+    /// differ (or differs anew) and count it in `metrics`.
+    async fn compare(&self, job: Job, metrics: &Metrics) {
+        let Job {
+            key,
+            request,
+            live,
+            check,
+        } = job;
         let plugin = self.plugin.clone();
-        Some(Pending {
-            shadow: self.clone(),
-            _slot: slot,
-            call: tokio::task::spawn_blocking(move || plugin.reconcile(&request)),
-        })
+        let call = tokio::task::spawn_blocking(move || plugin.reconcile(&request)).await;
+        let candidate = match call {
+            Ok(Ok(desired)) => check(&self.plugin, desired),
+            Ok(Err(error)) => Err(crate::controller::format_chain(&error)),
+            Err(error) => Err(format!("the candidate's call was cancelled: {error}")),
+        };
+        fn borrow(d: &LiveDecision) -> Decision<'_> {
+            d.as_ref()
+                .map(|(desired, children)| (desired, children.as_slice()))
+                .map_err(Clone::clone)
+        }
+        let verdict = self.record(&key, borrow(&live), borrow(&candidate));
+        let name = self.plugin.name();
+        metrics.shadow_compared(name, verdict.label());
+        metrics.shadow_parents(name, Some(self.counts()));
+        let version = &self.plugin.manifest().version;
+        match verdict {
+            Verdict::Differs {
+                count,
+                first,
+                new: true,
+            } => tracing::info!(
+                candidate_version = %version,
+                differences = count,
+                first = %first,
+                "shadow: the candidate decides differently"
+            ),
+            Verdict::CandidateFailed { error, new: true } => tracing::warn!(
+                candidate_version = %version,
+                %error,
+                "shadow: the candidate fails where the live version answers"
+            ),
+            _ => {}
+        }
     }
 
     /// The same candidate with its comparisons cleared (the live version
@@ -147,7 +246,7 @@ impl Shadow {
             self.plugin.clone(),
             self.key.clone(),
             self.file.clone(),
-            self.slots.available_permits().max(1),
+            self.slot_count,
         )
     }
 
@@ -233,74 +332,9 @@ impl Shadow {
     }
 }
 
-/// A candidate call under way, holding one of its shadow's slots.
-pub struct Pending {
-    shadow: Arc<Shadow>,
-    _slot: tokio::sync::OwnedSemaphorePermit,
-    call: tokio::task::JoinHandle<Result<Desired, CallError>>,
-}
-
 /// The live version's decision, owned (the comparison outlives the
 /// reconcile), or its error as logged.
 pub type LiveDecision = Result<(Desired, Vec<Value>), String>;
-
-impl Pending {
-    /// When the candidate's call ends, check its answer with `check` (the
-    /// live version's fence) and compare it with `live`; log a parent that
-    /// starts to differ (or differs anew), count it in `metrics`.
-    pub fn compare_later(
-        self,
-        key: Key,
-        live: LiveDecision,
-        metrics: Metrics,
-        check: impl FnOnce(&Plugin, Desired) -> LiveDecision + Send + 'static,
-    ) {
-        let span = tracing::Span::current();
-        tokio::spawn(
-            async move {
-                let Pending {
-                    shadow,
-                    _slot,
-                    call,
-                } = self;
-                let candidate = match call.await {
-                    Ok(Ok(desired)) => check(&shadow.plugin, desired),
-                    Ok(Err(error)) => Err(crate::controller::format_chain(&error)),
-                    Err(error) => Err(format!("the candidate's call was cancelled: {error}")),
-                };
-                fn borrow(d: &LiveDecision) -> Decision<'_> {
-                    d.as_ref()
-                        .map(|(desired, children)| (desired, children.as_slice()))
-                        .map_err(Clone::clone)
-                }
-                let verdict = shadow.record(&key, borrow(&live), borrow(&candidate));
-                let name = shadow.plugin.name();
-                metrics.shadow_compared(name, verdict.label());
-                metrics.shadow_parents(name, Some(shadow.counts()));
-                let version = &shadow.plugin.manifest().version;
-                match verdict {
-                    Verdict::Differs {
-                        count,
-                        first,
-                        new: true,
-                    } => tracing::info!(
-                        candidate_version = %version,
-                        differences = count,
-                        first = %first,
-                        "shadow: the candidate decides differently"
-                    ),
-                    Verdict::CandidateFailed { error, new: true } => tracing::warn!(
-                        candidate_version = %version,
-                        %error,
-                        "shadow: the candidate fails where the live version answers"
-                    ),
-                    _ => {}
-                }
-            }
-            .instrument(span),
-        );
-    }
-}
 
 impl ShadowStatus {
     /// The status without examples (they hold cluster data).
