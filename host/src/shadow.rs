@@ -61,8 +61,11 @@ pub struct Job {
     pub live: LiveDecision,
     /// Checks the candidate's answer against the live version's fence and
     /// prepares its children as the live version's were.
-    pub check: Box<dyn FnOnce(&Plugin, Desired) -> LiveDecision + Send>,
+    pub check: Check,
 }
+
+/// See [`Job::check`].
+pub type Check = Box<dyn FnOnce(&Plugin, Desired) -> LiveDecision + Send>;
 
 #[derive(Default)]
 struct Stats {
@@ -396,6 +399,7 @@ fn fingerprint(differences: &[Value]) -> u64 {
 /// `events`, `requeueAfterSeconds`); empty if both decided alike.
 pub fn compare(live: Decision<'_>, candidate: Decision<'_>) -> Vec<Value> {
     let ((live, live_children), (cand, cand_children)) = match (live, candidate) {
+        (Ok(live), Ok(candidate)) if live == candidate => return Vec::new(),
         (Ok(live), Ok(candidate)) => (live, candidate),
         (Err(a), Err(b)) if a == b => return Vec::new(),
         (live, candidate) => {
