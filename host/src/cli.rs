@@ -387,7 +387,7 @@ fn replay_cmd(
         None => capture.config.clone(),
     };
     let limits = args.common.runtime.limits_over(LimitSettings {
-        timeout_ms: Some(capture.limits.timeout_ms),
+        timeout_ms: Some(u64::try_from(capture.limits.timeout.as_millis()).unwrap_or(u64::MAX)),
         memory_bytes: Some(capture.limits.memory_bytes),
     });
     let plugin = load(&args.plugin, Some(config), limits, &args.common, policy)?;

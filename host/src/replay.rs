@@ -40,51 +40,6 @@ impl std::fmt::Display for Call {
     }
 }
 
-/// [`runtime::Limits`] as a file holds them (`Limits` itself is not serde:
-/// its timeout is a `Duration`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CallLimits {
-    pub timeout_ms: u64,
-    pub memory_bytes: usize,
-    pub instances: usize,
-    pub tables: usize,
-    pub table_elements: usize,
-    pub response_bytes: usize,
-    pub children: usize,
-    pub log_bytes: usize,
-}
-
-impl From<runtime::Limits> for CallLimits {
-    fn from(l: runtime::Limits) -> Self {
-        CallLimits {
-            timeout_ms: u64::try_from(l.timeout.as_millis()).unwrap_or(u64::MAX),
-            memory_bytes: l.memory_bytes,
-            instances: l.instances,
-            tables: l.tables,
-            table_elements: l.table_elements,
-            response_bytes: l.response_bytes,
-            children: l.children,
-            log_bytes: l.log_bytes,
-        }
-    }
-}
-
-impl From<CallLimits> for runtime::Limits {
-    fn from(l: CallLimits) -> Self {
-        runtime::Limits {
-            timeout: std::time::Duration::from_millis(l.timeout_ms),
-            memory_bytes: l.memory_bytes,
-            instances: l.instances,
-            tables: l.tables,
-            table_elements: l.table_elements,
-            response_bytes: l.response_bytes,
-            children: l.children,
-            log_bytes: l.log_bytes,
-        }
-    }
-}
-
 /// The request the plugin was handed, as the JSON texts it got: kept as
 /// text, not objects, so that a replay is byte for byte the same call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,7 +100,7 @@ pub struct Capture {
     /// The plugin's configuration document.
     pub config: Value,
     /// The limits the call ran under.
-    pub limits: CallLimits,
+    pub limits: runtime::Limits,
     pub request: RequestTexts,
     /// What was redacted from the request, e.g.
     /// `observed[2] Secret default/db: data, stringData`.
@@ -200,7 +155,7 @@ impl Capture {
             reason: reason.into(),
             // The runtime made this text from JSON; it parses.
             config: serde_json::from_str(plugin.config()).unwrap_or(Value::Null),
-            limits: plugin.limits().into(),
+            limits: plugin.limits(),
             request: RequestTexts {
                 parent,
                 observed,
@@ -249,7 +204,7 @@ pub(crate) mod tests {
             error: error.into(),
             reason: "guest_error".into(),
             config: serde_json::json!({ "replicas": 3, "ratio": 0.1, "name": "é\"x" }),
-            limits: runtime::Limits::default().into(),
+            limits: runtime::Limits::default(),
             request: RequestTexts {
                 // Deliberately not serde_json's own layout: kept as is.
                 parent: "{\"kind\":\"Database\",  \"b\":1,\"a\":2}".into(),
@@ -302,8 +257,13 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn limits_survive_the_mirror() {
+    fn limits_survive_a_file() {
         let limits = runtime::Limits::default();
-        assert_eq!(runtime::Limits::from(CallLimits::from(limits)), limits);
+        let text = serde_yaml::to_string(&limits).unwrap();
+        assert!(text.contains("timeoutMs: 2000"), "{text}");
+        assert_eq!(
+            serde_yaml::from_str::<runtime::Limits>(&text).unwrap(),
+            limits
+        );
     }
 }

@@ -2,15 +2,18 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Limits for every call into one plugin. The defaults suit a reconcile that
 /// builds a few objects: real plugins use a few MiB and a few milliseconds,
 /// so the caps only stop a runaway guest, never a healthy one. The platform's
 /// policy ([`crate::policy::Quotas`]) sets the ceiling of each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Serialized as a replay capture holds them (`timeoutMs`, `memoryBytes`...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Limits {
     /// Wall-clock deadline of one call, instantiation included.
+    #[serde(rename = "timeoutMs", with = "millis")]
     pub timeout: Duration,
     /// Cap on the guest memory of one call: every linear memory plus every
     /// table (at [`TABLE_ELEMENT_BYTES`] an element), summed. A per-memory
@@ -29,6 +32,21 @@ pub struct Limits {
     pub children: usize,
     /// Bytes of log (messages and field keys and values) one call may write.
     pub log_bytes: usize,
+}
+
+/// A `Duration` as whole milliseconds.
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
 }
 
 /// What one table element costs the host (a function reference).
