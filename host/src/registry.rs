@@ -345,6 +345,23 @@ fn live_of(candidate: &Path) -> Option<PathBuf> {
     Some(candidate.with_file_name(format!("{stem}.wasm")))
 }
 
+/// The live file among `live` that `candidate` is a version of: the one
+/// beside it, else the only one of that name elsewhere in the plugin
+/// directory (image volumes put each image in its own directory, so a
+/// candidate's image cannot sit beside the live one).
+fn pair_of(candidate: &Path, live: &[PathBuf]) -> Option<PathBuf> {
+    let beside = live_of(candidate)?;
+    if live.contains(&beside) {
+        return Some(beside);
+    }
+    let name = beside.file_name()?;
+    let mut same_name = live.iter().filter(|p| p.file_name() == Some(name));
+    match (same_name.next(), same_name.next()) {
+        (Some(only), None) => Some(only.clone()),
+        _ => None,
+    }
+}
+
 /// The plugin's file stem as the policy names it (pins, quotas): a
 /// candidate is judged as the file it would replace.
 fn policy_stem(path: &Path) -> String {
@@ -394,7 +411,7 @@ impl Registry {
         let (candidates, present): (Vec<PathBuf>, Vec<PathBuf>) =
             present.into_iter().partition(|p| is_candidate(p));
         self.remove_missing(&present);
-        again |= self.sync_candidates(&candidates);
+        again |= self.sync_candidates(&candidates, &present);
         for path in present {
             if self.loading.lock().expect("loading lock").contains(&path) {
                 again = true;
@@ -798,35 +815,33 @@ impl Registry {
     /// Bring shadows in line with the candidate files present: load a new
     /// or changed candidate beside a serving plugin, stop the shadow of one
     /// removed. Returns true if a candidate waits for its live file to load.
-    fn sync_candidates(self: &Arc<Self>, candidates: &[PathBuf]) -> bool {
+    fn sync_candidates(self: &Arc<Self>, candidates: &[PathBuf], present: &[PathBuf]) -> bool {
         let settings_dir = self.settings_dir.as_deref();
         let mut again = false;
+        let pairs: Vec<(PathBuf, PathBuf)> = candidates
+            .iter()
+            .filter_map(|next| Some((next.clone(), pair_of(next, present)?)))
+            .collect();
         {
             let mut files = self.files.lock().expect("registry lock");
             for (path, entry) in files.iter_mut() {
-                let stem = path
-                    .file_stem()
-                    .and_then(|s| s.to_str())
-                    .unwrap_or_default();
-                let next = path.with_file_name(format!("{stem}.next.wasm"));
-                if candidates.contains(&next) {
+                if pairs.iter().any(|(_, live)| live == path) {
                     continue;
                 }
                 entry.candidate_error = None;
                 if let Some(serving) = &entry.serving
-                    && serving.controller.shadow().is_some()
+                    && let Some(shadow) = serving.controller.shadow()
                 {
-                    tracing::info!(plugin = %serving.name, file = %next.display(), "candidate removed; shadow stopped");
+                    tracing::info!(plugin = %serving.name, file = %shadow.status().file, "candidate removed; shadow stopped");
                     serving.controller.set_shadow(None);
                 }
             }
         }
-        for next in candidates {
-            let Some(live) = live_of(next) else { continue };
+        for (next, live) in &pairs {
             let candidate = match read_candidate(next, settings_dir) {
                 Ok(c) => c,
                 Err(error) => {
-                    self.candidate_failed(&live, String::new(), error);
+                    self.candidate_failed(live, String::new(), error);
                     continue;
                 }
             };
@@ -836,12 +851,12 @@ impl Registry {
                     continue;
                 }
                 let files = self.files.lock().expect("registry lock");
-                let Some(entry) = files.get(&live) else {
-                    again |= loading.contains(&live);
+                let Some(entry) = files.get(live) else {
+                    again |= loading.contains(live);
                     continue;
                 };
                 let Some(serving) = &entry.serving else {
-                    again |= loading.contains(&live);
+                    again |= loading.contains(live);
                     continue;
                 };
                 let shadowing = serving.controller.shadow();
@@ -857,7 +872,7 @@ impl Registry {
                 .lock()
                 .expect("loading lock")
                 .insert(next.clone());
-            let (registry, next) = (self.clone(), next.clone());
+            let (registry, next, live) = (self.clone(), next.clone(), live.clone());
             tokio::spawn(async move {
                 registry.shadow(&live, &next, candidate).await;
                 registry.loading.lock().expect("loading lock").remove(&next);
@@ -948,10 +963,20 @@ impl Registry {
             .file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or_default();
-        let next = live.with_file_name(format!("{stem}.next.wasm"));
-        if !next.is_file() {
-            return Err(format!("no candidate: {} does not exist", next.display()));
-        }
+        let beside = live.with_file_name(format!("{stem}.next.wasm"));
+        let next = if beside.is_file() {
+            beside
+        } else {
+            // Elsewhere in the directory (an image volume of its own).
+            let (files, _) = settled_files(&self.dir, self.settings_dir.as_deref())
+                .map_err(|e| format!("cannot scan {}: {e}", self.dir.display()))?;
+            let (candidates, present): (Vec<PathBuf>, Vec<PathBuf>) =
+                files.into_iter().partition(|p| is_candidate(p));
+            candidates
+                .into_iter()
+                .find(|c| pair_of(c, &present).as_ref() == Some(&live))
+                .ok_or_else(|| format!("no candidate: {} does not exist", beside.display()))?
+        };
         let candidate = read_candidate(&next, self.settings_dir.as_deref())?;
         let (loaded, _) = self.admit(&next, candidate).await.map_err(|f| f.error)?;
         if loaded.name() != plugin {
@@ -1167,6 +1192,22 @@ mod tests {
         assert_eq!(candidates, vec![dir.join("database.next.wasm")]);
         assert_eq!(live_of(&candidates[0]), Some(dir.join("database.wasm")));
         assert_eq!(live_of(&dir.join("database.wasm")), None);
+        // Image volumes: each image in its own directory.
+        let live = [
+            dir.join("database/database.wasm"),
+            dir.join("myapp/myapp.wasm"),
+        ];
+        assert_eq!(
+            pair_of(&dir.join("database-next/database.next.wasm"), &live),
+            Some(dir.join("database/database.wasm"))
+        );
+        assert_eq!(pair_of(&dir.join("x/other.next.wasm"), &live), None);
+        let twice = [dir.join("a/db.wasm"), dir.join("b/db.wasm")];
+        assert_eq!(
+            pair_of(&dir.join("c/db.next.wasm"), &twice),
+            None,
+            "ambiguous"
+        );
         assert_eq!(policy_stem(&candidates[0]), "database");
         assert_eq!(policy_stem(&dir.join("database.wasm")), "database");
         // Its own settings, not the live file's.

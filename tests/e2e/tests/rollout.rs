@@ -407,11 +407,12 @@ fn a_candidate_that_loops_is_stopped_at_its_deadline_and_never_holds_a_live_reco
     dir.install("hostile", "hostile");
     let host = Host::start(&dir);
     // The candidate spins until its deadline (2 s by default) on every call.
-    dir.settings("hostile.next", "config:\n  behave: loop\n");
-    dir.put(
-        "hostile.next",
-        &std::fs::read(built("hostile")).expect("read hostile.wasm"),
-    );
+    // It comes as an image volume would bring it: in a directory of its own.
+    let image = dir.path.join("hostile-next");
+    std::fs::create_dir(&image).expect("create the candidate's directory");
+    std::fs::write(image.join("hostile.next.yaml"), "config:\n  behave: loop\n")
+        .expect("write the candidate's settings");
+    std::fs::copy(built("hostile"), image.join("hostile.next.wasm")).expect("copy the candidate");
     eventually("the candidate in shadow", TIMEOUT, || {
         host.plugin("hostile")?["shadow"]["version"]
             .as_str()
