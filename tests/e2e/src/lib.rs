@@ -96,6 +96,18 @@ pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> O
     }
 }
 
+/// Write `policy` beside `dir` and return the `--policy` value that adds it
+/// to the seed plugins' grants (in place of the test guests' defaults).
+pub fn with_policy(dir: &PluginDir, policy: &str) -> String {
+    let path = dir.path.with_extension("policy.yaml");
+    std::fs::write(&path, policy).expect("write policy");
+    format!(
+        "{},{}",
+        repo().join("deploy/base/policy.yaml").display(),
+        path.display()
+    )
+}
+
 /// The policy files every test host runs with unless a test passes its own
 /// `--policy`: the seed plugins' grants and the test guests'.
 pub fn default_policy() -> String {

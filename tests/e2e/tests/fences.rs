@@ -18,14 +18,7 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// A host on `dir` with the seed grants and `policy` (YAML) for the rest.
 fn host_with_policy(dir: &PluginDir, policy: &str) -> Host {
-    let path = dir.path.with_extension("policy.yaml");
-    std::fs::write(&path, policy).expect("write policy");
-    let policies = format!(
-        "{},{}",
-        repo().join("deploy/base/policy.yaml").display(),
-        path.display()
-    );
-    Host::start_with(dir, &["--policy", &policies])
+    Host::start_with(dir, &["--policy", &kubeplug_e2e::with_policy(dir, policy)])
 }
 
 /// Install the built hostile plugin as `<name>.wasm` with `config` (YAML).

@@ -301,20 +301,11 @@ fn a_failed_reconcile_is_fetched_and_replayed_offline_with_the_same_error_and_se
     let ns = Namespace::new("replay");
     let dir = PluginDir::with(&[]);
     // The hostile plugin, granted reading Secrets labelled for it.
-    let policy = dir.path.with_extension("policy.yaml");
-    std::fs::write(
-        &policy,
+    let policies = kubeplug_e2e::with_policy(
+        &dir,
         "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\n\
          identityNamespace: kubeplug-system\nplugins:\n  hostile:\n    \
          parent: [Hostile.test.kubeplug.io]\n    children: [ConfigMap]\n    related: [Secret]\n",
-    )
-    .expect("write policy");
-    let policies = format!(
-        "{},{}",
-        kubeplug_e2e::repo()
-            .join("deploy/base/policy.yaml")
-            .display(),
-        policy.display()
     );
     dir.settings("hostile", "config:\n  related: [secrets]\n");
     dir.install("hostile", "hostile");
