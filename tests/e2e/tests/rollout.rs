@@ -52,11 +52,29 @@ fn images(ns: &str) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
-/// Every Database in the cluster (other tests' namespaces may still hold
-/// some while they are deleted; the host compares those too).
+/// Every Database in the cluster the host reconciles (not a parent being
+/// deleted, which is finalized, not compared; other tests' namespaces may
+/// still be going away).
 fn databases_in_cluster() -> usize {
-    let out = kubectl_ok(&["get", "databases", "-A", "-o", "name"], None);
-    out.lines().filter(|l| !l.is_empty()).count()
+    let list = |what: &str| -> Vec<Value> {
+        let out = kubectl_ok(&["get", what, "-A", "-o", "json"], None);
+        let list: Value = serde_json::from_str(&out).expect("kubectl prints JSON");
+        list["items"].as_array().cloned().unwrap_or_default()
+    };
+    let active: Vec<String> = list("namespaces")
+        .iter()
+        .filter(|n| n["status"]["phase"] == "Active")
+        .filter_map(|n| n["metadata"]["name"].as_str().map(String::from))
+        .collect();
+    list("databases")
+        .iter()
+        .filter(|d| d["metadata"]["deletionTimestamp"].is_null())
+        .filter(|d| {
+            d["metadata"]["namespace"]
+                .as_str()
+                .is_some_and(|ns| active.iter().any(|a| a == ns))
+        })
+        .count()
 }
 
 /// Wait until the shadow of `plugin` has compared at least `parents`
