@@ -196,6 +196,10 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let api_checks = tokio::spawn(api.clone().watch(client.clone(), metrics.clone()));
     let probes = Arc::new(Probes {
         metrics: metrics.clone(),
+        refresh: {
+            let registry = registry.clone();
+            Box::new(move || registry.report_states())
+        },
         // Ready: the plugins present at start are loaded, their caches have
         // listed once, and the API server answers now.
         ready: {

@@ -390,6 +390,10 @@ impl Metrics {
 /// What the HTTP endpoints read from the rest of the host.
 pub struct Probes {
     pub metrics: Metrics,
+    /// Run before each `/metrics` scrape to refresh gauges derived from
+    /// live state (a plugin's state in `plugin_info`), so a scrape never
+    /// disagrees with `/plugins` read a moment before.
+    pub refresh: Box<dyn Fn() + Send + Sync>,
     /// Ok when the host can serve; else why not.
     pub ready: Box<dyn Fn() -> Result<(), String> + Send + Sync>,
     /// `/plugins`: with `detail`, everything (file paths, error text a
@@ -433,11 +437,14 @@ fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Ful
 
 fn route(probes: &Probes, path: &str, detail: Detail) -> Response<Full<Bytes>> {
     match path {
-        "/metrics" => respond(
-            StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            probes.metrics.encode(),
-        ),
+        "/metrics" => {
+            (probes.refresh)();
+            respond(
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                probes.metrics.encode(),
+            )
+        }
         "/healthz" | "/livez" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
         "/readyz" if probes.stopping.load(std::sync::atomic::Ordering::Relaxed) => respond(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -656,6 +663,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let probes = Arc::new(Probes {
             metrics: Metrics::new(),
+            refresh: Box::new(|| {}),
             ready: Box::new(|| Err("not yet".into())),
             plugins: Box::new(|detail| serde_json::json!({ "full": detail == Detail::Full })),
             replays: Box::new(|plugin, parent| {
@@ -747,6 +755,7 @@ mod tests {
     fn replays_are_refused_to_everyone_else() {
         let probes = Probes {
             metrics: Metrics::new(),
+            refresh: Box::new(|| {}),
             ready: Box::new(|| Ok(())),
             plugins: Box::new(|_| serde_json::json!([])),
             replays: Box::new(|_, _| Some(serde_json::json!({ "secret": "cluster data" }))),
@@ -793,6 +802,7 @@ mod tests {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let probes = Arc::new(Probes {
             metrics: Metrics::new(),
+            refresh: Box::new(|| {}),
             ready: Box::new(|| Ok(())),
             plugins: Box::new(|_| serde_json::json!([])),
             replays: Box::new(move |_, parent| match parent {
@@ -818,6 +828,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let probes = Arc::new(Probes {
             metrics: Metrics::new(),
+            refresh: Box::new(|| {}),
             ready: Box::new(|| Ok(())),
             plugins: Box::new(|_| serde_json::json!([])),
             replays: Box::new(|_, _| None),
