@@ -8,15 +8,15 @@
 use std::future::Future;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
     PropagationPolicy,
 };
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::{Client, Resource as _};
 use serde_json::{Value, json};
 
-use crate::informers::kube_resource;
+use crate::informers::{Object, kube_resource};
 use crate::leader::Leadership;
 use crate::manifest::ApiResource;
 use crate::runtime::Event;
@@ -358,8 +358,17 @@ impl Writer {
 
     /// Record an event on the parent. Failures are logged, never fatal: an
     /// event is worth less than the reconcile that produced it.
-    pub async fn event(&self, parent: &DynamicObject, event: &Event, action: &str) {
-        let reference: ObjectReference = parent.object_ref(&kube_resource_for(parent));
+    pub async fn event(&self, parent: &Object, event: &Event, action: &str) {
+        let meta = &parent.metadata;
+        let reference = ObjectReference {
+            api_version: Some(parent.types.api_version.clone()),
+            kind: Some(parent.types.kind.clone()),
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            field_path: None,
+        };
         let mut note = event.message.clone();
         // events.k8s.io/v1 limits the note to 1 kB.
         note.truncate(note.floor_char_boundary(1000));
@@ -387,22 +396,6 @@ impl Writer {
             }
             Err(error) => tracing::debug!(plugin = %self.plugin, %error, "event not recorded"),
         }
-    }
-}
-
-/// The kube-rs resource description of a dynamic object, from its own types.
-fn kube_resource_for(object: &DynamicObject) -> kube::api::ApiResource {
-    let types = object.types.clone().unwrap_or_default();
-    let (group, version) = match types.api_version.rsplit_once('/') {
-        Some((g, v)) => (g.to_string(), v.to_string()),
-        None => (String::new(), types.api_version.clone()),
-    };
-    kube::api::ApiResource {
-        group,
-        version,
-        api_version: types.api_version,
-        kind: types.kind,
-        plural: String::new(),
     }
 }
 

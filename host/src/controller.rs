@@ -18,7 +18,7 @@ use tracing::Instrument;
 
 use crate::apply::{WriteError, Writer};
 use crate::identity::Access;
-use crate::informers::{Handler, Informers, Key, Subscription};
+use crate::informers::{Handler, Informers, Key, Object, Scope, Subscription};
 use crate::leader::{Elector, Leadership};
 use crate::manifest::Manifest;
 use crate::policy::Effective;
@@ -162,11 +162,7 @@ impl PreviewHandle {
     }
 
     /// A parent as the controller's cache holds it.
-    pub fn live_parent(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Option<Arc<kube::core::DynamicObject>> {
+    pub fn live_parent(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
         self.0.sources.parent.get(namespace, name)
     }
 
@@ -175,7 +171,7 @@ impl PreviewHandle {
     /// (the preview reads the serving version's caches).
     pub async fn run(
         &self,
-        parent: &kube::core::DynamicObject,
+        parent: &Object,
         candidate: Option<Plugin>,
     ) -> Result<serde_json::Value, String> {
         let live = self.0.plugin.read().expect("plugin lock").clone();
@@ -234,20 +230,26 @@ impl Controller {
         settings: Settings,
     ) -> Controller {
         let manifest = plugin.manifest().clone();
-        let parent = informers.informer(&manifest.parent);
+        // Each kind in the plugin's namespaces only; related kinds also
+        // filtered by the fixed part of their selector.
+        let view = |resource, labels| {
+            informers.view(resource, &Scope::for_plugin(&manifest, resource, labels))
+        };
+        let parent = view(&manifest.parent, Vec::new());
         let sources = Sources {
             parent: parent.clone(),
             children: manifest
                 .children
                 .iter()
-                .map(|c| informers.informer(c))
+                .map(|c| view(c, Vec::new()))
                 .collect(),
             related: manifest
                 .related
                 .iter()
-                .map(|r| (r.clone(), informers.informer(&r.resource)))
+                .map(|r| (r.clone(), view(&r.resource, Scope::literal_labels(r))))
                 .collect(),
         };
+        sources.index_related();
         let leadership = settings
             .elector
             .as_ref()
@@ -291,7 +293,7 @@ impl Controller {
                     q.add(k)
                 }
             });
-            subscriptions.push(parent.subscribe(h));
+            subscriptions.extend(parent.subscribe(h));
         }
         for informer in &shared.sources.children {
             let (q, m) = (queue.clone(), m.clone());
@@ -300,7 +302,7 @@ impl Controller {
                     q.add(k)
                 }
             });
-            subscriptions.push(informer.subscribe(h));
+            subscriptions.extend(informer.subscribe(h));
         }
         for (related, informer) in &shared.sources.related {
             let (q, m, r, p) = (queue.clone(), m.clone(), related.clone(), parent.clone());
@@ -315,7 +317,7 @@ impl Controller {
                     q.add(k)
                 }
             });
-            subscriptions.push(informer.subscribe(h));
+            subscriptions.extend(informer.subscribe(h));
         }
 
         let mut tasks: Vec<JoinHandle<()>> = (0..settings.concurrency.max(1))

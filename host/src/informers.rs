@@ -1,9 +1,13 @@
-//! One watch and one cache per resource type, shared by every plugin.
+//! One watch and one cache per resource type and [`Scope`], shared by every
+//! plugin that reads the same.
 //!
-//! Two plugins that read Pods cost one Pods watch. Types come from plugin
-//! manifests at run time, so objects are `DynamicObject`s. Controllers
-//! subscribe a handler to an informer; the handler maps a changed object to
-//! the parent keys to reconcile (see `controller::routes`).
+//! Two plugins that read Pods in the same namespaces cost one Pods watch.
+//! Types come from plugin manifests at run time: objects arrive as
+//! `DynamicObject`s and are cached as [`Object`]s (metadata plus JSON text).
+//! Controllers subscribe a handler to an informer; the handler maps a
+//! changed object to the parent keys to reconcile (see
+//! `controller::routes`). A plugin reads a kind through a [`View`]: its
+//! informers of that kind, one per namespace it is bound to.
 //!
 //! Guarantees: a subscriber sees every object that exists when it subscribes,
 //! and then every change. After a watch error or an expired resource version
@@ -17,6 +21,9 @@
 //! missing CRD) is a [`Problem`] the plugins using it report as `degraded`.
 
 pub mod cache;
+pub mod object;
+pub mod scope;
+pub mod view;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,13 +36,16 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
-pub use cache::{Cache, Key, key_of};
+pub use cache::{Cache, Key};
+pub use object::Object;
+pub use scope::Scope;
+pub use view::View;
 
 use crate::manifest::ApiResource;
 use crate::telemetry::Metrics;
 
 /// Called for every object that changes (or is deleted) in an informer.
-pub type Handler = Arc<dyn Fn(&DynamicObject) + Send + Sync>;
+pub type Handler = Arc<dyn Fn(&Object) + Send + Sync>;
 
 /// The kube-rs description of one of our resource types.
 pub fn kube_resource(r: &ApiResource) -> KubeApiResource {
@@ -48,9 +58,12 @@ pub fn kube_resource(r: &ApiResource) -> KubeApiResource {
     }
 }
 
-/// A watch and cache of one resource type.
+/// A watch and cache of one resource type in one scope.
 pub struct Informer {
     resource: ApiResource,
+    scope: Scope,
+    /// `resource` and `scope`, for logs and metrics.
+    label: String,
     cache: RwLock<Cache>,
     handlers: RwLock<Vec<(u64, Handler)>>,
     next_id: AtomicU64,
@@ -74,8 +87,8 @@ impl Drop for Informer {
         if let Some(task) = self.task.lock().expect("task lock").take() {
             task.abort();
         }
-        self.metrics.informer_stopped(&self.resource.to_string());
-        tracing::info!(resource = %self.resource, "watch stopped: no plugin uses it any more");
+        self.metrics.informer_stopped(&self.label);
+        tracing::info!(resource = %self.label, "watch stopped: no plugin uses it any more");
     }
 }
 
@@ -98,6 +111,10 @@ impl Drop for Subscription {
 impl Informer {
     pub fn resource(&self) -> &ApiResource {
         &self.resource
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.scope
     }
 
     /// Call `handler` for every object now cached and for every later change.
@@ -124,24 +141,37 @@ impl Informer {
     /// generated Secret that would rotate its password). Subscribers are not
     /// notified; the watch event that follows does that.
     pub fn remember(&self, object: DynamicObject) {
-        let object = self.typed(object);
-        let (ns, name) = key_of(&object);
+        let object = Object::new(self.typed(object));
+        let (ns, name) = object.key();
         let mut cache = self.cache.write().expect("cache lock");
         if cache.get(&ns, &name).is_none() {
             cache.apply(Arc::new(object));
         }
     }
 
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
         self.cache.read().expect("cache lock").get(namespace, name)
     }
 
-    pub fn owned_by(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
+    pub fn owned_by(&self, uid: &str) -> Vec<Arc<Object>> {
         self.cache.read().expect("cache lock").owned_by(uid)
     }
 
-    pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<DynamicObject>> {
+    pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<Object>> {
         self.cache.read().expect("cache lock").list(namespace)
+    }
+
+    /// See [`Cache::labelled`].
+    pub fn labelled(&self, namespace: &str, key: &str, value: &str) -> Vec<Arc<Object>> {
+        self.cache
+            .read()
+            .expect("cache lock")
+            .labelled(namespace, key, value)
+    }
+
+    /// See [`Cache::index_label`].
+    pub fn index_label(&self, key: &str) {
+        self.cache.write().expect("cache lock").index_label(key);
     }
 
     pub fn is_synced(&self) -> bool {
@@ -159,7 +189,7 @@ impl Informer {
         let _ = rx.wait_for(|s| *s).await;
     }
 
-    fn notify(&self, object: &DynamicObject) {
+    fn notify(&self, object: &Object) {
         let handlers: Vec<Handler> = self
             .handlers
             .read()
@@ -188,15 +218,12 @@ impl Informer {
         if let Some(problem) = self.problem.lock().expect("problem lock").take() {
             tracing::info!(resource = %self.resource, was = %problem.message, "watch recovered");
         }
-        let event = match event {
-            Event::Apply(o) => Event::Apply(self.typed(o)),
-            Event::Delete(o) => Event::Delete(self.typed(o)),
-            Event::InitApply(o) => Event::InitApply(self.typed(o)),
-            other => other,
-        };
+        // Each object is turned into its cached form once, here; the
+        // decoded tree is dropped at the end of this event.
+        let cached = |o: DynamicObject| Arc::new(Object::new(self.typed(o)));
         match event {
             Event::Apply(object) => {
-                let object = Arc::new(object);
+                let object = cached(object);
                 self.cache
                     .write()
                     .expect("cache lock")
@@ -204,12 +231,16 @@ impl Informer {
                 self.notify(&object);
             }
             Event::Delete(object) => {
-                self.cache.write().expect("cache lock").delete(&object);
+                let object = cached(object);
+                self.cache
+                    .write()
+                    .expect("cache lock")
+                    .delete(&object.key());
                 self.notify(&object);
             }
             Event::Init => self.cache.write().expect("cache lock").init(),
             Event::InitApply(object) => {
-                let object = Arc::new(object);
+                let object = cached(object);
                 self.cache
                     .write()
                     .expect("cache lock")
@@ -224,16 +255,22 @@ impl Informer {
                 self.synced.send_replace(true);
             }
         }
-        let count = self.cache.read().expect("cache lock").len();
-        self.metrics
-            .cached_objects(&self.resource.to_string(), count);
+        let (count, bytes) = {
+            let cache = self.cache.read().expect("cache lock");
+            (cache.len(), cache.bytes())
+        };
+        self.metrics.cached_objects(&self.label, count, bytes);
     }
 
     /// Watch until the informer is dropped. Holds only a weak reference,
     /// so that dropping the last controller's reference stops it.
-    async fn run(this: Weak<Self>, client: Client, resource: ApiResource) {
-        let api: Api<DynamicObject> = Api::all_with(client, &kube_resource(&resource));
-        let mut events = watcher(api, watcher::Config::default())
+    async fn run(this: Weak<Self>, client: Client, resource: ApiResource, scope: Scope) {
+        let kind = kube_resource(&resource);
+        let api: Api<DynamicObject> = match &scope.namespace {
+            Some(ns) if resource.namespaced => Api::namespaced_with(client, ns, &kind),
+            _ => Api::all_with(client, &kind),
+        };
+        let mut events = watcher(api, scope.watcher_config())
             .default_backoff()
             .boxed();
         while let Some(event) = events.next().await {
@@ -250,16 +287,16 @@ impl Informer {
     /// Record a failed list or watch. It is retried with backoff; the first
     /// failure of a streak is a warning, repeats are debug.
     fn failed(&self, error: &watcher::Error) {
-        self.metrics.watch_error(&self.resource.to_string());
-        let Some(problem) = classify(&self.resource, error) else {
-            tracing::info!(resource = %self.resource, %error, "watch expired (410 Gone); relisting");
+        self.metrics.watch_error(&self.label);
+        let Some(problem) = classify(&self.label, error) else {
+            tracing::info!(resource = %self.label, %error, "watch expired (410 Gone); relisting");
             return;
         };
         let mut current = self.problem.lock().expect("problem lock");
         if current.as_ref() != Some(&problem) {
-            tracing::warn!(resource = %self.resource, %error, problem = %problem.message, "list or watch failed; retrying");
+            tracing::warn!(resource = %self.label, %error, problem = %problem.message, "list or watch failed; retrying");
         } else {
-            tracing::debug!(resource = %self.resource, %error, "list or watch failed again; retrying");
+            tracing::debug!(resource = %self.label, %error, "list or watch failed again; retrying");
         }
         *current = Some(problem);
     }
@@ -269,7 +306,7 @@ use watcher::watcher;
 
 /// What a failed list or watch means for the plugins that need it; `None`
 /// for an expired resource version, which the watcher handles by relisting.
-fn classify(resource: &ApiResource, error: &watcher::Error) -> Option<Problem> {
+fn classify(resource: &str, error: &watcher::Error) -> Option<Problem> {
     let status = match error {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
@@ -302,7 +339,7 @@ fn classify(resource: &ApiResource, error: &watcher::Error) -> Option<Problem> {
 pub struct Informers {
     client: Client,
     metrics: Metrics,
-    informers: Mutex<HashMap<ApiResource, Weak<Informer>>>,
+    informers: Mutex<HashMap<(ApiResource, Scope), Weak<Informer>>>,
 }
 
 impl Informers {
@@ -314,16 +351,20 @@ impl Informers {
         }
     }
 
-    /// The informer for `resource`, started if nobody uses it yet. It runs
-    /// while a returned reference is alive.
-    pub fn informer(&self, resource: &ApiResource) -> Arc<Informer> {
+    /// The informer for `resource` in `scope`, started if nobody uses it
+    /// yet. It runs while a returned reference is alive.
+    pub fn informer(&self, resource: &ApiResource, scope: &Scope) -> Arc<Informer> {
         let mut informers = self.informers.lock().expect("informers lock");
         informers.retain(|_, i| i.strong_count() > 0);
-        if let Some(informer) = informers.get(resource).and_then(Weak::upgrade) {
+        let key = (resource.clone(), scope.clone());
+        if let Some(informer) = informers.get(&key).and_then(Weak::upgrade) {
             return informer;
         }
+        let label = format!("{resource}{scope}");
         let informer = Arc::new(Informer {
             resource: resource.clone(),
+            scope: scope.clone(),
+            label: label.clone(),
             cache: RwLock::new(Cache::default()),
             handlers: RwLock::new(Vec::new()),
             next_id: AtomicU64::new(0),
@@ -332,14 +373,25 @@ impl Informers {
             task: Mutex::new(None),
             metrics: self.metrics.clone(),
         });
-        tracing::info!(%resource, "starting watch");
+        tracing::info!(resource = %label, "starting watch");
         let task = tokio::spawn(Informer::run(
             Arc::downgrade(&informer),
             self.client.clone(),
             resource.clone(),
+            scope.clone(),
         ));
         *informer.task.lock().expect("task lock") = Some(task.abort_handle());
-        informers.insert(resource.clone(), Arc::downgrade(&informer));
+        informers.insert(key, Arc::downgrade(&informer));
         informer
+    }
+
+    /// `resource` in every scope of `scopes`, as one view.
+    pub fn view(&self, resource: &ApiResource, scopes: &[Scope]) -> View {
+        View::new(
+            scopes
+                .iter()
+                .map(|scope| self.informer(resource, scope))
+                .collect(),
+        )
     }
 }

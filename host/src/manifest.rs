@@ -89,6 +89,14 @@ impl Related {
             })
             .collect()
     }
+
+    /// The label key whose value names the parent, if the selector has one.
+    pub fn parent_name_key(&self) -> Option<&str> {
+        self.match_labels
+            .iter()
+            .find(|(_, v)| matches!(v, LabelValue::ParentName))
+            .map(|(k, _)| k.as_str())
+    }
 }
 
 /// What a plugin is, as the host accepted it.

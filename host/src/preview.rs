@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use kube::core::DynamicObject;
+use crate::informers::Object;
 use serde_json::{Value, json};
 
 use crate::plan::{self, ObjectKey};
@@ -25,10 +25,7 @@ pub struct Target<'a> {
 /// (with a field-level diff against the live object) or prune, the status
 /// and parent patch it would write, the events it would record. The
 /// plugin's or the fence's refusal is an `Err`, as in a reconcile.
-pub async fn preview(
-    target: &Target<'_>,
-    parent_obj: &DynamicObject,
-) -> Result<Value, ReconcileError> {
+pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, ReconcileError> {
     let manifest = target.plugin.manifest();
     let namespace = parent_obj.metadata.namespace.clone().unwrap_or_default();
     target.fence.check_reads(manifest, &namespace).await?;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::apply::{WriteError, Writer};
 use crate::controller::budget::EventBudget;
 use crate::identity::{Access, AccessError};
-use crate::informers::{Informer, Key};
+use crate::informers::{Key, Object, View};
 use crate::manifest::{Manifest, Related};
 use crate::plan::{self, ObjectKey};
 use crate::policy::Effective;
@@ -124,15 +124,11 @@ impl Fence {
     }
 }
 
-/// The caches a reconcile reads from.
+/// The caches a reconcile reads from, each in the plugin's scopes.
 pub struct Sources {
-    pub parent: Arc<Informer>,
-    pub children: Vec<Arc<Informer>>,
-    pub related: Vec<(Related, Arc<Informer>)>,
-}
-
-fn to_value(object: &DynamicObject) -> Value {
-    serde_json::to_value(object).expect("a DynamicObject always serializes")
+    pub parent: View,
+    pub children: Vec<View>,
+    pub related: Vec<(Related, View)>,
 }
 
 fn finalizers(parent: &Value) -> Vec<String> {
@@ -159,40 +155,36 @@ impl Sources {
     /// Wait until every cache has listed once. Reconciling earlier would see
     /// no children, re-create them and write a wrong status.
     pub async fn wait_synced(&self) {
-        self.parent.wait_synced().await;
-        for informer in &self.children {
-            informer.wait_synced().await;
-        }
-        for (_, informer) in &self.related {
-            informer.wait_synced().await;
+        for view in self.all() {
+            view.wait_synced().await;
         }
     }
 
     /// True once every cache has listed once.
     pub fn synced(&self) -> bool {
-        self.all().all(|i| i.is_synced())
+        self.all().all(|v| v.is_synced())
     }
 
     /// The first cache that cannot list or watch, and why.
     pub fn problem(&self) -> Option<crate::informers::Problem> {
-        self.all().find_map(|i| i.problem())
+        self.all().find_map(|v| v.problem())
     }
 
-    fn all(&self) -> impl Iterator<Item = &Arc<Informer>> {
+    fn all(&self) -> impl Iterator<Item = &View> {
         std::iter::once(&self.parent)
             .chain(&self.children)
             .chain(self.related.iter().map(|(_, i)| i))
     }
 
     /// Put a child the host just applied into its cache (see
-    /// [`Informer::remember`]).
+    /// [`crate::informers::Informer::remember`]).
     fn remember(&self, ty: &crate::manifest::ApiResource, applied: DynamicObject) {
-        if let Some(informer) = self.children.iter().find(|i| i.resource() == ty) {
-            informer.remember(applied);
+        if let Some(view) = self.children.iter().find(|v| v.resource() == ty) {
+            view.remember(applied);
         }
     }
 
-    pub(crate) fn observed(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
+    pub(crate) fn observed(&self, uid: &str) -> Vec<Arc<Object>> {
         self.children
             .iter()
             .flat_map(|i| i.owned_by(uid))
@@ -206,17 +198,34 @@ impl Sources {
             .collect()
     }
 
-    pub(crate) fn related(&self, namespace: &str, name: &str) -> Vec<Arc<DynamicObject>> {
+    /// The related objects of the parent `namespace/name`. A selector
+    /// entry naming the parent is looked up by its label index (see
+    /// [`Sources::index_related`]); the others were filtered by the API
+    /// server, and every entry is checked again here.
+    pub(crate) fn related(&self, namespace: &str, name: &str) -> Vec<Arc<Object>> {
         self.related
             .iter()
-            .flat_map(|(related, informer)| {
-                let ns = related.resource.namespaced.then_some(namespace);
-                informer
-                    .list(ns)
+            .flat_map(|(related, view)| {
+                let namespaced = related.resource.namespaced;
+                let candidates = match related.parent_name_key() {
+                    Some(key) if namespaced => view.labelled(namespace, key, name),
+                    _ => view.list(namespaced.then_some(namespace)),
+                };
+                candidates
                     .into_iter()
                     .filter(|o| crate::controller::routes::matches(related, o, name))
             })
             .collect()
+    }
+
+    /// Index related objects by the label that names their parent, so a
+    /// reconcile finds a Database's Pods without scanning its namespace.
+    pub fn index_related(&self) {
+        for (related, view) in &self.related {
+            if let Some(key) = related.parent_name_key() {
+                view.index_label(key);
+            }
+        }
     }
 }
 
@@ -235,21 +244,25 @@ pub(crate) struct Inputs {
 }
 
 /// The parent, its observed children and related objects, as one request.
-pub(crate) fn inputs(sources: &Sources, parent_obj: &DynamicObject) -> Inputs {
-    let parent = to_value(parent_obj);
+///
+/// The texts are the caches' own, shared: nothing is serialized here. The
+/// parent and children are also parsed, for the comparisons that follow.
+pub(crate) fn inputs(sources: &Sources, parent_obj: &Object) -> Inputs {
+    let parent = parent_obj.to_value();
     let uid = parent_obj.metadata.uid.as_deref().unwrap_or_default();
-    let observed: Vec<Value> = sources.observed(uid).iter().map(|o| to_value(o)).collect();
-    let related: Vec<String> = sources
+    let observed_objects = sources.observed(uid);
+    let observed: Vec<Value> = observed_objects.iter().map(|o| o.to_value()).collect();
+    let related = sources
         .related(
             parent_obj.metadata.namespace.as_deref().unwrap_or_default(),
             parent_obj.metadata.name.as_deref().unwrap_or_default(),
         )
         .iter()
-        .map(|o| serde_json::to_string(&**o).expect("a DynamicObject always serializes"))
+        .map(|o| o.json().clone())
         .collect();
     let request = Request::new(
-        parent.to_string(),
-        observed.iter().map(Value::to_string).collect(),
+        parent_obj.json().clone(),
+        observed_objects.iter().map(|o| o.json().clone()).collect(),
         related,
     );
     Inputs {
@@ -560,7 +573,7 @@ fn controller_of(object: &DynamicObject) -> Option<&OwnerReference> {
 async fn clash(
     fence: &Fence,
     writer: &Writer,
-    parent: &DynamicObject,
+    parent: &Object,
     ty: &crate::manifest::ApiResource,
     child: &Value,
     owner: &Option<String>,
@@ -576,9 +589,7 @@ async fn clash(
         reason: "ChildClash".into(),
         message: format!(
             "{} {} exists and is not controlled by this {} ({by}); kubeplug leaves it untouched",
-            ty.kind,
-            key.name,
-            parent.types.as_ref().map_or("parent", |t| t.kind.as_str())
+            ty.kind, key.name, parent.types.kind
         ),
     };
     writer.event(parent, &event, "Reconcile").await;
@@ -605,7 +616,7 @@ async fn finalize(
     plugin: &Plugin,
     manifest: &Manifest,
     writer: &Writer,
-    parent_obj: &DynamicObject,
+    parent_obj: &Object,
     parent: &Value,
     request: Arc<Request>,
 ) -> Result<Outcome, ReconcileError> {

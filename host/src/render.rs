@@ -171,9 +171,9 @@ pub fn render(
         .into_iter()
         .filter(|o| is_related(manifest, &parent, o));
     let request = Request::new(
-        parent.to_string(),
-        observed.map(|o| o.to_string()).collect(),
-        related.map(|o| o.to_string()).collect(),
+        parent.to_string().into(),
+        observed.map(|o| o.to_string().into()).collect(),
+        related.map(|o| o.to_string().into()).collect(),
     );
     render_request(plugin, grant, &request)
 }

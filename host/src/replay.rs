@@ -65,9 +65,9 @@ impl RequestTexts {
     /// The runtime request these texts describe, unchanged.
     pub fn to_request(&self) -> Result<runtime::Request, BadEntropy> {
         Ok(runtime::Request {
-            parent: self.parent.clone(),
-            observed: self.observed.clone(),
-            related: self.related.clone(),
+            parent: self.parent.as_str().into(),
+            observed: self.observed.iter().map(|t| t.as_str().into()).collect(),
+            related: self.related.iter().map(|t| t.as_str().into()).collect(),
             now: self.now.clone(),
             entropy: hex::decode(&self.entropy).map_err(BadEntropy)?,
         })
@@ -132,7 +132,7 @@ impl Capture {
     ) -> Capture {
         let mut redacted = Vec::new();
         let parent = redact::text("parent", &request.parent, &mut redacted);
-        let mut list = |what: &str, texts: &[String]| -> Vec<String> {
+        let mut list = |what: &str, texts: &[std::sync::Arc<str>]| -> Vec<String> {
             texts
                 .iter()
                 .enumerate()
@@ -230,7 +230,10 @@ pub(crate) mod tests {
         assert_eq!(serde_json::from_str::<Capture>(&json).unwrap(), c);
         // The request texts survive byte for byte.
         let back: Capture = serde_yaml::from_str(&yaml).unwrap();
-        assert_eq!(back.request().unwrap().parent, c.request.parent);
+        assert_eq!(
+            back.request().unwrap().parent,
+            c.request.parent.as_str().into()
+        );
         assert_eq!(
             back.request().unwrap().entropy,
             (0..32).collect::<Vec<u8>>()

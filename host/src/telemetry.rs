@@ -75,6 +75,7 @@ struct Inner {
     leading: Family<PluginLabels, Gauge>,
     watch_errors: Family<ResourceLabels, Counter>,
     cached_objects: Family<ResourceLabels, Gauge>,
+    cached_bytes: Family<ResourceLabels, Gauge>,
     api_reachable: Gauge,
     shadow_comparisons: Family<ResultLabels, Counter>,
     shadow_parents: Family<ShadowLabels, Gauge>,
@@ -165,6 +166,12 @@ impl Metrics {
             "Objects in the shared cache by resource",
             cached_objects.clone(),
         );
+        let cached_bytes = Family::<ResourceLabels, Gauge>::default();
+        registry.register(
+            "cached_bytes",
+            "Bytes of the objects in the shared cache by resource (their JSON text and a fixed overhead each)",
+            cached_bytes.clone(),
+        );
         let api_reachable = Gauge::default();
         registry.register(
             "api_reachable",
@@ -204,6 +211,7 @@ impl Metrics {
                 leading,
                 watch_errors,
                 cached_objects,
+                cached_bytes,
                 api_reachable,
                 shadow_comparisons,
                 shadow_parents,
@@ -315,20 +323,27 @@ impl Metrics {
             .inc();
     }
 
-    pub fn cached_objects(&self, resource: &str, count: usize) {
+    pub fn cached_objects(&self, resource: &str, count: usize, bytes: usize) {
+        let labels = ResourceLabels {
+            resource: resource.into(),
+        };
         self.inner
             .cached_objects
-            .get_or_create(&ResourceLabels {
-                resource: resource.into(),
-            })
+            .get_or_create(&labels)
             .set(count as i64);
+        self.inner
+            .cached_bytes
+            .get_or_create(&labels)
+            .set(bytes as i64);
     }
 
     /// Forget the cache gauge of an informer that stopped.
     pub fn informer_stopped(&self, resource: &str) {
-        self.inner.cached_objects.remove(&ResourceLabels {
+        let labels = ResourceLabels {
             resource: resource.into(),
-        });
+        };
+        self.inner.cached_objects.remove(&labels);
+        self.inner.cached_bytes.remove(&labels);
     }
 
     pub fn shadow_compared(&self, plugin: &str, result: &str) {

@@ -9,6 +9,8 @@
 
 use http::{Response, StatusCode};
 use kube::core::DynamicObject;
+
+use crate::informers::Object;
 use serde_json::{Value, json};
 
 use super::authorize::Attributes;
@@ -75,7 +77,7 @@ impl Server {
                 return failure(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", error);
             }
         }
-        let parent: DynamicObject = match (parent_name, &spec["parent"]) {
+        let parent: Object = match (parent_name, &spec["parent"]) {
             (Some(name), Value::Null) => match handle.live_parent(namespace, name) {
                 Some(parent) => (*parent).clone(),
                 None => {
@@ -95,8 +97,8 @@ impl Server {
                     ));
                 }
                 parent["metadata"]["namespace"] = json!(namespace);
-                match serde_json::from_value(parent) {
-                    Ok(parent) => parent,
+                match serde_json::from_value::<DynamicObject>(parent) {
+                    Ok(parent) => Object::new(parent),
                     Err(error) => return invalid(format!("spec.parent: {error}")),
                 }
             }

@@ -358,9 +358,9 @@ fn realistic_request(name: &str, plugin: &Plugin) -> anyhow::Result<Option<Reque
 
 fn request(parent: &Value, observed: &[Value], related: &[Value]) -> Request {
     Request {
-        parent: parent.to_string(),
-        observed: observed.iter().map(Value::to_string).collect(),
-        related: related.iter().map(Value::to_string).collect(),
+        parent: parent.to_string().into(),
+        observed: observed.iter().map(|o| o.to_string().into()).collect(),
+        related: related.iter().map(|o| o.to_string().into()).collect(),
         now: NOW.into(),
         entropy: (0..32).collect(),
     }

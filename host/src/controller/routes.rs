@@ -1,8 +1,6 @@
 //! Which parents to reconcile when an object changes: pure functions.
 
-use kube::core::DynamicObject;
-
-use crate::informers::{Key, key_of};
+use crate::informers::{Key, Object};
 use crate::manifest::{LabelValue, Manifest, Related};
 
 fn group_of(api_version: &str) -> &str {
@@ -10,15 +8,15 @@ fn group_of(api_version: &str) -> &str {
 }
 
 /// A changed parent: itself, if the plugin watches its namespace.
-pub fn parent_key(manifest: &Manifest, object: &DynamicObject) -> Option<Key> {
-    let key = key_of(object);
+pub fn parent_key(manifest: &Manifest, object: &Object) -> Option<Key> {
+    let key = object.key();
     manifest.watches_namespace(&key.0).then_some(key)
 }
 
 /// A changed child: its controller owner, if that is one of our parents.
 /// Versions may differ (an owner reference written at v1beta1 still names
 /// the same object), so group and kind are compared.
-pub fn owner_key(manifest: &Manifest, object: &DynamicObject) -> Option<Key> {
+pub fn owner_key(manifest: &Manifest, object: &Object) -> Option<Key> {
     let owner = object
         .metadata
         .owner_references
@@ -36,7 +34,7 @@ pub fn owner_key(manifest: &Manifest, object: &DynamicObject) -> Option<Key> {
 }
 
 /// Does `object` match `related`'s selector for the parent named `parent`?
-pub fn matches(related: &Related, object: &DynamicObject, parent: &str) -> bool {
+pub fn matches(related: &Related, object: &Object, parent: &str) -> bool {
     let labels = object.metadata.labels.as_ref();
     related
         .selector(parent)
@@ -50,7 +48,7 @@ pub fn matches(related: &Related, object: &DynamicObject, parent: &str) -> bool 
 pub fn related_keys(
     manifest: &Manifest,
     related: &Related,
-    object: &DynamicObject,
+    object: &Object,
     parents_in: impl Fn(&str) -> Vec<String>,
 ) -> Vec<Key> {
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
@@ -84,7 +82,7 @@ mod tests {
     use super::*;
     use crate::manifest::{ApiResource, Mode};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    use kube::core::ObjectMeta;
+    use kube::core::{DynamicObject, ObjectMeta};
 
     fn res(group: &str, kind: &str) -> ApiResource {
         ApiResource {
@@ -121,12 +119,8 @@ mod tests {
         }
     }
 
-    fn object(
-        ns: &str,
-        labels: &[(&str, &str)],
-        owner: Option<(&str, &str, &str)>,
-    ) -> DynamicObject {
-        DynamicObject {
+    fn object(ns: &str, labels: &[(&str, &str)], owner: Option<(&str, &str, &str)>) -> Object {
+        Object::new(DynamicObject {
             types: None,
             metadata: ObjectMeta {
                 namespace: Some(ns.into()),
@@ -149,7 +143,7 @@ mod tests {
                 ..Default::default()
             },
             data: serde_json::Value::Null,
-        }
+        })
     }
 
     #[test]

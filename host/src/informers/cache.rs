@@ -1,22 +1,15 @@
 //! The in-memory index behind one informer: a plain data structure fed by
 //! watch events, testable without a cluster (kubert's `index.rs` habit).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use kube::core::DynamicObject;
+use super::Object;
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 pub type Key = (String, String);
 
-pub fn key_of(object: &DynamicObject) -> Key {
-    (
-        object.metadata.namespace.clone().unwrap_or_default(),
-        object.metadata.name.clone().unwrap_or_default(),
-    )
-}
-
-fn owner_uids(object: &DynamicObject) -> impl Iterator<Item = &str> {
+fn owner_uids(object: &Object) -> impl Iterator<Item = &str> {
     object
         .metadata
         .owner_references
@@ -25,18 +18,29 @@ fn owner_uids(object: &DynamicObject) -> impl Iterator<Item = &str> {
         .map(|o| o.uid.as_str())
 }
 
-/// Objects of one resource type, indexed by key and by owner uid.
+fn label<'a>(object: &'a Object, key: &str) -> Option<&'a String> {
+    object.metadata.labels.as_ref().and_then(|l| l.get(key))
+}
+
+/// Objects of one resource type, indexed by key, by owner uid and by the
+/// values of the label keys someone looks objects up by.
 #[derive(Default)]
 pub struct Cache {
-    objects: BTreeMap<Key, Arc<DynamicObject>>,
+    objects: BTreeMap<Key, Arc<Object>>,
     by_owner: HashMap<String, HashSet<Key>>,
-    /// Objects listed since the last `Init`, while a (re)list is running.
-    relisting: Option<BTreeMap<Key, Arc<DynamicObject>>>,
+    /// Label key → (namespace, value) → objects, for the keys in
+    /// [`Cache::index_label`].
+    by_label: HashMap<String, HashMap<Key, BTreeSet<Key>>>,
+    /// Keys listed since the last `Init`, while a (re)list is running.
+    relisting: Option<HashSet<Key>>,
+    /// Bytes of the objects held (see [`Object::size`]).
+    bytes: usize,
 }
 
 impl Cache {
-    fn unindex(&mut self, key: &Key) -> Option<Arc<DynamicObject>> {
+    fn unindex(&mut self, key: &Key) -> Option<Arc<Object>> {
         let old = self.objects.remove(key)?;
+        self.bytes -= old.size();
         for uid in owner_uids(&old) {
             if let Some(keys) = self.by_owner.get_mut(uid) {
                 keys.remove(key);
@@ -45,11 +49,22 @@ impl Cache {
                 }
             }
         }
+        for (label_key, index) in &mut self.by_label {
+            if let Some(value) = label(&old, label_key) {
+                let slot = (key.0.clone(), value.clone());
+                if let Some(keys) = index.get_mut(&slot) {
+                    keys.remove(key);
+                    if keys.is_empty() {
+                        index.remove(&slot);
+                    }
+                }
+            }
+        }
         Some(old)
     }
 
-    fn index(&mut self, object: Arc<DynamicObject>) {
-        let key = key_of(&object);
+    fn index(&mut self, object: Arc<Object>) {
+        let key = object.key();
         self.unindex(&key);
         for uid in owner_uids(&object) {
             self.by_owner
@@ -57,58 +72,64 @@ impl Cache {
                 .or_default()
                 .insert(key.clone());
         }
+        for (label_key, index) in &mut self.by_label {
+            if let Some(value) = label(&object, label_key) {
+                index
+                    .entry((key.0.clone(), value.clone()))
+                    .or_default()
+                    .insert(key.clone());
+            }
+        }
+        self.bytes += object.size();
         self.objects.insert(key, object);
     }
 
     /// An object was added or changed.
-    pub fn apply(&mut self, object: Arc<DynamicObject>) {
+    pub fn apply(&mut self, object: Arc<Object>) {
         self.index(object);
     }
 
     /// An object was deleted.
-    pub fn delete(&mut self, object: &DynamicObject) {
-        self.unindex(&key_of(object));
+    pub fn delete(&mut self, key: &Key) {
+        self.unindex(key);
     }
 
-    /// A (re)list starts: objects listed next replace the current set at
-    /// [`Cache::init_done`]. Until then readers keep seeing the old set.
+    /// A (re)list starts. Listed objects replace their cached versions as
+    /// they arrive (never two copies of the cache at once); those not
+    /// listed again are dropped at [`Cache::init_done`].
     pub fn init(&mut self) {
-        self.relisting = Some(BTreeMap::new());
+        self.relisting = Some(HashSet::new());
     }
 
     /// An object of the running (re)list.
-    pub fn init_apply(&mut self, object: Arc<DynamicObject>) {
+    pub fn init_apply(&mut self, object: Arc<Object>) {
         self.relisting
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key_of(&object), object);
+            .get_or_insert_with(HashSet::new)
+            .insert(object.key());
+        self.index(object);
     }
 
     /// The (re)list is complete. Returns the objects that vanished while the
     /// watch was down, so their deletion can still be acted upon.
-    pub fn init_done(&mut self) -> Vec<Arc<DynamicObject>> {
+    pub fn init_done(&mut self) -> Vec<Arc<Object>> {
         let listed = self.relisting.take().unwrap_or_default();
-        let vanished: Vec<Arc<DynamicObject>> = self
+        let gone: Vec<Key> = self
             .objects
-            .iter()
-            .filter(|(k, _)| !listed.contains_key(*k))
-            .map(|(_, o)| o.clone())
+            .keys()
+            .filter(|k| !listed.contains(*k))
+            .cloned()
             .collect();
-        self.objects.clear();
-        self.by_owner.clear();
-        for object in listed.into_values() {
-            self.index(object);
-        }
-        vanished
+        gone.iter().filter_map(|k| self.unindex(k)).collect()
     }
 
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
         self.objects
             .get(&(namespace.to_string(), name.to_string()))
             .cloned()
     }
 
     /// Objects with an ownerReference to `uid`.
-    pub fn owned_by(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
+    pub fn owned_by(&self, uid: &str) -> Vec<Arc<Object>> {
         self.by_owner
             .get(uid)
             .into_iter()
@@ -117,8 +138,43 @@ impl Cache {
             .collect()
     }
 
+    /// Keep an index of label `key`'s values, for [`Cache::labelled`].
+    pub fn index_label(&mut self, key: &str) {
+        if self.by_label.contains_key(key) {
+            return;
+        }
+        let mut index: HashMap<Key, BTreeSet<Key>> = HashMap::new();
+        for (k, object) in &self.objects {
+            if let Some(value) = label(object, key) {
+                index
+                    .entry((k.0.clone(), value.clone()))
+                    .or_default()
+                    .insert(k.clone());
+            }
+        }
+        self.by_label.insert(key.to_string(), index);
+    }
+
+    /// Objects in `namespace` whose label `key` is `value`, by the index
+    /// ([`Cache::index_label`]), or by a scan of the namespace without one.
+    pub fn labelled(&self, namespace: &str, key: &str, value: &str) -> Vec<Arc<Object>> {
+        match self.by_label.get(key) {
+            Some(index) => index
+                .get(&(namespace.to_string(), value.to_string()))
+                .into_iter()
+                .flatten()
+                .filter_map(|k| self.objects.get(k).cloned())
+                .collect(),
+            None => self
+                .list(Some(namespace))
+                .into_iter()
+                .filter(|o| label(o, key).is_some_and(|v| v == value))
+                .collect(),
+        }
+    }
+
     /// Objects in `namespace` (all objects when `None`).
-    pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<DynamicObject>> {
+    pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<Object>> {
         match namespace {
             None => self.objects.values().cloned().collect(),
             Some(ns) => self
@@ -137,16 +193,25 @@ impl Cache {
     pub fn is_empty(&self) -> bool {
         self.objects.is_empty()
     }
+
+    /// Bytes of the objects held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    use kube::core::ObjectMeta;
+    use kube::core::{DynamicObject, ObjectMeta};
 
-    fn obj(ns: &str, name: &str, owner: Option<&str>) -> Arc<DynamicObject> {
-        Arc::new(DynamicObject {
+    fn obj(ns: &str, name: &str, owner: Option<&str>) -> Arc<Object> {
+        labelled(ns, name, owner, &[])
+    }
+
+    fn labelled(ns: &str, name: &str, owner: Option<&str>, labels: &[(&str, &str)]) -> Arc<Object> {
+        Arc::new(Object::new(DynamicObject {
             types: None,
             metadata: ObjectMeta {
                 namespace: Some(ns.into()),
@@ -157,10 +222,16 @@ mod tests {
                         ..Default::default()
                     }]
                 }),
+                labels: (!labels.is_empty()).then(|| {
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect()
+                }),
                 ..Default::default()
             },
             data: serde_json::Value::Null,
-        })
+        }))
     }
 
     #[test]
@@ -170,7 +241,7 @@ mod tests {
         cache.apply(obj("a", "y", Some("u1")));
         cache.apply(obj("a", "z", Some("u2")));
         assert_eq!(cache.owned_by("u1").len(), 2);
-        cache.delete(&obj("a", "x", None));
+        cache.delete(&("a".into(), "x".into()));
         assert_eq!(cache.owned_by("u1").len(), 1);
         assert!(cache.owned_by("nobody").is_empty());
     }
@@ -201,12 +272,44 @@ mod tests {
         cache.apply(obj("a", "gone", Some("u1")));
         cache.init();
         cache.init_apply(obj("a", "kept", None));
-        // Readers still see the old set during the relist.
+        // Readers see the objects not listed yet during the relist, and
+        // one copy of each: the listed one replaced the cached one.
         assert_eq!(cache.len(), 2);
         let vanished = cache.init_done();
         assert_eq!(vanished.len(), 1);
         assert_eq!(vanished[0].metadata.name.as_deref(), Some("gone"));
         assert_eq!(cache.len(), 1);
         assert!(cache.owned_by("u1").is_empty());
+    }
+
+    #[test]
+    fn labelled_lookups_follow_label_changes_with_or_without_an_index() {
+        let mut cache = Cache::default();
+        cache.apply(labelled("a", "p1", None, &[("instance", "db1")]));
+        cache.apply(labelled("a", "p2", None, &[("instance", "db2")]));
+        cache.apply(labelled("b", "p3", None, &[("instance", "db1")]));
+        assert_eq!(cache.labelled("a", "instance", "db1").len(), 1);
+        cache.index_label("instance");
+        assert_eq!(cache.labelled("a", "instance", "db1").len(), 1);
+        // p2 moves to db1; p1 is deleted.
+        cache.apply(labelled("a", "p2", None, &[("instance", "db1")]));
+        cache.delete(&("a".into(), "p1".into()));
+        let found = cache.labelled("a", "instance", "db1");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].metadata.name.as_deref(), Some("p2"));
+        assert!(cache.labelled("a", "instance", "db2").is_empty());
+        assert_eq!(cache.labelled("b", "instance", "db1").len(), 1);
+    }
+
+    #[test]
+    fn bytes_follow_what_is_held() {
+        let mut cache = Cache::default();
+        let o = obj("a", "x", None);
+        let size = o.size();
+        cache.apply(o.clone());
+        cache.apply(o);
+        assert_eq!(cache.bytes(), size);
+        cache.delete(&("a".into(), "x".into()));
+        assert_eq!(cache.bytes(), 0);
     }
 }

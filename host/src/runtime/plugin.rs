@@ -100,6 +100,9 @@ pub(super) struct Loaded {
 /// Runs calls into one loaded component.
 struct Caller {
     loaded: Loaded,
+    /// The guest's `reconcile` and `finalize` exports, found once.
+    reconcile: wasmtime::component::ComponentExportIndex,
+    finalize: wasmtime::component::ComponentExportIndex,
     /// The plugin's name for errors and logs (from its manifest once known).
     name: Arc<str>,
     epoch_tick: Duration,
@@ -127,20 +130,41 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
-/// Everything the host observed for one parent, as JSON text.
+/// Everything the host observed for one parent, as JSON text. The texts
+/// are shared with the informer caches (one serialization per object and
+/// resourceVersion) and lowered into the guest straight from there.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
-    pub parent: String,
-    pub observed: Vec<String>,
-    pub related: Vec<String>,
+    pub parent: Arc<str>,
+    pub observed: Vec<Arc<str>>,
+    pub related: Vec<Arc<str>>,
     /// RFC 3339 UTC.
     pub now: String,
     pub entropy: Vec<u8>,
 }
 
+/// `wit/plugin.wit`'s `request`, borrowing every text: lowering it copies
+/// each string once, into guest memory, and nowhere else. (The generated
+/// `types::Request` owns its strings, which would mean copying each cached
+/// object once more per call.)
+#[derive(wasmtime::component::ComponentType, wasmtime::component::Lower)]
+#[component(record)]
+struct WitRequest<'a> {
+    parent: &'a str,
+    observed: &'a [Arc<str>],
+    related: &'a [Arc<str>],
+    config: &'a str,
+    now: &'a str,
+    entropy: &'a [u8],
+}
+
+/// What `reconcile` and `finalize` return, as the guest lifts them.
+type ReconcileResult = (Result<types::Response, types::Error>,);
+type FinalizeResult = (Result<types::FinalizeResponse, types::Error>,);
+
 impl Request {
     /// A request stamped with the current time and fresh entropy.
-    pub fn new(parent: String, observed: Vec<String>, related: Vec<String>) -> Self {
+    pub fn new(parent: Arc<str>, observed: Vec<Arc<str>>, related: Vec<Arc<str>>) -> Self {
         Request {
             parent,
             observed,
@@ -309,8 +333,18 @@ impl Plugin {
         loaded: Loaded,
         epoch_tick: Duration,
     ) -> Result<Self, LoadError> {
+        let export = |name: &str| {
+            let component = loaded.pre.instance_pre().component();
+            let interface = component.get_export_index(None, bindings::RECONCILER_EXPORT);
+            component
+                .get_export_index(interface.as_ref(), name)
+                .expect("PluginPre checked the component's exports")
+        };
+        let (reconcile, finalize) = (export("reconcile"), export("finalize"));
         let mut caller = Caller {
             loaded,
+            reconcile,
+            finalize,
             name: Arc::from(label.as_str()),
             epoch_tick,
         };
@@ -398,24 +432,27 @@ impl Plugin {
         &self.inner.caller.loaded.config
     }
 
-    fn wit_request(&self, request: &Request) -> types::Request {
-        types::Request {
-            parent: request.parent.clone(),
-            observed: request.observed.clone(),
-            related: request.related.clone(),
-            config: self.inner.caller.loaded.config.clone(),
-            now: request.now.clone(),
-            entropy: request.entropy.clone(),
+    fn wit_request<'a>(&'a self, request: &'a Request) -> WitRequest<'a> {
+        WitRequest {
+            parent: &request.parent,
+            observed: &request.observed,
+            related: &request.related,
+            config: &self.inner.caller.loaded.config,
+            now: &request.now,
+            entropy: &request.entropy,
         }
     }
 
     /// Decide the desired state for one parent.
     pub fn reconcile(&self, request: &Request) -> Result<Desired, CallError> {
-        let request = self.wit_request(request);
-        let response = self.inner.caller.call(self.limits(), |store, guest| {
-            guest
-                .kubeplug_plugin_reconciler()
-                .call_reconcile(store, &request)
+        let caller = &self.inner.caller;
+        let params = self.wit_request(request);
+        let response = caller.run(self.limits(), |store, instance| {
+            let reconcile = instance.get_typed_func::<(WitRequest<'_>,), ReconcileResult>(
+                &mut *store,
+                &caller.reconcile,
+            )?;
+            Ok(reconcile.call(store, (params,))?.0)
         })?;
         let response = response.map_err(|e| self.guest(e))?;
         self.check_size(&response)?;
@@ -427,11 +464,14 @@ impl Plugin {
 
     /// Ask the plugin to clean up for a parent being deleted.
     pub fn finalize(&self, request: &Request) -> Result<Finalized, CallError> {
-        let request = self.wit_request(request);
-        let response = self.inner.caller.call(self.limits(), |store, guest| {
-            guest
-                .kubeplug_plugin_reconciler()
-                .call_finalize(store, &request)
+        let caller = &self.inner.caller;
+        let params = self.wit_request(request);
+        let response = caller.run(self.limits(), |store, instance| {
+            let finalize = instance.get_typed_func::<(WitRequest<'_>,), FinalizeResult>(
+                &mut *store,
+                &caller.finalize,
+            )?;
+            Ok(finalize.call(store, (params,))?.0)
         })?;
         let r = response.map_err(|e| self.guest(e))?;
         Ok(Finalized {
@@ -490,12 +530,24 @@ impl Plugin {
 }
 
 impl Caller {
-    /// Run `f` against a fresh instance in a fresh `Store` with this plugin's
-    /// limits, and classify any failure.
+    /// Run `f` against a fresh instance through the generated bindings.
     fn call<R>(
         &self,
         limits: Limits,
         f: impl FnOnce(&mut Store<State>, &bindings::Plugin) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        self.run(limits, |store, instance| {
+            let guest = bindings::Plugin::new(&mut *store, &instance)?;
+            f(store, &guest)
+        })
+    }
+
+    /// Run `f` against a fresh instance in a fresh `Store` with this plugin's
+    /// limits, and classify any failure.
+    fn run<R>(
+        &self,
+        limits: Limits,
+        f: impl FnOnce(&mut Store<State>, wasmtime::component::Instance) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
         let wasi = WasiCtxBuilder::new()
@@ -524,8 +576,9 @@ impl Caller {
         let result = self
             .loaded
             .pre
+            .instance_pre()
             .instantiate(&mut store)
-            .and_then(|guest| f(&mut store, &guest));
+            .and_then(|instance| f(&mut store, instance));
         result.map_err(|error| {
             let plugin = self.name.to_string();
             if store.data().limiter.memory_cap_hit {

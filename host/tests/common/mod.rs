@@ -95,9 +95,9 @@ pub fn load(name: &str, config: Option<Value>) -> Plugin {
 /// A request with fixed `now` and entropy.
 pub fn request(parent: &Value, observed: &[Value], related: &[Value]) -> Request {
     Request {
-        parent: parent.to_string(),
-        observed: observed.iter().map(Value::to_string).collect(),
-        related: related.iter().map(Value::to_string).collect(),
+        parent: parent.to_string().into(),
+        observed: observed.iter().map(|o| o.to_string().into()).collect(),
+        related: related.iter().map(|o| o.to_string().into()).collect(),
         now: NOW.into(),
         entropy: entropy(),
     }
