@@ -202,6 +202,40 @@ impl Manifest {
         self.children.iter().find(|c| c.matches(api_version, kind))
     }
 
+    /// This manifest served only in `bound` (the host's `--namespaces`):
+    /// its namespaces narrowed to those, or an error when none is left or
+    /// its parents are cluster-scoped (a host bound to namespaces watches
+    /// nothing cluster-wide).
+    pub fn bound_to(&self, bound: &[String]) -> Result<Manifest, String> {
+        let listed = bound.join(",");
+        if !self.parent.namespaced {
+            return Err(format!(
+                "its parent kind {} is cluster-scoped, and this host serves only namespaces {listed} (--namespaces)",
+                self.parent
+            ));
+        }
+        let mut narrowed = self.clone();
+        narrowed.namespaces = bound
+            .iter()
+            .filter(|ns| self.watches_namespace(ns))
+            .cloned()
+            .collect();
+        narrowed.namespaces.sort();
+        narrowed.namespaces.dedup();
+        narrowed.excluded_namespaces.clear();
+        if narrowed.namespaces.is_empty() {
+            let wanted = if self.namespaces.is_empty() {
+                format!("every namespace but {}", self.excluded_namespaces.join(","))
+            } else {
+                self.namespaces.join(",")
+            };
+            return Err(format!(
+                "it may act in {wanted}, none of which this host serves (--namespaces {listed})"
+            ));
+        }
+        Ok(narrowed)
+    }
+
     /// Does this plugin reconcile parents in `namespace`?
     pub fn watches_namespace(&self, namespace: &str) -> bool {
         if self.namespaces.is_empty() {
@@ -340,5 +374,39 @@ mod tests {
         assert!(m.watches_namespace("team-a"));
         m.namespaces = vec!["team-a".into()];
         assert!(!m.watches_namespace("kube-system"));
+    }
+
+    #[test]
+    fn the_hosts_namespaces_bound_every_plugin() {
+        let bound = vec![
+            "team-b".to_string(),
+            "team-a".to_string(),
+            "kube-system".into(),
+        ];
+        let mut all = hostile();
+        all.excluded_namespaces = vec!["kube-system".into()];
+        let narrowed = all.bound_to(&bound).unwrap();
+        assert_eq!(narrowed.namespaces, vec!["team-a", "team-b"]);
+        assert!(!narrowed.watches_namespace("team-c"));
+
+        let mut one = hostile();
+        one.namespaces = vec!["team-a".into(), "team-c".into()];
+        assert_eq!(one.bound_to(&bound).unwrap().namespaces, vec!["team-a"]);
+
+        one.namespaces = vec!["team-c".into()];
+        let refused = one.bound_to(&bound).unwrap_err();
+        assert!(
+            refused.contains("team-c") && refused.contains("--namespaces"),
+            "{refused}"
+        );
+
+        let mut cluster = hostile();
+        cluster.parent.namespaced = false;
+        assert!(
+            cluster
+                .bound_to(&bound)
+                .unwrap_err()
+                .contains("cluster-scoped")
+        );
     }
 }

@@ -177,6 +177,8 @@ pub struct Wiring {
     pub policy: Arc<PolicyFiles>,
     pub metrics: Metrics,
     pub settings: Settings,
+    /// `--namespaces`: the only namespaces any plugin is served in.
+    pub namespaces: Option<Vec<String>>,
 }
 
 /// The host's plugins and their controllers.
@@ -579,6 +581,12 @@ impl Registry {
         let admitted = grant
             .admit(&resolved, plugin.digest())
             .map_err(|refusal| refusal.to_string())?;
+        let admitted = match &w.namespaces {
+            Some(bound) => admitted
+                .bound_to(bound)
+                .map_err(|why| format!("plugin {name} refused: {why}"))?,
+            None => admitted,
+        };
         let limits = settings.limits.within(grant.quotas.limits());
         let client = identity::client_for(&w.config, &grant, &w.client_settings)
             .map_err(|e| format!("cannot make a client for plugin {name}: {e}"))?;

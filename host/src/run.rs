@@ -49,6 +49,13 @@ pub struct RunArgs {
     /// PEM private key of that certificate.
     #[arg(long, env = "KUBEPLUG_API_KEY")]
     api_key: Option<PathBuf>,
+    /// Serve only these namespaces (comma-separated): every plugin's
+    /// parents, children and related objects are watched, cached and
+    /// written there and nowhere else, so the host needs no cluster-wide
+    /// read access. Plugins of cluster-scoped kinds are refused. Default:
+    /// every namespace each plugin's grant allows.
+    #[arg(long, env = "KUBEPLUG_NAMESPACES", value_delimiter = ',')]
+    namespaces: Vec<String>,
     /// Parents reconciled at once, per plugin.
     #[arg(long, default_value_t = Settings::default().concurrency)]
     concurrency: usize,
@@ -188,6 +195,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             policy,
             metrics: metrics.clone(),
             settings,
+            namespaces: (!args.namespaces.is_empty()).then(|| args.namespaces.clone()),
         },
     ));
 
