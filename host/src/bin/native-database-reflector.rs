@@ -31,7 +31,9 @@
 //!   desired JSON is not a subset of the cached object (so drift is repaired);
 //! - Service: applied only when the content hash of the desired object
 //!   differs from the `example.com/applied-hash` annotation it was last
-//!   applied with (cached metadata);
+//!   applied with (cached metadata). So a deleted Service is recreated and a
+//!   changed Database re-applies it, but an edit of its spec by someone else
+//!   is not undone (the price of not caching its body);
 //! - the create-only Secret: created (POST) once, when absent from the cache,
 //!   never re-applied. An `AlreadyExists` means the cache was behind: the
 //!   logic then believed it was creating the Secret, so this reconcile's
