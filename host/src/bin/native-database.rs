@@ -2,6 +2,10 @@
 //! controller, without Wasm. The peer `tests/bench/operator` runs against
 //! `kubeplug run` (see `docs/operator-benchmarks.md`).
 //!
+//! This is the "naive" baseline (contender `native`): no caches of its own,
+//! no diffing; `native-database-reflector` is the "reflector" baseline, the
+//! same logic with reflector stores and diffs.
+//!
 //! Written the way a typical kube-rs user would: a `Controller` on the
 //! `Database` CRD (as `DynamicObject`) that `owns` its StatefulSet, Service
 //! and Secret and `watches` its Pods; each reconcile GETs the children and
