@@ -274,6 +274,7 @@ impl Writer {
         child: &Value,
     ) -> Result<Option<DynamicObject>, WriteError> {
         let (ns, name) = name_of(child);
+        self.metrics.read(&self.plugin, "get");
         api(&self.client, ty, ns)
             .get_opt(name)
             .await

@@ -230,18 +230,22 @@ impl Controller {
         settings: Settings,
     ) -> Controller {
         let manifest = plugin.manifest().clone();
-        // Each kind in the plugin's namespaces only; related kinds also
-        // filtered by the fixed part of their selector.
+        // Each kind in the plugin's namespaces only. Children: only those
+        // carrying the label the host puts on every child it writes for
+        // this plugin, so a plugin that makes StatefulSets does not cache
+        // everyone's. Related kinds: filtered by the fixed part of their
+        // selector.
         let view = |resource, labels| {
             informers.view(resource, &Scope::for_plugin(&manifest, resource, labels))
         };
         let parent = view(&manifest.parent, Vec::new());
+        let own = vec![(crate::plan::PLUGIN_LABEL.to_string(), manifest.name.clone())];
         let sources = Sources {
             parent: parent.clone(),
             children: manifest
                 .children
                 .iter()
-                .map(|c| view(c, Vec::new()))
+                .map(|c| view(c, own.clone()))
                 .collect(),
             related: manifest
                 .related

@@ -79,14 +79,16 @@ pub enum AccessError {
 /// Cached SubjectAccessReviews, shared by every plugin of a host.
 pub struct Access {
     client: Client,
+    metrics: crate::telemetry::Metrics,
     cache: Mutex<HashMap<Read, (bool, Instant)>>,
 }
 
 impl Access {
     /// Reviews are sent with the host's own `client`.
-    pub fn new(client: Client) -> Self {
+    pub fn new(client: Client, metrics: crate::telemetry::Metrics) -> Self {
         Access {
             client,
+            metrics,
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -166,6 +168,7 @@ impl Access {
             },
             ..Default::default()
         };
+        self.metrics.access_review();
         let answer = Api::<SubjectAccessReview>::all(self.client.clone())
             .create(&PostParams::default(), &review)
             .await

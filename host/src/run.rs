@@ -188,7 +188,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         Wiring {
             runtime,
             informers: informers.clone(),
-            access: Arc::new(Access::new(client.clone())),
+            access: Arc::new(Access::new(client.clone(), metrics.clone())),
             client: client.clone(),
             config,
             client_settings,

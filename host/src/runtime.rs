@@ -62,7 +62,36 @@ pub struct PluginOptions {
 
 /// The engine configuration every plugin runs under.
 pub fn engine_config() -> Config {
+    engine_config_for(Allocation::OnDemand)
+}
+
+/// How instances get their memories and tables.
+///
+/// `kubeplug-bench` measures both (docs/benchmarks.md). The pooling
+/// allocator keeps slots mapped between calls instead of an mmap/munmap per
+/// instance, at the price of reserving address space for every slot up front.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocation {
+    /// wasmtime's default: map each instance's memory when it starts.
+    OnDemand,
+    /// wasmtime's pooling allocator with room for this many instances at
+    /// once.
+    Pooling { instances: u32 },
+}
+
+fn engine_config_for(allocation: Allocation) -> Config {
     let mut config = Config::new();
+    if let Allocation::Pooling { instances } = allocation {
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        pool.total_component_instances(instances)
+            .total_core_instances(instances * 4)
+            .total_memories(instances * 2)
+            .total_tables(instances * 4)
+            // A plugin's own cap (the limiter) is what bounds it; a slot
+            // must fit any cap, up to all of a 32-bit memory.
+            .max_memory_size(4 << 30);
+        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    }
     config.wasm_component_model(true);
     // Deadlines: the ticker thread advances the epoch, each Store gets a
     // deadline in ticks. Cheaper than fuel and measured in wall-clock time.
@@ -85,7 +114,15 @@ impl Runtime {
     /// A runtime caching precompiled components in `cache_dir` (none: always
     /// compile in memory).
     pub fn new(cache_dir: Option<PathBuf>) -> wasmtime::Result<Self> {
-        let engine = Engine::new(&engine_config())?;
+        Self::with_allocation(cache_dir, Allocation::OnDemand)
+    }
+
+    /// [`Runtime::new`] with another instance allocator.
+    pub fn with_allocation(
+        cache_dir: Option<PathBuf>,
+        allocation: Allocation,
+    ) -> wasmtime::Result<Self> {
+        let engine = Engine::new(&engine_config_for(allocation))?;
         let mut linker = Linker::new(&engine);
         // Rust's std on wasm32-wasip2 imports WASI; plugins get a WASI with
         // no files, no environment, no network and captured stderr.

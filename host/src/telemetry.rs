@@ -65,6 +65,8 @@ struct Inner {
     reconciles: Family<ResultLabels, Counter>,
     duration: Family<PluginLabels, Histogram>,
     writes: Family<WriteLabels, Counter>,
+    reads: Family<WriteLabels, Counter>,
+    access_reviews: Counter,
     queue_depth: Family<PluginLabels, Gauge>,
     plugin_info: Family<InfoLabels, Gauge>,
     /// The info series currently set per plugin, to replace it on upgrade.
@@ -117,6 +119,18 @@ impl Metrics {
             "api_writes",
             "API writes by plugin and verb",
             writes.clone(),
+        );
+        let reads = Family::<WriteLabels, Counter>::default();
+        registry.register(
+            "api_reads",
+            "API reads made inside reconciles (watches and caches aside), by plugin and verb",
+            reads.clone(),
+        );
+        let access_reviews = Counter::default();
+        registry.register(
+            "access_reviews",
+            "SubjectAccessReviews sent to check what a plugin may read (answers are cached)",
+            access_reviews.clone(),
         );
         let queue_depth = Family::<PluginLabels, Gauge>::default();
         registry.register(
@@ -202,6 +216,8 @@ impl Metrics {
                 reconciles,
                 duration,
                 writes,
+                reads,
+                access_reviews,
                 queue_depth,
                 plugin_info,
                 info_current: Default::default(),
@@ -234,6 +250,20 @@ impl Metrics {
                 plugin: plugin.into(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    pub fn read(&self, plugin: &str, verb: &str) {
+        self.inner
+            .reads
+            .get_or_create(&WriteLabels {
+                plugin: plugin.into(),
+                verb: verb.into(),
+            })
+            .inc();
+    }
+
+    pub fn access_review(&self) {
+        self.inner.access_reviews.inc();
     }
 
     pub fn write(&self, plugin: &str, verb: &str) {

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use kubeplug::plan;
-use kubeplug::runtime::{Origin, Plugin, PluginOptions, Request, Runtime};
+use kubeplug::runtime::{Allocation, Origin, Plugin, PluginOptions, Request, Runtime};
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -133,6 +133,8 @@ impl Latency {
 struct Peer {
     plugin: String,
     wasm: Latency,
+    /// The same calls with wasmtime's pooling allocator.
+    pooled: Latency,
     native: Latency,
     floor: Latency,
 }
@@ -156,6 +158,12 @@ impl Peer {
             "  wasm plugin (instantiate + call)     {:>9} / {:>9}",
             fmt_duration(self.wasm.p50),
             fmt_duration(self.wasm.p99)
+        );
+        println!(
+            "  wasm, pooling allocator              {:>9} / {:>9}   {:.2}x on-demand (p50)",
+            fmt_duration(self.pooled.p50),
+            fmt_duration(self.pooled.p99),
+            ratio(self.pooled.p50, self.wasm.p50)
         );
         println!(
             "  same logic, native                   {:>9} / {:>9}   wasm is {:.1}x native (p50)",
@@ -256,6 +264,20 @@ fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Benc
         (Some(request), Some(wasm), "database") => Some(Peer {
             plugin: name.clone(),
             wasm: *wasm,
+            pooled: {
+                let pooled = Runtime::with_allocation(
+                    Some(cache_dir.clone()),
+                    Allocation::Pooling { instances: 64 },
+                )?
+                .load(&bytes, options(Some(config_for(&name, 0))))?;
+                Latency::of(time_calls(args.calls, || {
+                    black_box(
+                        pooled
+                            .reconcile(request)
+                            .expect("the benchmark request is valid"),
+                    );
+                }))
+            },
             native: Latency::of(time_calls(args.calls, || {
                 black_box(native_database(request));
             })),
