@@ -131,14 +131,21 @@ fn password(entropy: &[u8]) -> Result<String, Error> {
         .collect())
 }
 
+/// The part of an observed Secret the plugin keeps.
+#[derive(Deserialize)]
+struct SecretData {
+    #[serde(default)]
+    data: Option<BTreeMap<String, ByteString>>,
+}
+
 fn secret(ctx: &Context<Config>, db: &Database) -> Result<(Secret, bool), Error> {
     let name = secret_name(ctx.name());
-    if let Some(mut existing) = ctx.observed_named::<Secret>(&name) {
+    if let Some(existing) = ctx.observed_named_as::<Secret, SecretData>(&name) {
         // Keep what is there; return only what we own so that server-side
         // apply keeps our fields and leaves others' alone.
         let kept = Secret {
             metadata: meta(name, ctx.namespace(), &labels(ctx.name(), db.spec.engine)),
-            data: existing.data.take(),
+            data: existing.data,
             type_: Some("Opaque".into()),
             ..Default::default()
         };

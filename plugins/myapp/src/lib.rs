@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use kubeplug_sdk::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use kubeplug_sdk::k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use kubeplug_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    Condition, LabelSelector, ObjectMeta,
+use kubeplug_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kubeplug_sdk::{
+    Condition, Context, Error, Manifest, Meta, Plugin, Resource, Response, set_condition, time,
 };
-use kubeplug_sdk::{Context, Error, Manifest, Plugin, Resource, Response, set_condition, time};
 use serde::{Deserialize, Serialize};
 
 /// Image used when `spec.image` is empty: a pinned, widely mirrored tag.
@@ -30,7 +30,7 @@ fn one() -> i32 {
 /// A `MyApp` object.
 #[derive(Debug, Clone, Deserialize)]
 pub struct MyApp {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub spec: MyAppSpec,
 }
 
@@ -101,8 +101,24 @@ fn deployment(ctx: &Context<serde_json::Value>, app: &MyApp) -> Deployment {
     }
 }
 
+/// The part of the observed Deployment the status reads (the whole
+/// `Deployment` type would link its deserializer into the plugin).
+#[derive(Deserialize)]
+struct DeploymentView {
+    #[serde(default)]
+    status: Option<DeploymentStatusView>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DeploymentStatusView {
+    #[serde(default)]
+    available_replicas: Option<i32>,
+}
+
 fn status(ctx: &Context<serde_json::Value>, app: &MyApp) -> MyAppStatus {
-    let observed = ctx.observed_named::<Deployment>(&deployment_name(ctx.name()));
+    let observed =
+        ctx.observed_named_as::<Deployment, DeploymentView>(&deployment_name(ctx.name()));
     let available = observed
         .as_ref()
         .and_then(|d| d.status.as_ref())

@@ -25,6 +25,7 @@
 mod conditions;
 mod context;
 mod manifest;
+mod meta;
 mod response;
 
 pub mod log;
@@ -45,9 +46,10 @@ pub mod bindings {
     });
 }
 
-pub use conditions::{set_condition, time};
+pub use conditions::{Condition, Time, set_condition, time};
 pub use context::Context;
 pub use manifest::{LabelValue, Manifest, Mode, Related, Resource};
+pub use meta::Meta;
 pub use response::{Event, FinalizeResponse, Response};
 
 pub use k8s_openapi;
