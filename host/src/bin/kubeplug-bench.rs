@@ -191,6 +191,10 @@ fn options(config: Option<Value>) -> PluginOptions {
 fn config_for(name: &str, copy: usize) -> Value {
     match name {
         "pod-annotator" => json!({"namespaces": ["team-a", format!("bench-{copy}")]}),
+        // The database refuses unknown keys; copy 0 (the timed one) pulls
+        // from Docker Hub like a default install.
+        "database" if copy == 0 => json!({}),
+        "database" => json!({"imageRegistry": format!("bench-{copy}.example.com")}),
         _ => json!({"benchCopy": copy}),
     }
 }

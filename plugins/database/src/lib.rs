@@ -14,14 +14,9 @@ mod status;
 use std::collections::BTreeMap;
 
 use kubeplug_sdk::k8s_openapi::ByteString;
-use kubeplug_sdk::k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
-use kubeplug_sdk::k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, Pod, PodSpec,
-    PodTemplateSpec, Probe, Secret, SecretKeySelector, Service, ServicePort, ServiceSpec,
-    TCPSocketAction, Volume, VolumeMount,
-};
-use kubeplug_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use kubeplug_sdk::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kubeplug_sdk::k8s_openapi::api::apps::v1::StatefulSet;
+use kubeplug_sdk::k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use kubeplug_sdk::serde_json::{Value, json};
 use kubeplug_sdk::{Context, Error, Event, LabelValue, Manifest, Plugin, Resource, Response};
 use serde::Deserialize;
 
@@ -104,13 +99,8 @@ fn labels(name: &str, engine: Engine) -> BTreeMap<String, String> {
     labels
 }
 
-fn meta(name: String, namespace: &str, labels: &BTreeMap<String, String>) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name),
-        namespace: Some(namespace.to_string()),
-        labels: Some(labels.clone()),
-        ..Default::default()
-    }
+fn meta(name: &str, namespace: &str, labels: &BTreeMap<String, String>) -> Value {
+    json!({"name": name, "namespace": namespace, "labels": labels})
 }
 
 /// Name of the credentials Secret of database `name`.
@@ -131,18 +121,29 @@ fn password(entropy: &[u8]) -> Result<String, Error> {
         .collect())
 }
 
-fn secret(ctx: &Context<Config>, db: &Database) -> Result<(Secret, bool), Error> {
+/// The part of an observed Secret the plugin keeps.
+#[derive(Deserialize)]
+struct SecretData {
+    #[serde(default)]
+    data: Option<BTreeMap<String, ByteString>>,
+}
+
+fn secret(ctx: &Context<Config>, db: &Database) -> Result<(Value, bool), Error> {
     let name = secret_name(ctx.name());
-    if let Some(mut existing) = ctx.observed_named::<Secret>(&name) {
+    let labels = labels(ctx.name(), db.spec.engine);
+    let mut secret = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta(&name, ctx.namespace(), &labels),
+        "type": "Opaque",
+    });
+    if let Some(existing) = ctx.observed_named_as::<Secret, SecretData>(&name) {
         // Keep what is there; return only what we own so that server-side
         // apply keeps our fields and leaves others' alone.
-        let kept = Secret {
-            metadata: meta(name, ctx.namespace(), &labels(ctx.name(), db.spec.engine)),
-            data: existing.data.take(),
-            type_: Some("Opaque".into()),
-            ..Default::default()
-        };
-        return Ok((kept, false));
+        if let Some(data) = existing.data {
+            secret["data"] = json!(data);
+        }
+        return Ok((secret, false));
     }
     let data = BTreeMap::from([
         (
@@ -154,117 +155,73 @@ fn secret(ctx: &Context<Config>, db: &Database) -> Result<(Secret, bool), Error>
             ByteString(password(&ctx.entropy)?.into_bytes()),
         ),
     ]);
-    let secret = Secret {
-        metadata: meta(name, ctx.namespace(), &labels(ctx.name(), db.spec.engine)),
-        data: Some(data),
-        type_: Some("Opaque".into()),
-        ..Default::default()
-    };
+    secret["data"] = json!(data);
     Ok((secret, true))
 }
 
-fn service(ctx: &Context<Config>, db: &Database) -> Service {
+fn service(ctx: &Context<Config>, db: &Database) -> Value {
     let engine = db.spec.engine;
-    Service {
-        metadata: meta(
-            ctx.name().to_string(),
-            ctx.namespace(),
-            &labels(ctx.name(), engine),
-        ),
-        spec: Some(ServiceSpec {
-            cluster_ip: Some("None".into()),
-            selector: Some(selector_labels(ctx.name())),
-            ports: Some(vec![ServicePort {
-                name: Some(engine.as_str().into()),
-                port: engine.port(),
-                target_port: Some(IntOrString::String(engine.as_str().into())),
-                ..Default::default()
-            }]),
-            publish_not_ready_addresses: Some(true),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(ctx.name(), ctx.namespace(), &labels(ctx.name(), engine)),
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector_labels(ctx.name()),
+            "ports": [{
+                "name": engine.as_str(),
+                "port": engine.port(),
+                "targetPort": engine.as_str(),
+            }],
+            "publishNotReadyAddresses": true,
+        },
+    })
 }
 
-fn secret_env(env: &str, secret: &str, key: &str) -> EnvVar {
-    EnvVar {
-        name: env.into(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.into(),
-                key: key.into(),
-                optional: None,
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn stateful_set(ctx: &Context<Config>, db: &Database) -> StatefulSet {
+fn stateful_set(ctx: &Context<Config>, db: &Database) -> Value {
     let engine = db.spec.engine;
     let labels = labels(ctx.name(), engine);
     let secret = secret_name(ctx.name());
-    let env = engine
+    let env: Vec<Value> = engine
         .credential_env()
         .iter()
-        .map(|(env, key)| secret_env(env, &secret, key))
+        .map(|(env, key)| {
+            json!({
+                "name": env,
+                "valueFrom": {"secretKeyRef": {"name": secret, "key": key}},
+            })
+        })
         .collect();
-    let container = Container {
-        name: engine.as_str().into(),
-        image: Some(ctx.config.image(engine, &db.spec.version)),
-        ports: Some(vec![ContainerPort {
-            name: Some(engine.as_str().into()),
-            container_port: engine.port(),
-            ..Default::default()
-        }]),
-        env: Some(env),
-        readiness_probe: Some(Probe {
-            tcp_socket: Some(TCPSocketAction {
-                port: IntOrString::String(engine.as_str().into()),
-                host: None,
-            }),
-            period_seconds: Some(10),
-            ..Default::default()
-        }),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "data".into(),
-            mount_path: engine.data_dir().into(),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    StatefulSet {
-        metadata: meta(ctx.name().to_string(), ctx.namespace(), &labels),
-        spec: Some(StatefulSetSpec {
-            service_name: Some(ctx.name().to_string()),
-            replicas: Some(db.spec.replicas),
-            selector: LabelSelector {
-                match_labels: Some(selector_labels(ctx.name())),
-                ..Default::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels.clone()),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![container],
+    let container = json!({
+        "name": engine.as_str(),
+        "image": ctx.config.image(engine, &db.spec.version),
+        "ports": [{"name": engine.as_str(), "containerPort": engine.port()}],
+        "env": env,
+        "readinessProbe": {
+            "tcpSocket": {"port": engine.as_str()},
+            "periodSeconds": 10,
+        },
+        "volumeMounts": [{"name": "data", "mountPath": engine.data_dir()}],
+    });
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta(ctx.name(), ctx.namespace(), &labels),
+        "spec": {
+            "serviceName": ctx.name(),
+            "replicas": db.spec.replicas,
+            "selector": {"matchLabels": selector_labels(ctx.name())},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [container],
                     // Storage classes differ per cluster; data lives in an
                     // emptyDir until the spec grows a storage field.
-                    volumes: Some(vec![Volume {
-                        name: "data".into(),
-                        empty_dir: Some(EmptyDirVolumeSource::default()),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
+                    "volumes": [{"name": "data", "emptyDir": {}}],
+                },
             },
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+        },
+    })
 }
 
 impl Plugin for DatabasePlugin {

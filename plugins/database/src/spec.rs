@@ -2,14 +2,13 @@
 //! `crds/databases.example.com.yaml`, which enforces the same rules at the API
 //! server; the plugin checks again because it may run on any input (`render`).
 
-use kubeplug_sdk::Error;
-use kubeplug_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kubeplug_sdk::{Error, Meta};
 use serde::Deserialize;
 
 /// A `Database` object.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Database {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub spec: DatabaseSpec,
 }
 

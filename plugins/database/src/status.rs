@@ -2,8 +2,8 @@
 
 use kubeplug_sdk::k8s_openapi::api::apps::v1::StatefulSet;
 use kubeplug_sdk::k8s_openapi::api::core::v1::Pod;
-use kubeplug_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kubeplug_sdk::{Context, set_condition, time};
+use kubeplug_sdk::serde_json::Value;
+use kubeplug_sdk::{Condition, Context, Meta, set_condition, time};
 use serde::{Deserialize, Serialize};
 
 use crate::Database;
@@ -30,14 +30,44 @@ pub struct DatabaseStatus {
     pub conditions: Vec<Condition>,
 }
 
-fn is_ready(pod: &Pod) -> bool {
+/// The fields of a related Pod the status reads (the whole `Pod` type would
+/// link its deserializer into the plugin).
+#[derive(Debug, Deserialize)]
+struct PodView {
+    #[serde(default)]
+    metadata: Meta,
+    #[serde(default)]
+    status: Option<PodStatusView>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PodStatusView {
+    #[serde(default)]
+    phase: Option<String>,
+    #[serde(default)]
+    conditions: Option<Vec<PodConditionView>>,
+}
+
+/// `null` or missing strings read as empty, as in `k8s-openapi`.
+#[derive(Debug, Deserialize)]
+struct PodConditionView {
+    #[serde(default, rename = "type")]
+    type_: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+}
+
+fn is_ready(pod: &PodView) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_.as_deref() == Some("Ready") && c.status.as_deref() == Some("True"))
+        })
 }
 
-fn phase_of(pod: &Pod) -> &str {
+fn phase_of(pod: &PodView) -> &str {
     pod.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
@@ -46,15 +76,15 @@ fn phase_of(pod: &Pod) -> &str {
 
 pub fn status(ctx: &Context<crate::Config>, db: &Database) -> DatabaseStatus {
     let name = ctx.name();
-    let mut pods: Vec<Pod> = ctx
-        .related::<Pod>()
+    let mut pods: Vec<PodView> = ctx
+        .related_as::<Pod, PodView>()
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .collect();
     pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let ready = pods.iter().filter(|p| is_ready(p)).count() as i32;
     let failed = pods.iter().any(|p| phase_of(p) == "Failed");
-    let sts = ctx.observed_named::<StatefulSet>(name);
+    let sts = ctx.observed_named_as::<StatefulSet, Value>(name);
     let want = db.spec.replicas;
 
     let (phase, reason, message) = if failed {

@@ -3,12 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use kubeplug_sdk::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use kubeplug_sdk::k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use kubeplug_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    Condition, LabelSelector, ObjectMeta,
+use kubeplug_sdk::k8s_openapi::api::apps::v1::Deployment;
+use kubeplug_sdk::serde_json::{self, Value, json};
+use kubeplug_sdk::{
+    Condition, Context, Error, Manifest, Meta, Plugin, Resource, Response, set_condition, time,
 };
-use kubeplug_sdk::{Context, Error, Manifest, Plugin, Resource, Response, set_condition, time};
 use serde::{Deserialize, Serialize};
 
 /// Image used when `spec.image` is empty: a pinned, widely mirrored tag.
@@ -30,7 +29,7 @@ fn one() -> i32 {
 /// A `MyApp` object.
 #[derive(Debug, Clone, Deserialize)]
 pub struct MyApp {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub spec: MyAppSpec,
 }
 
@@ -52,7 +51,7 @@ pub fn deployment_name(name: &str) -> String {
     format!("{name}-deploy")
 }
 
-fn deployment(ctx: &Context<serde_json::Value>, app: &MyApp) -> Deployment {
+fn deployment(ctx: &Context<Value>, app: &MyApp) -> Value {
     let selector = BTreeMap::from([
         ("app.kubernetes.io/name".to_string(), "myapp".to_string()),
         (
@@ -68,41 +67,43 @@ fn deployment(ctx: &Context<serde_json::Value>, app: &MyApp) -> Deployment {
         .clone()
         .filter(|i| !i.is_empty())
         .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
-    Deployment {
-        metadata: ObjectMeta {
-            name: Some(deployment_name(ctx.name())),
-            namespace: Some(ctx.namespace().to_string()),
-            labels: Some(labels.clone()),
-            ..Default::default()
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": deployment_name(ctx.name()),
+            "namespace": ctx.namespace(),
+            "labels": labels,
         },
-        spec: Some(DeploymentSpec {
-            replicas: Some(app.spec.replicas),
-            selector: LabelSelector {
-                match_labels: Some(selector),
-                ..Default::default()
+        "spec": {
+            "replicas": app.spec.replicas,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": image}]},
             },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "app".into(),
-                        image: Some(image),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-            },
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+        },
+    })
 }
 
-fn status(ctx: &Context<serde_json::Value>, app: &MyApp) -> MyAppStatus {
-    let observed = ctx.observed_named::<Deployment>(&deployment_name(ctx.name()));
+/// The part of the observed Deployment the status reads (the whole
+/// `Deployment` type would link its deserializer into the plugin).
+#[derive(Deserialize)]
+struct DeploymentView {
+    #[serde(default)]
+    status: Option<DeploymentStatusView>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DeploymentStatusView {
+    #[serde(default)]
+    available_replicas: Option<i32>,
+}
+
+fn status(ctx: &Context<Value>, app: &MyApp) -> MyAppStatus {
+    let observed =
+        ctx.observed_named_as::<Deployment, DeploymentView>(&deployment_name(ctx.name()));
     let available = observed
         .as_ref()
         .and_then(|d| d.status.as_ref())
@@ -141,7 +142,7 @@ fn status(ctx: &Context<serde_json::Value>, app: &MyApp) -> MyAppStatus {
 pub struct MyAppPlugin;
 
 impl Plugin for MyAppPlugin {
-    type Config = serde_json::Value;
+    type Config = Value;
 
     fn manifest(_config: &Self::Config) -> Result<Manifest, Error> {
         Ok(Manifest::composite(

@@ -5,7 +5,7 @@
 //! list is refused: stamping every Pod of a cluster is never what was meant.
 
 use kubeplug_sdk::k8s_openapi::api::core::v1::Pod;
-use kubeplug_sdk::{Context, Error, Event, Manifest, Plugin, Resource, Response};
+use kubeplug_sdk::{Context, Error, Event, Manifest, Meta, Plugin, Resource, Response};
 use serde::Deserialize;
 
 /// Set to `"true"` on stamped pods.
@@ -28,6 +28,14 @@ fn is_dns_label(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
+}
+
+/// The part of the parent Pod the plugin reads (the whole `Pod` type would
+/// link its deserializer into the plugin).
+#[derive(Debug, Deserialize)]
+struct PodView {
+    #[serde(default)]
+    metadata: Meta,
 }
 
 /// The plugin.
@@ -61,7 +69,7 @@ impl Plugin for PodAnnotator {
         if !ctx.config.namespaces.iter().any(|n| n == ctx.namespace()) {
             return Ok(Response::default());
         }
-        let pod: Pod = ctx.parent()?;
+        let pod: PodView = ctx.parent()?;
         let stamped = pod
             .metadata
             .annotations

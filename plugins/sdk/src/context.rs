@@ -87,24 +87,59 @@ impl<C> Context<C> {
     }
 
     /// Observed children of type `K`.
+    ///
+    /// This deserializes the whole `k8s-openapi` type, which links its
+    /// deserializer and those of every type it holds into the plugin (a
+    /// `Pod` or `StatefulSet` costs some 100 KiB of Wasm). To read a few
+    /// fields, prefer [`Context::observed_as`] with a small struct of your
+    /// own.
     pub fn observed<K: k8s_openapi::Resource + DeserializeOwned>(&self) -> Vec<K> {
-        of_type::<K>(&self.observed)
+        of_type::<K, K>(&self.observed)
     }
 
-    /// The observed child of type `K` named `name`, if any.
+    /// Observed children of kind `K` (a `k8s-openapi` type, used only for
+    /// its `apiVersion` and `kind`), read as `T`: your own struct with the
+    /// fields you need (see [`Meta`](crate::Meta)), or a `serde_json::Value`.
+    ///
+    /// ```ignore
+    /// #[derive(Deserialize)]
+    /// struct DeploymentView { status: Option<DeploymentStatusView> }
+    /// let deployments = ctx.observed_as::<Deployment, DeploymentView>();
+    /// ```
+    pub fn observed_as<K: k8s_openapi::Resource, T: DeserializeOwned>(&self) -> Vec<T> {
+        of_type::<K, T>(&self.observed)
+    }
+
+    /// The observed child of type `K` named `name`, if any. See
+    /// [`Context::observed`] on size.
     pub fn observed_named<K: k8s_openapi::Resource + DeserializeOwned>(
         &self,
         name: &str,
     ) -> Option<K> {
+        self.observed_named_as::<K, K>(name)
+    }
+
+    /// The observed child of kind `K` named `name`, if any, read as `T`
+    /// (see [`Context::observed_as`]).
+    pub fn observed_named_as<K: k8s_openapi::Resource, T: DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Option<T> {
         self.observed
             .iter()
             .filter(|o| is_type::<K>(o) && o["metadata"]["name"] == name)
-            .find_map(|o| K::deserialize(o).ok())
+            .find_map(|o| T::deserialize(o).ok())
     }
 
-    /// Related objects of type `K`.
+    /// Related objects of type `K`. See [`Context::observed`] on size.
     pub fn related<K: k8s_openapi::Resource + DeserializeOwned>(&self) -> Vec<K> {
-        of_type::<K>(&self.related)
+        of_type::<K, K>(&self.related)
+    }
+
+    /// Related objects of kind `K`, read as `T` (see
+    /// [`Context::observed_as`]).
+    pub fn related_as<K: k8s_openapi::Resource, T: DeserializeOwned>(&self) -> Vec<T> {
+        of_type::<K, T>(&self.related)
     }
 }
 
@@ -112,12 +147,13 @@ fn is_type<K: k8s_openapi::Resource>(object: &Value) -> bool {
     object["apiVersion"] == K::API_VERSION && object["kind"] == K::KIND
 }
 
-/// Objects of type `K`; objects that do not deserialize are skipped, since
-/// the API server has validated them and a plugin cannot do better.
-fn of_type<K: k8s_openapi::Resource + DeserializeOwned>(objects: &[Value]) -> Vec<K> {
+/// Objects of kind `K` read as `T`; objects that do not deserialize are
+/// skipped, since the API server has validated them and a plugin cannot do
+/// better.
+fn of_type<K: k8s_openapi::Resource, T: DeserializeOwned>(objects: &[Value]) -> Vec<T> {
     objects
         .iter()
         .filter(|o| is_type::<K>(o))
-        .filter_map(|o| K::deserialize(o).ok())
+        .filter_map(|o| T::deserialize(o).ok())
         .collect()
 }

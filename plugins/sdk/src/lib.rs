@@ -21,10 +21,31 @@
 //! }
 //! kubeplug_sdk::export_plugin!(Hello);
 //! ```
+//!
+//! # Staying small
+//!
+//! Plugins ship as files, often in a ConfigMap (1 MiB cap), and every type a
+//! plugin (de)serializes links its code. A whole `k8s-openapi` type is heavy:
+//! deserializing a `Pod` or serializing a `StatefulSet` links the code of
+//! every type it holds (`PodSpec`, `Container`, volume sources, and a date
+//! library for `ObjectMeta`'s timestamps), a few hundred KiB of Wasm. So:
+//!
+//! - read objects through small structs of the fields you use:
+//!   [`Context::related_as`], [`Context::observed_as`] and
+//!   [`Context::observed_named_as`] select objects by a `k8s-openapi` kind and
+//!   read them as your struct; [`Meta`] is the usual `metadata`;
+//! - write status conditions with [`Condition`] and [`time`], which read and
+//!   write what `k8s-openapi`'s `Condition` does, without the date library;
+//! - build children as `serde_json::json!` values (or small `Serialize`
+//!   structs of your own) rather than `k8s-openapi` types.
+//!
+//! The shipped plugins do all three and stay under 300 KiB; see
+//! `plugins/database` for a composite plugin written this way.
 
 mod conditions;
 mod context;
 mod manifest;
+mod meta;
 mod response;
 
 pub mod log;
@@ -45,9 +66,10 @@ pub mod bindings {
     });
 }
 
-pub use conditions::{set_condition, time};
+pub use conditions::{Condition, Time, set_condition, time};
 pub use context::Context;
 pub use manifest::{LabelValue, Manifest, Mode, Related, Resource};
+pub use meta::Meta;
 pub use response::{Event, FinalizeResponse, Response};
 
 pub use k8s_openapi;

@@ -61,8 +61,10 @@ fn to_json<T: Serialize>(what: &str, value: &T) -> Result<String, Error> {
 }
 
 impl Response {
-    /// Add a desired child. `k8s-openapi` types serialize with their
-    /// `apiVersion` and `kind`; the namespace defaults to the parent's.
+    /// Add a desired child: a `serde_json::json!` value with `apiVersion`
+    /// and `kind`, your own struct, or a `k8s-openapi` type (which serializes
+    /// with its `apiVersion` and `kind`, but costs size: see the crate docs).
+    /// The namespace defaults to the parent's.
     pub fn child<T: Serialize>(mut self, child: &T) -> Result<Self, Error> {
         self.children.push(to_json("child", child)?);
         Ok(self)
