@@ -101,10 +101,27 @@ impl<C> Context<C> {
     /// its `apiVersion` and `kind`), read as `T`: your own struct with the
     /// fields you need (see [`Meta`](crate::Meta)), or a `serde_json::Value`.
     ///
-    /// ```ignore
+    /// ```
+    /// use kubeplug_sdk::Context;
+    /// use kubeplug_sdk::k8s_openapi::api::apps::v1::Deployment;
+    /// use serde::Deserialize;
+    ///
     /// #[derive(Deserialize)]
-    /// struct DeploymentView { status: Option<DeploymentStatusView> }
-    /// let deployments = ctx.observed_as::<Deployment, DeploymentView>();
+    /// struct DeploymentView {
+    ///     status: Option<StatusView>,
+    /// }
+    /// #[derive(Deserialize)]
+    /// #[serde(rename_all = "camelCase")]
+    /// struct StatusView {
+    ///     ready_replicas: Option<i32>,
+    /// }
+    ///
+    /// fn ready<C>(ctx: &Context<C>) -> i32 {
+    ///     ctx.observed_as::<Deployment, DeploymentView>()
+    ///         .iter()
+    ///         .filter_map(|d| d.status.as_ref()?.ready_replicas)
+    ///         .sum()
+    /// }
     /// ```
     pub fn observed_as<K: k8s_openapi::Resource, T: DeserializeOwned>(&self) -> Vec<T> {
         of_type::<K, T>(&self.observed)
