@@ -206,6 +206,7 @@ pub fn same_shape(a: &Manifest, b: &Manifest) -> bool {
         && a.related == b.related
         && a.namespaces == b.namespaces
         && a.excluded_namespaces == b.excluded_namespaces
+        && a.metadata_only == b.metadata_only
         && a.finalizer == b.finalizer
 }
 
@@ -235,22 +236,35 @@ impl Controller {
         // this plugin, so a plugin that makes StatefulSets does not cache
         // everyone's. Related kinds: filtered by the fixed part of their
         // selector.
-        let view = |resource, labels| {
-            informers.view(resource, &Scope::for_plugin(&manifest, resource, labels))
+        let view = |resource, labels, metadata_only| {
+            let scopes = Scope::for_plugin(&manifest, resource, labels, metadata_only);
+            informers.view(resource, &scopes)
         };
-        let parent = view(&manifest.parent, Vec::new());
+        // Metadata-only where the plugin says it reads no more (validated:
+        // a decorator's parent, related kinds).
+        let parent = view(
+            &manifest.parent,
+            Vec::new(),
+            manifest.reads_metadata_only(&manifest.parent),
+        );
         let own = vec![(crate::plan::PLUGIN_LABEL.to_string(), manifest.name.clone())];
         let sources = Sources {
             parent: parent.clone(),
             children: manifest
                 .children
                 .iter()
-                .map(|c| view(c, own.clone()))
+                .map(|c| view(c, own.clone(), false))
                 .collect(),
             related: manifest
                 .related
                 .iter()
-                .map(|r| (r.clone(), view(&r.resource, Scope::literal_labels(r))))
+                .map(|r| {
+                    let metadata_only = manifest.reads_metadata_only(&r.resource);
+                    (
+                        r.clone(),
+                        view(&r.resource, Scope::literal_labels(r), metadata_only),
+                    )
+                })
                 .collect(),
         };
         sources.index_related();

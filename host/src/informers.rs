@@ -29,9 +29,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::Client;
-use kube::api::{Api, ApiResource as KubeApiResource, DynamicObject};
+use kube::api::{Api, ApiResource as KubeApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
@@ -266,13 +266,26 @@ impl Informer {
     /// so that dropping the last controller's reference stops it.
     async fn run(this: Weak<Self>, client: Client, resource: ApiResource, scope: Scope) {
         let kind = kube_resource(&resource);
-        let api: Api<DynamicObject> = match &scope.namespace {
-            Some(ns) if resource.namespaced => Api::namespaced_with(client, ns, &kind),
-            _ => Api::all_with(client, &kind),
+        let namespace = scope.namespace.as_deref().filter(|_| resource.namespaced);
+        let config = scope.watcher_config();
+        let mut events = if scope.metadata_only {
+            // `PartialObjectMeta` makes kube ask for metadata only (the API
+            // server sends `PartialObjectMetadata`); bodies never arrive.
+            let api: Api<PartialObjectMeta<DynamicObject>> = match namespace {
+                Some(ns) => Api::namespaced_with(client, ns, &kind),
+                None => Api::all_with(client, &kind),
+            };
+            watcher(api, config)
+                .map_ok(metadata_event)
+                .default_backoff()
+                .boxed()
+        } else {
+            let api: Api<DynamicObject> = match namespace {
+                Some(ns) => Api::namespaced_with(client, ns, &kind),
+                None => Api::all_with(client, &kind),
+            };
+            watcher(api, config).default_backoff().boxed()
         };
-        let mut events = watcher(api, scope.watcher_config())
-            .default_backoff()
-            .boxed();
         while let Some(event) = events.next().await {
             let Some(informer) = this.upgrade() else {
                 return;
@@ -303,6 +316,24 @@ impl Informer {
 }
 
 use watcher::watcher;
+
+/// A metadata-only event with its object as a `DynamicObject` with no body;
+/// types are filled in by [`Informer::typed`] (the API server's are
+/// `meta.k8s.io/v1 PartialObjectMetadata`).
+fn metadata_event(event: Event<PartialObjectMeta<DynamicObject>>) -> Event<DynamicObject> {
+    let object = |o: PartialObjectMeta<DynamicObject>| DynamicObject {
+        types: None,
+        metadata: o.metadata,
+        data: serde_json::Value::Object(serde_json::Map::new()),
+    };
+    match event {
+        Event::Apply(o) => Event::Apply(object(o)),
+        Event::Delete(o) => Event::Delete(object(o)),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(object(o)),
+        Event::InitDone => Event::InitDone,
+    }
+}
 
 /// What a failed list or watch means for the plugins that need it; `None`
 /// for an expired resource version, which the watcher handles by relisting.

@@ -117,6 +117,10 @@ pub struct Manifest {
     /// grant names them. Set by the policy, never by the plugin.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub excluded_namespaces: Vec<String>,
+    /// Kinds the plugin reads only the metadata of (its optional `reads`
+    /// export): watched, cached and handed over metadata-only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub metadata_only: Vec<ApiResource>,
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -179,6 +183,15 @@ impl Manifest {
             }
             _ => {}
         }
+        for kind in &self.metadata_only {
+            let related = self.related.iter().any(|r| r.resource.same_kind(kind));
+            let decorated = self.mode == Mode::Decorator && self.parent.same_kind(kind);
+            if !related && !decorated {
+                return Err(format!(
+                    "{kind} may be read metadata-only only as a related kind or a decorator's parent: the host compares children and a composite's parent whole"
+                ));
+            }
+        }
         if let Some(ns) = self.namespaces.iter().find(|n| !is_dns_label(n)) {
             return Err(format!("namespace {ns:?} is not a valid namespace name"));
         }
@@ -234,6 +247,11 @@ impl Manifest {
             ));
         }
         Ok(narrowed)
+    }
+
+    /// Does the plugin read only the metadata of `resource`'s kind?
+    pub fn reads_metadata_only(&self, resource: &ApiResource) -> bool {
+        self.metadata_only.iter().any(|m| m.same_kind(resource))
     }
 
     /// Does this plugin reconcile parents in `namespace`?
@@ -322,6 +340,7 @@ mod tests {
             finalizer: None,
             resync_seconds: None,
             excluded_namespaces: Vec::new(),
+            metadata_only: Vec::new(),
         }
     }
 
@@ -408,5 +427,37 @@ mod tests {
                 .unwrap_err()
                 .contains("cluster-scoped")
         );
+    }
+
+    #[test]
+    fn metadata_only_is_for_related_kinds_and_a_decorators_parent() {
+        let pods = res("", "v1", "Pod", "pods", true);
+        let configmaps = res("", "v1", "ConfigMap", "configmaps", true);
+        let mut m = hostile();
+        m.related = vec![Related {
+            resource: pods.clone(),
+            match_labels: vec![("app".into(), LabelValue::ParentName)],
+        }];
+        m.metadata_only = vec![pods.clone()];
+        assert_eq!(m.validate(), Ok(()));
+        assert!(m.reads_metadata_only(&pods) && !m.reads_metadata_only(&configmaps));
+
+        m.metadata_only = vec![configmaps];
+        let error = m.validate().unwrap_err();
+        assert!(
+            error.contains("ConfigMap") && error.contains("compares children"),
+            "{error}"
+        );
+        m.metadata_only = vec![m.parent.clone()];
+        assert!(
+            m.validate().is_err(),
+            "a composite's parent is compared whole"
+        );
+
+        let mut decorator = hostile();
+        decorator.mode = Mode::Decorator;
+        decorator.children.clear();
+        decorator.metadata_only = vec![decorator.parent.clone()];
+        assert_eq!(decorator.validate(), Ok(()));
     }
 }

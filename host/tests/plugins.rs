@@ -613,6 +613,11 @@ fn pod_annotator_is_a_decorator_of_pods_in_its_configured_namespaces() {
     assert_eq!(m.parent.to_string(), "Pod.v1");
     assert!(m.children.is_empty());
     assert_eq!(m.namespaces, ["team-a", "team-b"]);
+    // It reads Pods' metadata only (its `reads` export): the host caches
+    // them so. database reads its related Pods whole.
+    let metadata_only: Vec<String> = m.metadata_only.iter().map(|r| r.to_string()).collect();
+    assert_eq!(metadata_only, ["Pod.v1"]);
+    assert!(load("database", None).manifest().metadata_only.is_empty());
 }
 
 #[test]

@@ -106,6 +106,7 @@ mod tests {
             finalizer: None,
             resync_seconds: None,
             excluded_namespaces: Vec::new(),
+            metadata_only: Vec::new(),
         }
     }
 

@@ -24,6 +24,8 @@ pub struct Scope {
     pub excluded: Vec<String>,
     /// Equality selector: only objects with all these labels (sorted).
     pub labels: Vec<(String, String)>,
+    /// Watch and cache metadata only (`apiVersion`, `kind`, `metadata`).
+    pub metadata_only: bool,
 }
 
 impl Scope {
@@ -58,13 +60,14 @@ impl Scope {
     }
 
     /// The scopes of `resource` that `manifest`'s plugin reads, filtered by
-    /// `labels`: one per namespace it is bound to, or one for all
-    /// namespaces but those it is kept out of. Cluster-scoped kinds have one
-    /// scope.
+    /// `labels` (and metadata-only if `metadata_only`): one per namespace it
+    /// is bound to, or one for all namespaces but those it is kept out of.
+    /// Cluster-scoped kinds have one scope.
     pub fn for_plugin(
         manifest: &Manifest,
         resource: &ApiResource,
         labels: Vec<(String, String)>,
+        metadata_only: bool,
     ) -> Vec<Scope> {
         let mut labels = labels;
         labels.sort();
@@ -72,6 +75,7 @@ impl Scope {
         if !resource.namespaced {
             return vec![Scope {
                 labels,
+                metadata_only,
                 ..Scope::default()
             }];
         }
@@ -83,6 +87,7 @@ impl Scope {
                 namespace: None,
                 excluded,
                 labels,
+                metadata_only,
             }];
         }
         let mut namespaces = manifest.namespaces.clone();
@@ -94,6 +99,7 @@ impl Scope {
                 namespace: Some(ns),
                 excluded: Vec::new(),
                 labels: labels.clone(),
+                metadata_only,
             })
             .collect()
     }
@@ -113,8 +119,8 @@ impl Scope {
     }
 }
 
-/// `""` for everything; else ` in <ns>` / ` but <a>,<b>` and ` with
-/// <labels>`, appended to a resource's name in logs and metrics.
+/// `""` for everything; else ` in <ns>` / ` but <a>,<b>`, ` with <labels>`
+/// and ` (metadata)`, appended to a resource's name in logs and metrics.
 impl fmt::Display for Scope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.namespace {
@@ -129,6 +135,9 @@ impl fmt::Display for Scope {
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
             write!(f, " with {}", labels.join(","))?;
+        }
+        if self.metadata_only {
+            write!(f, " (metadata)")?;
         }
         Ok(())
     }
@@ -161,12 +170,18 @@ mod tests {
             finalizer: None,
             resync_seconds: None,
             excluded_namespaces: excluded.iter().map(|s| s.to_string()).collect(),
+            metadata_only: Vec::new(),
         }
     }
 
     #[test]
     fn a_plugin_bound_to_namespaces_watches_each_of_them_only() {
-        let scopes = Scope::for_plugin(&manifest(&["b", "a", "a"], &[]), &res("Pod", true), vec![]);
+        let scopes = Scope::for_plugin(
+            &manifest(&["b", "a", "a"], &[]),
+            &res("Pod", true),
+            vec![],
+            false,
+        );
         assert_eq!(scopes.len(), 2);
         assert_eq!(scopes[0].namespace.as_deref(), Some("a"));
         assert!(scopes[0].covers("a") && !scopes[0].covers("b"));
@@ -179,6 +194,7 @@ mod tests {
             &manifest(&[], &["kube-system", "kube-public"]),
             &res("Pod", true),
             vec![("app".into(), "db".into())],
+            true,
         );
         assert_eq!(scopes.len(), 1);
         let scope = &scopes[0];
@@ -191,13 +207,18 @@ mod tests {
         assert_eq!(config.label_selector.as_deref(), Some("app=db"));
         assert_eq!(
             scope.to_string(),
-            " but kube-public,kube-system with app=db"
+            " but kube-public,kube-system with app=db (metadata)"
         );
     }
 
     #[test]
     fn a_cluster_scoped_kind_has_one_unfiltered_scope() {
-        let scopes = Scope::for_plugin(&manifest(&["a"], &["x"]), &res("Namespace", false), vec![]);
+        let scopes = Scope::for_plugin(
+            &manifest(&["a"], &["x"]),
+            &res("Namespace", false),
+            vec![],
+            false,
+        );
         assert_eq!(scopes, vec![Scope::default()]);
         assert!(scopes[0].watcher_config().field_selector.is_none());
         assert_eq!(scopes[0].to_string(), "");

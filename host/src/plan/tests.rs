@@ -38,6 +38,7 @@ fn composite() -> Manifest {
         finalizer: None,
         resync_seconds: None,
         excluded_namespaces: Vec::new(),
+        metadata_only: Vec::new(),
     }
 }
 

@@ -32,6 +32,7 @@ fn database() -> Manifest {
         finalizer: None,
         resync_seconds: None,
         excluded_namespaces: Vec::new(),
+        metadata_only: Vec::new(),
     }
 }
 

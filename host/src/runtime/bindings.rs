@@ -15,3 +15,6 @@ pub use self::kubeplug::plugin::{log, types};
 pub const RECONCILER_EXPORT: &str = "kubeplug:plugin/reconciler@0.1.0";
 /// The package the export above belongs to, without version.
 pub const RECONCILER_INTERFACE: &str = "kubeplug:plugin/reconciler";
+/// The optional export of plugins that say what they read (`reads` in
+/// `wit/plugin.wit`).
+pub const READS_EXPORT: &str = "kubeplug:plugin/reads@0.1.0";

@@ -272,6 +272,7 @@ fn host_manifest(m: types::PluginManifest) -> Manifest {
         finalizer: m.finalizer,
         resync_seconds: m.resync_seconds,
         excluded_namespaces: Vec::new(),
+        metadata_only: Vec::new(),
     }
 }
 
@@ -363,7 +364,10 @@ impl Plugin {
                 })
             })
             .map_err(LoadError::Manifest)?;
-        let manifest = host_manifest(manifest);
+        let mut manifest = host_manifest(manifest);
+        manifest.metadata_only = caller
+            .metadata_only(limits, &config)
+            .map_err(LoadError::Manifest)?;
         manifest.validate().map_err(LoadError::InvalidManifest)?;
         caller.name = Arc::from(manifest.name.as_str());
         Ok(Plugin {
@@ -530,6 +534,28 @@ impl Plugin {
 }
 
 impl Caller {
+    /// The kinds the plugin reads only the metadata of, from its optional
+    /// `reads` export (see `wit/plugin.wit`); none without the export.
+    fn metadata_only(
+        &self,
+        limits: Limits,
+        config: &str,
+    ) -> Result<Vec<manifest::ApiResource>, CallError> {
+        let component = self.loaded.pre.instance_pre().component();
+        let Some(export) = component
+            .get_export_index(None, bindings::READS_EXPORT)
+            .and_then(|reads| component.get_export_index(Some(&reads), "metadata-only"))
+        else {
+            return Ok(Vec::new());
+        };
+        let kinds = self.run(limits, |store, instance| {
+            let call = instance
+                .get_typed_func::<(&str,), (Vec<types::ApiResource>,)>(&mut *store, &export)?;
+            Ok(call.call(store, (config,))?.0)
+        })?;
+        Ok(kinds.into_iter().map(api_resource).collect())
+    }
+
     /// Run `f` against a fresh instance through the generated bindings.
     fn call<R>(
         &self,

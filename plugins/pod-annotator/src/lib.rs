@@ -60,7 +60,10 @@ impl Plugin for PodAnnotator {
             env!("CARGO_PKG_VERSION"),
             Resource::of::<Pod>(),
         )
-        .namespaces(config.namespaces.iter().cloned()))
+        .namespaces(config.namespaces.iter().cloned())
+        // It reads a Pod's annotations only: the host caches Pods
+        // metadata-only for it.
+        .metadata_only(Resource::of::<Pod>()))
     }
 
     fn reconcile(ctx: &Context<Config>) -> Result<Response, Error> {

@@ -30,6 +30,15 @@ pub fn manifest<P: Plugin>(config: &str) -> Result<wit::PluginManifest, wit::Err
     Ok(manifest.into_wit())
 }
 
+/// What [`crate::Manifest::metadata_only`] declared; nothing when the
+/// config or manifest is refused (`manifest` reports that).
+pub fn metadata_only<P: Plugin>(config: &str) -> Vec<wit::ApiResource> {
+    parse_config::<P>(config)
+        .and_then(|config| P::manifest(&config))
+        .map(|m| m.metadata_only.into_iter().map(|r| r.into_wit()).collect())
+        .unwrap_or_default()
+}
+
 fn context<P: Plugin>(request: wit::Request) -> Result<Context<P::Config>, Error> {
     let config = parse_config::<P>(&request.config)?;
     Context::from_wit(request, config)

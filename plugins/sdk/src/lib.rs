@@ -59,7 +59,7 @@ pub mod adapter;
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "plugin",
+        world: "plugin-with-reads",
         pub_export_macro: true,
         export_macro_name: "export",
         default_bindings_module: "kubeplug_sdk::bindings",
@@ -157,6 +157,14 @@ macro_rules! export_plugin {
                 $crate::bindings::kubeplug::plugin::types::Error,
             > {
                 $crate::adapter::finalize::<$plugin>(request)
+            }
+        }
+
+        impl $crate::bindings::exports::kubeplug::plugin::reads::Guest for __KubeplugGuest {
+            fn metadata_only(
+                config: ::std::string::String,
+            ) -> ::std::vec::Vec<$crate::bindings::kubeplug::plugin::types::ApiResource> {
+                $crate::adapter::metadata_only::<$plugin>(&config)
             }
         }
 

@@ -40,7 +40,7 @@ impl Resource {
         }
     }
 
-    fn into_wit(self) -> wit::ApiResource {
+    pub(crate) fn into_wit(self) -> wit::ApiResource {
         wit::ApiResource {
             group: self.group,
             version: self.version,
@@ -86,6 +86,8 @@ pub struct Manifest {
     pub namespaces: Vec<String>,
     pub finalizer: Option<String>,
     pub resync_seconds: Option<u32>,
+    /// Kinds read only as metadata (see [`Manifest::metadata_only`]).
+    pub metadata_only: Vec<Resource>,
 }
 
 impl Manifest {
@@ -101,6 +103,7 @@ impl Manifest {
             namespaces: Vec::new(),
             finalizer: None,
             resync_seconds: None,
+            metadata_only: Vec::new(),
         }
     }
 
@@ -139,6 +142,15 @@ impl Manifest {
     /// Keep `finalizer` on every parent and call `finalize` on deletion.
     pub fn finalizer(mut self, finalizer: &str) -> Self {
         self.finalizer = Some(finalizer.into());
+        self
+    }
+
+    /// Read only `apiVersion`, `kind` and `metadata` of `resource` (a related
+    /// kind, or a decorator's parent): the host then watches and caches it
+    /// metadata-only, a fraction of the memory for big objects like Pods,
+    /// and hands it over as such (`spec` and `status` absent).
+    pub fn metadata_only(mut self, resource: Resource) -> Self {
+        self.metadata_only.push(resource);
         self
     }
 

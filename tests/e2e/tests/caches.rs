@@ -61,10 +61,17 @@ fn a_plugin_bound_to_one_namespace_watches_and_caches_only_its_pods() {
         .collect();
     assert_eq!(
         pods,
-        vec![(format!("Pod.v1 in {}", ns.name), 1.0)],
-        "one Pod watch, of the plugin's namespace, holding its one pod"
+        vec![(format!("Pod.v1 in {} (metadata)", ns.name), 1.0)],
+        "one Pod watch, of the plugin's namespace, metadata-only (pod-annotator reads no more), holding its one pod"
     );
-    assert!(host.metric("kubeplug_cached_bytes", "Pod.v1") > 0.0);
+    let bytes = host.metric("kubeplug_cached_bytes", "Pod.v1");
+    let whole = serde_json::to_string(&get_json(&ns.name, "pod/web").expect("exists"))
+        .unwrap()
+        .len() as f64;
+    assert!(
+        bytes > 0.0 && bytes < whole,
+        "the cached pod ({bytes} bytes) is smaller than the whole pod ({whole})"
+    );
 }
 
 #[test]
