@@ -54,7 +54,7 @@
 //! reads stay 0) on SIGUSR1 and when it stops (SIGTERM or Ctrl-C, graceful).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use database::DatabasePlugin;
@@ -66,7 +66,7 @@ use kube::api::{
     PostParams,
 };
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -74,9 +74,15 @@ use kubeplug_sdk::{Context, Plugin};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+#[path = "common/native.rs"]
+mod native;
+
+use native::{
+    Counted, Counters, Error, INSTANCE_LABEL, NAME_LABEL, error_policy, init_logging, log_on_usr1,
+    record_events,
+};
+
 const MANAGER: &str = "native-database-reflector";
-const NAME_LABEL: &str = "app.kubernetes.io/name";
-const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// The contract's mark of a create-only child (`wit/plugin.wit`).
 const CREATE_ONLY: &str = "kubeplug.io/create-only";
@@ -100,34 +106,13 @@ struct State {
     /// Every store has listed once; until then a reconcile would take a
     /// child not yet listed for a missing one.
     synced: AtomicBool,
-    reconciles: AtomicU64,
-    failures: AtomicU64,
-    reads: AtomicU64,
-    writes: AtomicU64,
+    counters: Counters,
 }
 
-impl State {
-    fn log(&self, what: &str) {
-        tracing::info!(
-            reconciles = self.reconciles.load(Relaxed),
-            failures = self.failures.load(Relaxed),
-            reads = self.reads.load(Relaxed),
-            writes = self.writes.load(Relaxed),
-            "{what}"
-        );
+impl Counted for State {
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-enum Error {
-    #[error(transparent)]
-    Kube(#[from] kube::Error),
-    #[error("database plugin: {0}")]
-    Plugin(#[from] kubeplug_sdk::Error),
-    #[error(transparent)]
-    Json(#[from] serde_json::Error),
-    #[error("unexpected child kind {0:?}")]
-    Kind(String),
 }
 
 /// A metadata-only object as the logic sees an observed child: its kind's
@@ -164,7 +149,7 @@ fn annotation<'a>(meta: &'a kube::api::ObjectMeta, key: &str) -> Option<&'a str>
 }
 
 async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Error> {
-    st.reconciles.fetch_add(1, Relaxed);
+    st.counters.reconciles.fetch_add(1, Relaxed);
     if !st.synced.load(Relaxed) {
         return Ok(Action::requeue(Duration::from_millis(500)));
     }
@@ -242,7 +227,7 @@ async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Err
         }
         let api = Api::<DynamicObject>::namespaced_with(st.client.clone(), &ns, &ar);
         let object: DynamicObject = serde_json::from_value(child)?;
-        st.writes.fetch_add(1, Relaxed);
+        st.counters.writes.fetch_add(1, Relaxed);
         if create_only {
             let pp = PostParams {
                 field_manager: Some(MANAGER.into()),
@@ -267,7 +252,7 @@ async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Err
                 "metadata": { "name": name, "namespace": ns },
                 "status": status,
             });
-            st.writes.fetch_add(1, Relaxed);
+            st.counters.writes.fetch_add(1, Relaxed);
             Api::<DynamicObject>::namespaced_with(st.client.clone(), &ns, &st.database)
                 .patch_status(&name, &apply, &Patch::Apply(&body))
                 .await?;
@@ -277,35 +262,16 @@ async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Err
         tracing::debug!(%name, "create-only child already existed: not recording events");
         return Ok(Action::requeue(Duration::from_secs(600)));
     }
-    for event in response.events() {
-        st.writes.fetch_add(1, Relaxed);
-        let type_ = if event.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        let event = Event {
-            type_,
-            reason: event.reason.clone(),
-            note: Some(event.message.clone()),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        if let Err(e) = st
-            .recorder
-            .publish(&event, &db.object_ref(&st.database))
-            .await
-        {
-            tracing::warn!(%name, error = %e, "failed to record event");
-        }
-    }
+    let reference = db.object_ref(&st.database);
+    record_events(
+        &st.recorder,
+        &reference,
+        response.events(),
+        &st.counters,
+        &name,
+    )
+    .await;
     Ok(Action::requeue(Duration::from_secs(600)))
-}
-
-fn error_policy(db: Arc<DynamicObject>, error: &Error, st: Arc<State>) -> Action {
-    st.failures.fetch_add(1, Relaxed);
-    tracing::warn!(database = %db.name_any(), %error, "reconcile failed");
-    Action::requeue(Duration::from_secs(5))
 }
 
 /// Waits until `store` has listed (polled again and again: `wait_until_ready`
@@ -325,14 +291,7 @@ where
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logging();
     let client = Client::try_default().await?;
     let gvk = GroupVersionKind::gvk("example.com", "v1", "Database");
     let database = ApiResource::from_gvk_with_plural(&gvk, "databases");
@@ -391,10 +350,7 @@ async fn main() -> anyhow::Result<()> {
             pods: pods.clone(),
         },
         synced: AtomicBool::new(false),
-        reconciles: AtomicU64::new(0),
-        failures: AtomicU64::new(0),
-        reads: AtomicU64::new(0),
-        writes: AtomicU64::new(0),
+        counters: Counters::default(),
     });
 
     let dt = database.clone();
@@ -424,14 +380,7 @@ async fn main() -> anyhow::Result<()> {
         synced.synced.store(true, Relaxed);
         tracing::info!("native-database-reflector synced");
     });
-    let stats = st.clone();
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut usr1 = signal(SignalKind::user_defined1()).expect("installing a SIGUSR1 handler");
-        while usr1.recv().await.is_some() {
-            stats.log("native-database-reflector stats");
-        }
-    });
+    log_on_usr1(st.clone(), "native-database-reflector stats");
     controller
         .run(reconcile, error_policy, st.clone())
         .for_each(|result| {
@@ -441,6 +390,6 @@ async fn main() -> anyhow::Result<()> {
             std::future::ready(())
         })
         .await;
-    st.log("native-database-reflector stopped");
+    st.counters.log("native-database-reflector stopped");
     Ok(())
 }

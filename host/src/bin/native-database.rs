@@ -20,7 +20,7 @@
 //! writes=N`) on SIGUSR1 and when it stops (SIGTERM or Ctrl-C, graceful).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use database::DatabasePlugin;
@@ -31,7 +31,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -39,42 +39,27 @@ use kubeplug_sdk::{Context, Plugin};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+#[path = "common/native.rs"]
+mod native;
+
+use native::{
+    Counted, Counters, Error, INSTANCE_LABEL, NAME_LABEL, error_policy, init_logging, log_on_usr1,
+    record_events,
+};
+
 const MANAGER: &str = "native-database";
-const NAME_LABEL: &str = "app.kubernetes.io/name";
-const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 
 struct State {
     client: Client,
     database: ApiResource,
     recorder: Recorder,
-    reconciles: AtomicU64,
-    failures: AtomicU64,
-    reads: AtomicU64,
-    writes: AtomicU64,
+    counters: Counters,
 }
 
-impl State {
-    fn log(&self, what: &str) {
-        tracing::info!(
-            reconciles = self.reconciles.load(Relaxed),
-            failures = self.failures.load(Relaxed),
-            reads = self.reads.load(Relaxed),
-            writes = self.writes.load(Relaxed),
-            "{what}"
-        );
+impl Counted for State {
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-enum Error {
-    #[error(transparent)]
-    Kube(#[from] kube::Error),
-    #[error("database plugin: {0}")]
-    Plugin(#[from] kubeplug_sdk::Error),
-    #[error(transparent)]
-    Json(#[from] serde_json::Error),
-    #[error("unexpected child kind {0:?}")]
-    Kind(String),
 }
 
 /// A child by name, as JSON with apiVersion and kind (None if absent).
@@ -83,7 +68,7 @@ where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
     K: DeserializeOwned + serde::Serialize + Clone + std::fmt::Debug,
 {
-    st.reads.fetch_add(1, Relaxed);
+    st.counters.reads.fetch_add(1, Relaxed);
     let got = Api::<K>::namespaced(st.client.clone(), ns)
         .get_opt(name)
         .await?;
@@ -91,7 +76,7 @@ where
 }
 
 async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Error> {
-    st.reconciles.fetch_add(1, Relaxed);
+    st.counters.reconciles.fetch_add(1, Relaxed);
     if db.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change()); // children go by garbage collection
     }
@@ -103,7 +88,7 @@ async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Err
         get::<Service>(&st, &ns, &name),
         get::<Secret>(&st, &ns, &secret_name),
         async {
-            st.reads.fetch_add(1, Relaxed);
+            st.counters.reads.fetch_add(1, Relaxed);
             let lp = ListParams::default().labels(&selector);
             Ok::<_, Error>(
                 Api::<Pod>::namespaced(st.client.clone(), &ns)
@@ -146,7 +131,7 @@ async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Err
         };
         child.metadata.namespace = Some(ns.clone());
         child.metadata.owner_references = owner.clone().map(|o| vec![o]);
-        st.writes.fetch_add(1, Relaxed);
+        st.counters.writes.fetch_add(1, Relaxed);
         Api::<DynamicObject>::namespaced_with(st.client.clone(), &ns, &ar)
             .patch(&child.name_any(), &apply, &Patch::Apply(&child))
             .await?;
@@ -158,52 +143,26 @@ async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Err
             "metadata": { "name": name, "namespace": ns },
             "status": serde_json::from_str::<Value>(status)?,
         });
-        st.writes.fetch_add(1, Relaxed);
+        st.counters.writes.fetch_add(1, Relaxed);
         Api::<DynamicObject>::namespaced_with(st.client.clone(), &ns, &st.database)
             .patch_status(&name, &apply, &Patch::Apply(&body))
             .await?;
     }
-    for event in response.events() {
-        st.writes.fetch_add(1, Relaxed);
-        let type_ = if event.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        let event = Event {
-            type_,
-            reason: event.reason.clone(),
-            note: Some(event.message.clone()),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        if let Err(e) = st
-            .recorder
-            .publish(&event, &db.object_ref(&st.database))
-            .await
-        {
-            tracing::warn!(%name, error = %e, "failed to record event");
-        }
-    }
+    let reference = db.object_ref(&st.database);
+    record_events(
+        &st.recorder,
+        &reference,
+        response.events(),
+        &st.counters,
+        &name,
+    )
+    .await;
     Ok(Action::requeue(Duration::from_secs(600)))
-}
-
-fn error_policy(db: Arc<DynamicObject>, error: &Error, st: Arc<State>) -> Action {
-    st.failures.fetch_add(1, Relaxed);
-    tracing::warn!(database = %db.name_any(), %error, "reconcile failed");
-    Action::requeue(Duration::from_secs(5))
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logging();
     let client = Client::try_default().await?;
     let gvk = GroupVersionKind::gvk("example.com", "v1", "Database");
     let database = ApiResource::from_gvk_with_plural(&gvk, "databases");
@@ -211,10 +170,7 @@ async fn main() -> anyhow::Result<()> {
         recorder: Recorder::new(client.clone(), Reporter::from(MANAGER)),
         client: client.clone(),
         database: database.clone(),
-        reconciles: AtomicU64::new(0),
-        failures: AtomicU64::new(0),
-        reads: AtomicU64::new(0),
-        writes: AtomicU64::new(0),
+        counters: Counters::default(),
     });
 
     let ours = watcher::Config::default().labels(&format!("{NAME_LABEL}=database"));
@@ -243,14 +199,7 @@ async fn main() -> anyhow::Result<()> {
         {}
         tracing::info!("native-database synced");
     });
-    let stats = st.clone();
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut usr1 = signal(SignalKind::user_defined1()).expect("installing a SIGUSR1 handler");
-        while usr1.recv().await.is_some() {
-            stats.log("native-database stats");
-        }
-    });
+    log_on_usr1(st.clone(), "native-database stats");
     controller
         .run(reconcile, error_policy, st.clone())
         .for_each(|result| {
@@ -260,6 +209,6 @@ async fn main() -> anyhow::Result<()> {
             std::future::ready(())
         })
         .await;
-    st.log("native-database stopped");
+    st.counters.log("native-database stopped");
     Ok(())
 }
