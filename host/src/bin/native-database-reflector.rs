@@ -58,7 +58,6 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use database::DatabasePlugin;
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::{
@@ -79,7 +78,7 @@ mod native;
 
 use native::{
     Counted, Counters, Error, INSTANCE_LABEL, NAME_LABEL, error_policy, init_logging, log_on_usr1,
-    record_events,
+    record_events, run_to_end,
 };
 
 const MANAGER: &str = "native-database-reflector";
@@ -381,15 +380,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("native-database-reflector synced");
     });
     log_on_usr1(st.clone(), "native-database-reflector stats");
-    controller
-        .run(reconcile, error_policy, st.clone())
-        .for_each(|result| {
-            if let Err(error) = result {
-                tracing::debug!(%error, "controller");
-            }
-            std::future::ready(())
-        })
-        .await;
-    st.counters.log("native-database-reflector stopped");
+    let results = controller.run(reconcile, error_policy, st.clone());
+    run_to_end(results, &st.counters, "native-database-reflector stopped").await;
     Ok(())
 }

@@ -24,7 +24,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use database::DatabasePlugin;
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::{
@@ -44,7 +43,7 @@ mod native;
 
 use native::{
     Counted, Counters, Error, INSTANCE_LABEL, NAME_LABEL, error_policy, init_logging, log_on_usr1,
-    record_events,
+    record_events, run_to_end,
 };
 
 const MANAGER: &str = "native-database";
@@ -200,15 +199,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("native-database synced");
     });
     log_on_usr1(st.clone(), "native-database stats");
-    controller
-        .run(reconcile, error_policy, st.clone())
-        .for_each(|result| {
-            if let Err(error) = result {
-                tracing::debug!(%error, "controller");
-            }
-            std::future::ready(())
-        })
-        .await;
-    st.counters.log("native-database stopped");
+    let results = controller.run(reconcile, error_policy, st.clone());
+    run_to_end(results, &st.counters, "native-database stopped").await;
     Ok(())
 }

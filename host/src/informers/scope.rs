@@ -37,16 +37,21 @@ impl Scope {
         }
     }
 
+    /// The labels as a selector: `k=v,k2=v2`.
+    fn selector(&self) -> String {
+        let labels: Vec<String> = self
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        labels.join(",")
+    }
+
     /// The list/watch parameters that make the API server filter for us.
     pub fn watcher_config(&self) -> watcher::Config {
         let mut config = watcher::Config::default();
         if !self.labels.is_empty() {
-            let labels: Vec<String> = self
-                .labels
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            config = config.labels(&labels.join(","));
+            config = config.labels(&self.selector());
         }
         if self.namespace.is_none() && !self.excluded.is_empty() {
             let fields: Vec<String> = self
@@ -129,12 +134,7 @@ impl fmt::Display for Scope {
             None => {}
         }
         if !self.labels.is_empty() {
-            let labels: Vec<String> = self
-                .labels
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            write!(f, " with {}", labels.join(","))?;
+            write!(f, " with {}", self.selector())?;
         }
         if self.metadata_only {
             write!(f, " (metadata)")?;

@@ -106,6 +106,25 @@ pub async fn record_events(
     }
 }
 
+/// Drive a controller's results until it stops (on SIGTERM or Ctrl-C), then
+/// log the counters as `stopped`.
+pub async fn run_to_end<T, E: std::fmt::Display>(
+    results: impl futures::Stream<Item = Result<T, E>>,
+    counters: &Counters,
+    stopped: &str,
+) {
+    use futures::StreamExt;
+    results
+        .for_each(|result| {
+            if let Err(error) = result {
+                tracing::debug!(%error, "controller");
+            }
+            std::future::ready(())
+        })
+        .await;
+    counters.log(stopped);
+}
+
 /// Count the failure and retry in 5 s.
 pub fn error_policy<S: Counted>(db: Arc<DynamicObject>, error: &Error, st: Arc<S>) -> Action {
     st.counters().failures.fetch_add(1, Relaxed);
