@@ -11,7 +11,7 @@ export KUBEPLUG_CACHE ?= $(HOME)/.cache/kubeplug
 
 # Plugins shipped with the host, and test guests (never deployed).
 PLUGINS      := database myapp pod-annotator
-TEST_PLUGINS := hostile contract-v1
+TEST_PLUGINS := hostile contract-v1 plain
 WASM_OUT     := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
 BIN          := target/bin/kubeplug
 

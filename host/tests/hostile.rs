@@ -313,6 +313,32 @@ fn a_core_wasm_module_is_not_a_component() {
     assert!(matches!(error, LoadError::NotAComponent(_)), "{error:?}");
 }
 
+/// A guest of the bare `plugin` world (no optional `reads` export, like
+/// guests built before it existed) loads, reads nothing metadata-only and is
+/// handed the whole parent.
+#[test]
+fn a_component_without_the_optional_reads_export_loads_and_gets_whole_objects() {
+    let plugin = runtime()
+        .load(&test_plugin_bytes("plain"), PluginOptions::default())
+        .expect("a guest without `reads` loads");
+    assert_eq!(plugin.manifest().name, "plain");
+    assert!(plugin.manifest().metadata_only.is_empty());
+    let parent = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
+        "data": {"key": "a value the plugin sees"},
+    });
+    let desired = plugin
+        .reconcile(&request(&parent, &[], &[]))
+        .expect("the call succeeds");
+    let seen = &desired.parent_patch.expect("a patch").annotations["plain/parent-bytes"];
+    assert_eq!(
+        seen,
+        &parent.to_string().len().to_string(),
+        "the whole parent was handed over"
+    );
+}
+
 #[test]
 fn a_component_built_for_another_contract_version_is_refused_by_name() {
     let error = load_error(&test_plugin_bytes("contract-v1"));
