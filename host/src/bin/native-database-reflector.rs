@@ -77,8 +77,8 @@ use sha2::{Digest, Sha256};
 mod native;
 
 use native::{
-    Counted, Counters, Error, INSTANCE_LABEL, NAME_LABEL, error_policy, init_logging, log_on_usr1,
-    record_events, run_to_end,
+    Counted, Counters, Error, INSTANCE_LABEL, NAME_LABEL, apply_status, error_policy, init_logging,
+    log_on_usr1, record_events, run_to_end,
 };
 
 const MANAGER: &str = "native-database-reflector";
@@ -245,16 +245,8 @@ async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Err
     if let Some(status) = response.status_json() {
         let status: Value = serde_json::from_str(status)?;
         if db.data.get("status") != Some(&status) {
-            let body = json!({
-                "apiVersion": st.database.api_version,
-                "kind": st.database.kind,
-                "metadata": { "name": name, "namespace": ns },
-                "status": status,
-            });
-            st.counters.writes.fetch_add(1, Relaxed);
-            Api::<DynamicObject>::namespaced_with(st.client.clone(), &ns, &st.database)
-                .patch_status(&name, &apply, &Patch::Apply(&body))
-                .await?;
+            let at = (ns.as_str(), name.as_str());
+            apply_status(&st.client, &st.database, at, status, &apply, &st.counters).await?;
         }
     }
     if stale {

@@ -36,14 +36,14 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use kubeplug_sdk::{Context, Plugin};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 #[path = "common/native.rs"]
 mod native;
 
 use native::{
-    Counted, Counters, Error, INSTANCE_LABEL, NAME_LABEL, error_policy, init_logging, log_on_usr1,
-    record_events, run_to_end,
+    Counted, Counters, Error, INSTANCE_LABEL, NAME_LABEL, apply_status, error_policy, init_logging,
+    log_on_usr1, record_events, run_to_end,
 };
 
 const MANAGER: &str = "native-database";
@@ -136,16 +136,9 @@ async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Err
             .await?;
     }
     if let Some(status) = response.status_json() {
-        let body = json!({
-            "apiVersion": st.database.api_version,
-            "kind": st.database.kind,
-            "metadata": { "name": name, "namespace": ns },
-            "status": serde_json::from_str::<Value>(status)?,
-        });
-        st.counters.writes.fetch_add(1, Relaxed);
-        Api::<DynamicObject>::namespaced_with(st.client.clone(), &ns, &st.database)
-            .patch_status(&name, &apply, &Patch::Apply(&body))
-            .await?;
+        let status = serde_json::from_str::<Value>(status)?;
+        let at = (ns.as_str(), name.as_str());
+        apply_status(&st.client, &st.database, at, status, &apply, &st.counters).await?;
     }
     let reference = db.object_ref(&st.database);
     record_events(

@@ -99,7 +99,8 @@ impl Object {
         )
     }
 
-    /// Bytes held, roughly: the text plus the parsed metadata's strings.
+    /// Bytes held, roughly: the text plus this struct (the parsed
+    /// metadata's own heap allocations are not counted).
     pub fn size(&self) -> usize {
         self.json.len() + std::mem::size_of::<Object>()
     }

@@ -158,10 +158,6 @@ struct WitRequest<'a> {
     entropy: &'a [u8],
 }
 
-/// What `reconcile` and `finalize` return, as the guest lifts them.
-type ReconcileResult = (Result<types::Response, types::Error>,);
-type FinalizeResult = (Result<types::FinalizeResponse, types::Error>,);
-
 impl Request {
     /// A request stamped with the current time and fresh entropy.
     pub fn new(parent: Arc<str>, observed: Vec<Arc<str>>, related: Vec<Arc<str>>) -> Self {
@@ -447,18 +443,30 @@ impl Plugin {
         }
     }
 
+    /// Call the guest's `export` (`reconcile` or `finalize`) with
+    /// `request` on a fresh instance; the guest's own error is typed.
+    fn call_with<T>(
+        &self,
+        export: &wasmtime::component::ComponentExportIndex,
+        request: &Request,
+    ) -> Result<T, CallError>
+    where
+        T: wasmtime::component::ComponentType + wasmtime::component::Lift,
+    {
+        let params = self.wit_request(request);
+        let answer = self.inner.caller.run(self.limits(), |store, instance| {
+            let func = instance.get_typed_func::<(WitRequest<'_>,), (Result<T, types::Error>,)>(
+                &mut *store,
+                export,
+            )?;
+            Ok(func.call(store, (params,))?.0)
+        })?;
+        answer.map_err(|e| self.guest(e))
+    }
+
     /// Decide the desired state for one parent.
     pub fn reconcile(&self, request: &Request) -> Result<Desired, CallError> {
-        let caller = &self.inner.caller;
-        let params = self.wit_request(request);
-        let response = caller.run(self.limits(), |store, instance| {
-            let reconcile = instance.get_typed_func::<(WitRequest<'_>,), ReconcileResult>(
-                &mut *store,
-                &caller.reconcile,
-            )?;
-            Ok(reconcile.call(store, (params,))?.0)
-        })?;
-        let response = response.map_err(|e| self.guest(e))?;
+        let response: types::Response = self.call_with(&self.inner.caller.reconcile, request)?;
         self.check_size(&response)?;
         parse_response(response).map_err(|reason| CallError::Malformed {
             plugin: self.name().into(),
@@ -468,16 +476,7 @@ impl Plugin {
 
     /// Ask the plugin to clean up for a parent being deleted.
     pub fn finalize(&self, request: &Request) -> Result<Finalized, CallError> {
-        let caller = &self.inner.caller;
-        let params = self.wit_request(request);
-        let response = caller.run(self.limits(), |store, instance| {
-            let finalize = instance.get_typed_func::<(WitRequest<'_>,), FinalizeResult>(
-                &mut *store,
-                &caller.finalize,
-            )?;
-            Ok(finalize.call(store, (params,))?.0)
-        })?;
-        let r = response.map_err(|e| self.guest(e))?;
+        let r: types::FinalizeResponse = self.call_with(&self.inner.caller.finalize, request)?;
         Ok(Finalized {
             done: r.done,
             requeue_after: r

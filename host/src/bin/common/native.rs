@@ -125,6 +125,28 @@ pub async fn run_to_end<T, E: std::fmt::Display>(
     counters.log(stopped);
 }
 
+/// Server-side apply `status` to the Database `ns/name`, counted as a write.
+pub async fn apply_status(
+    client: &kube::Client,
+    database: &kube::api::ApiResource,
+    (ns, name): (&str, &str),
+    status: serde_json::Value,
+    params: &kube::api::PatchParams,
+    counters: &Counters,
+) -> Result<(), Error> {
+    let body = serde_json::json!({
+        "apiVersion": database.api_version,
+        "kind": database.kind,
+        "metadata": { "name": name, "namespace": ns },
+        "status": status,
+    });
+    counters.writes.fetch_add(1, Relaxed);
+    kube::Api::<DynamicObject>::namespaced_with(client.clone(), ns, database)
+        .patch_status(name, params, &kube::api::Patch::Apply(&body))
+        .await?;
+    Ok(())
+}
+
 /// Count the failure and retry in 5 s.
 pub fn error_policy<S: Counted>(db: Arc<DynamicObject>, error: &Error, st: Arc<S>) -> Action {
     st.counters().failures.fetch_add(1, Relaxed);
