@@ -79,6 +79,10 @@ pub struct RuntimeArgs {
     /// `memoryBytes`) [default: 128; `render --request`: the capture's].
     #[arg(long)]
     pub memory_mib: Option<u64>,
+    /// Compiles at once. Loads from the compile cache never wait for one;
+    /// a Python or JavaScript guest compiles for 10-30 s.
+    #[arg(long, env = "KUBEPLUG_COMPILES", default_value_t = crate::runtime::DEFAULT_COMPILES)]
+    pub compiles: usize,
 }
 
 /// The platform's policy (see [`crate::policy`]).
@@ -109,6 +113,7 @@ impl RuntimeArgs {
             Some(self.cache_dir.clone().unwrap_or_else(default_cache_dir))
         };
         Runtime::new(dir)
+            .map(|r| r.with_compiles(self.compiles))
             .map_err(anyhow::Error::from)
             .context("failed to start the Wasm runtime")
     }

@@ -10,7 +10,8 @@
 //! - a file that fails to load never replaces a working version: the old one
 //!   keeps serving and the plugin is reported `degraded` with the error;
 //! - a removed file stops its controller; its children stay;
-//! - a second plugin for a parent kind already served is refused;
+//! - a second plugin for a parent kind already served is refused (several
+//!   decorators of one kind may run side by side);
 //! - every plugin is admitted by the platform's [`crate::policy::Policy`]: its manifest is
 //!   resolved through API discovery and checked against its grant, and its
 //!   controller writes as the plugin's own ServiceAccount.
@@ -39,6 +40,7 @@ use crate::controller::{self, Controller, Identity, Settings};
 use crate::discovery::Scopes;
 use crate::identity::{self, Access};
 use crate::informers::Informers;
+use crate::manifest::Mode;
 use crate::policy::PolicyFiles;
 use crate::rollback::RollbackSettings;
 use crate::runtime::{LimitSettings, Plugin, PluginOptions, Runtime};
@@ -598,8 +600,13 @@ impl Registry {
         Ok((plugin.admitted(admitted, limits), identity))
     }
 
-    /// Refuse a plugin whose name or parent kind (group and kind, whatever
-    /// the version) another file already serves.
+    /// Refuse a plugin whose name another file already serves, or whose
+    /// parent kind (group and kind, whatever the version) another file
+    /// already reconciles, unless both are decorators: decorators only merge
+    /// the labels and annotations their grants allow, each under its own
+    /// field manager, so several may stamp the same Pods (`pod-annotator`
+    /// and `pod-labeler`), whereas two composites would fight over one
+    /// parent's children and status.
     fn conflict(
         files: &BTreeMap<PathBuf, FileEntry>,
         path: &Path,
@@ -617,7 +624,10 @@ impl Registry {
                     other_path.display()
                 ));
             }
-            if other.manifest().parent.same_kind(&plugin.manifest().parent) {
+            let decorators = [other.manifest(), plugin.manifest()]
+                .iter()
+                .all(|m| m.mode == Mode::Decorator);
+            if other.manifest().parent.same_kind(&plugin.manifest().parent) && !decorators {
                 return Some(format!(
                     "parent kind {} is already reconciled by plugin {} ({})",
                     plugin.manifest().parent,

@@ -20,7 +20,9 @@ mod cache;
 pub mod compile;
 mod error;
 mod limits;
+mod network;
 mod plugin;
+mod share;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,6 +37,7 @@ pub use cache::{CompileCache, Origin};
 pub use compile::{CompileLimits, Compiler};
 pub use error::{CallError, GuestError, LoadError};
 pub use limits::{LimitSettings, Limits};
+pub use network::NO_NETWORK;
 pub use plugin::{Desired, Event, Finalized, MetadataPatch, Plugin, Request};
 
 use bindings::{RECONCILER_EXPORT, RECONCILER_INTERFACE};
@@ -46,6 +49,12 @@ pub const CONTRACT: &str = "kubeplug:plugin@0.1.0";
 /// How often the epoch advances. Deadlines are rounded up to this; 10 ms keeps
 /// the ticker thread's cost negligible while making deadlines precise enough.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Compiles at once by default: two, so that one big guest (a Python or
+/// JavaScript plugin compiles for 10–30 s) never holds another plugin's
+/// compile up, while a burst cannot take more than two cores' worth of
+/// compiler memory. `kubeplug run --compiles` sets it.
+pub const DEFAULT_COMPILES: usize = 2;
 
 /// How a plugin is run: its configuration document and its limits.
 #[derive(Debug, Clone, Default)]
@@ -106,6 +115,8 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<State>,
     cache: CompileCache,
+    /// Compiled components shared by digest; compiles bounded.
+    components: share::Components,
     compiler: Compiler,
     ticker: Arc<EpochTicker>,
 }
@@ -127,15 +138,25 @@ impl Runtime {
         // Rust's std on wasm32-wasip2 imports WASI; plugins get a WASI with
         // no files, no environment, no network and captured stderr.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        // Toolchains import wasi:http by default (componentize-js): linked,
+        // and every request refused (see `network`).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)?;
         bindings::Plugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
         let ticker = EpochTicker::spawn(engine.clone());
         Ok(Runtime {
             engine,
             linker,
             cache: CompileCache::new(cache_dir),
+            components: share::Components::new(DEFAULT_COMPILES),
             compiler: Compiler::default(),
             ticker,
         })
+    }
+
+    /// At most `compiles` compiles at once (default [`DEFAULT_COMPILES`]).
+    pub fn with_compiles(mut self, compiles: usize) -> Self {
+        self.components = share::Components::new(compiles);
+        self
     }
 
     /// Compile with `compiler` (see [`compile`]): `kubeplug run` and
@@ -151,13 +172,17 @@ impl Runtime {
         let digest = hex::encode(Sha256::digest(bytes));
         compile::precheck(bytes)?;
         let started = Instant::now();
-        let (component, origin) = self.cache.component(
-            &self.engine,
-            bytes,
-            &digest,
-            &self.compiler,
-            options.compile,
-        )?;
+        let (component, origin) = self.components.get_or_make(&digest, |slots| {
+            self.cache.component(
+                &self.engine,
+                bytes,
+                &digest,
+                &self.compiler,
+                options.compile,
+                slots,
+            )
+        })?;
+        let origin = origin.unwrap_or(Origin::Shared);
         let load_time = started.elapsed();
         self.check_contract(&component)?;
         let pre = self
@@ -184,6 +209,7 @@ impl Runtime {
                 config,
                 limits: options.limits,
                 _ticker: self.ticker.clone(),
+                _component: component,
             },
             EPOCH_TICK,
         )
@@ -239,3 +265,4 @@ impl Drop for EpochTicker {
         self.stop.store(true, Ordering::Relaxed);
     }
 }
+

@@ -16,6 +16,7 @@ use wasmtime::component::Component;
 
 use super::LoadError;
 use super::compile::{CompileLimits, Compiler, compile_in_child};
+use super::share::Slots;
 
 /// The wasmtime release the host is built with: equal to the `=` pin in
 /// `host/Cargo.toml`. Part of every artefact's name; the engine's
@@ -35,6 +36,9 @@ pub enum Origin {
     Compiled,
     /// Loaded from a precompiled artefact.
     Cached,
+    /// Already loaded by this runtime (another plugin, version or settings
+    /// with the same bytes): its compiled code is shared.
+    Shared,
 }
 
 impl CompileCache {
@@ -53,7 +57,8 @@ impl CompileCache {
     }
 
     /// The component for `bytes` (whose SHA-256 is `digest`), compiled by
-    /// `compiler` within `limits` unless a precompiled artefact exists.
+    /// `compiler` within `limits`, in one of `slots`, unless a precompiled
+    /// artefact exists.
     pub fn component(
         &self,
         engine: &Engine,
@@ -61,12 +66,14 @@ impl CompileCache {
         digest: &str,
         compiler: &Compiler,
         limits: CompileLimits,
+        slots: &Slots,
     ) -> Result<(Component, Origin), LoadError> {
         let refused = |e: wasmtime::Error| LoadError::NotAComponent(super::error::boxed(e));
         if let Compiler::Subprocess(exe) = compiler {
-            return self.compile_in_child(engine, bytes, digest, exe, limits);
+            return self.compile_in_child(engine, bytes, digest, exe, limits, slots);
         }
         let Some(path) = self.artefact(engine, digest) else {
+            let _slot = slots.take();
             return Ok((
                 Component::new(engine, bytes).map_err(refused)?,
                 Origin::Compiled,
@@ -75,7 +82,10 @@ impl CompileCache {
         if let Some(component) = Self::cached(engine, &path) {
             return Ok((component, Origin::Cached));
         }
-        let artefact = engine.precompile_component(bytes).map_err(refused)?;
+        let artefact = {
+            let _slot = slots.take();
+            engine.precompile_component(bytes).map_err(refused)?
+        };
         if let Err(error) = write_atomically(&path, &artefact) {
             tracing::warn!(path = %path.display(), %error, "cannot write precompiled component; continuing without cache");
         }
@@ -111,6 +121,7 @@ impl CompileCache {
         digest: &str,
         exe: &Path,
         limits: CompileLimits,
+        slots: &Slots,
     ) -> Result<(Component, Origin), LoadError> {
         let cached = self.artefact(engine, digest);
         if let Some(component) = cached.as_deref().and_then(|p| Self::cached(engine, p)) {
@@ -122,7 +133,10 @@ impl CompileCache {
         std::fs::write(&input, bytes)
             .map_err(|e| LoadError::Compile(format!("cannot stage the component: {e}")))?;
         let output = cached.unwrap_or_else(|| scratch.path().join("plugin.cwasm"));
+        // The deadline counts from the start of the compile, not the wait.
+        let slot = slots.take();
         compile_in_child(exe, &input, &output, limits)?;
+        drop(slot);
         // SAFETY: the child is this executable with the same engine
         // configuration, and wrote the file for these exact bytes.
         let component = unsafe { Component::deserialize_file(engine, &output) }

@@ -51,17 +51,69 @@ pub enum Compiler {
     Subprocess(PathBuf),
 }
 
-/// Interfaces a plugin may import: WASI without network reach (the linker
-/// provides these and denies sockets at run time) and the contract's log.
-const PROVIDED: &[&str] = &[
-    "wasi:cli/",
-    "wasi:io/",
-    "wasi:clocks/",
-    "wasi:random/",
-    "wasi:filesystem/",
-    "wasi:sockets/",
-    "kubeplug:plugin/",
+/// What the linker provides, interface by interface: `(package, minor
+/// version, interfaces)`. wasmtime links an import to any provided version of
+/// the same minor (0.x) or major, so `wasi:cli/environment@0.2.3` is served
+/// by the host's 0.2 WASI whatever the patch; another minor, another package
+/// or an unknown interface is not. Kept exact so that [`precheck`] refuses in
+/// milliseconds what linking would refuse after a compile of many seconds.
+/// The Rust, Python and TypeScript plugins, linked in `host/tests`, use
+/// most of these.
+pub(super) const PROVIDED: &[(&str, &str, &[&str])] = &[
+    (
+        "wasi:cli",
+        "0.2",
+        &[
+            "environment",
+            "exit",
+            "stdin",
+            "stdout",
+            "stderr",
+            "terminal-input",
+            "terminal-output",
+            "terminal-stdin",
+            "terminal-stdout",
+            "terminal-stderr",
+        ],
+    ),
+    ("wasi:io", "0.2", &["error", "poll", "streams"]),
+    ("wasi:clocks", "0.2", &["monotonic-clock", "wall-clock"]),
+    ("wasi:random", "0.2", &["random", "insecure", "insecure-seed"]),
+    ("wasi:filesystem", "0.2", &["types", "preopens"]),
+    (
+        "wasi:sockets",
+        "0.2",
+        &[
+            "network",
+            "instance-network",
+            "udp",
+            "udp-create-socket",
+            "tcp",
+            "tcp-create-socket",
+            "ip-name-lookup",
+        ],
+    ),
+    // Linked so that default builds load; every request fails (`network`).
+    ("wasi:http", "0.2", &["types", "outgoing-handler"]),
+    ("kubeplug:plugin", "0.1", &["types", "log"]),
 ];
+
+/// Whether the linker provides the import `name` (`pkg:name/iface@x.y.z`).
+fn provided(name: &str) -> bool {
+    let Some((path, version)) = name.split_once('@') else {
+        return false;
+    };
+    let Some((package, interface)) = path.split_once('/') else {
+        return false;
+    };
+    PROVIDED.iter().any(|(p, minor, interfaces)| {
+        *p == package
+            && interfaces.contains(&interface)
+            && version
+                .strip_prefix(minor)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    })
+}
 
 /// Check the top-level imports and exports of a component without compiling
 /// it: a wrong file fails in milliseconds with a precise reason.
@@ -86,7 +138,7 @@ pub fn precheck(bytes: &[u8]) -> Result<(), LoadError> {
                         .map_err(|e| not_component(format!("unreadable import: {e}")))?
                         .name
                         .name;
-                    if !PROVIDED.iter().any(|p| name.starts_with(p)) {
+                    if !provided(name) {
                         unprovided.push(name.to_string());
                     }
                 }
@@ -213,6 +265,30 @@ mod tests {
                 .contains("not a valid WebAssembly component")
         );
         assert!(format!("{:?}", error).contains("core module"));
+    }
+
+    #[test]
+    fn imports_are_provided_interface_by_interface_at_the_hosts_minor_version() {
+        for name in [
+            "wasi:cli/environment@0.2.0",
+            "wasi:cli/terminal-stdout@0.2.6",
+            "wasi:http/outgoing-handler@0.2.3",
+            "kubeplug:plugin/log@0.1.0",
+        ] {
+            assert!(provided(name), "{name}");
+        }
+        for name in [
+            "wasi:cli/environment@0.3.0-rc-2025-09-16",
+            "wasi:cli/environment@0.20.0",
+            "wasi:cli/run@0.2.0",
+            "wasi:keyvalue/store@0.2.0-draft",
+            "wasi:http/incoming-handler@0.2.0",
+            "kubeplug:plugin/log@0.2.0",
+            "wasi:cli/environment",
+            "env",
+        ] {
+            assert!(!provided(name), "{name}");
+        }
     }
 
     #[test]

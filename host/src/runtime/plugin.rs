@@ -30,6 +30,8 @@ pub struct State {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: Limiter,
+    /// `wasi:http`, refusing every request ([`super::network`]).
+    http: super::network::Http,
     plugin: Arc<str>,
     log_budget: u32,
     /// Log bytes this call may still write.
@@ -46,6 +48,16 @@ impl WasiView for State {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for State {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http.ctx,
+            table: &mut self.table,
+            hooks: &mut self.http.hooks,
         }
     }
 }
@@ -95,6 +107,9 @@ pub(super) struct Loaded {
     pub limits: Limits,
     /// Kept so that deadlines keep firing while the plugin lives.
     pub _ticker: Arc<super::EpochTicker>,
+    /// Kept so that another load of the same bytes shares the compiled
+    /// code while this plugin lives (`runtime::share`).
+    pub _component: Arc<wasmtime::component::Component>,
 }
 
 /// Runs calls into one loaded component.
@@ -585,6 +600,7 @@ impl Caller {
             wasi,
             table: ResourceTable::new(),
             limiter: Limiter::new(limits),
+            http: Default::default(),
             plugin: self.name.clone(),
             log_budget: LOG_BUDGET,
             log_bytes: limits.log_bytes,
