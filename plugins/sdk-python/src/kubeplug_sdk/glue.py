@@ -119,4 +119,6 @@ def export(plugin):
             types, _ = _wit()
             return [_resource(types, r) for r in core.metadata_only(plugin, config)]
 
+    # The fixture runner finds the plugin of an app module through this.
+    Reconciler.plugin = Reads.plugin = plugin
     return Reconciler, Reads
