@@ -241,8 +241,9 @@ def same(a, b) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-def check(plugin, name: str, case: dict, out=sys.stdout) -> bool:
+def check(plugin, name: str, case: dict, out=None) -> bool:
     """Run one case, print its verdict (and a diff); True if it passes."""
+    out = out or sys.stdout
     call = case.get("call", "reconcile")
     answer, problems = run_case(plugin, case)
     parent = case.get("parent") if isinstance(case.get("parent"), dict) else {}
