@@ -9,7 +9,7 @@
 
 /** serde's `Unexpected` description of a JSON value read from a Value. */
 export function unexpected(v: unknown): string {
-  if (v === null || v === undefined) return 'unit value';
+  if (v === null || v === undefined) return 'null';
   if (typeof v === 'boolean') return `boolean \`${v}\``;
   if (typeof v === 'number') {
     if (Number.isInteger(v)) return `integer \`${v}\``;
