@@ -1,0 +1,124 @@
+"""The componentize-py export classes, wired to a plugin class.
+
+componentize-py instantiates the classes named after the exported WIT
+interfaces (`Reconciler`, `Reads`) from the app module, so a plugin's
+`app.py` ends with:
+
+    from kubeplug_sdk import export
+    Reconciler, Reads = export(MyPlugin)
+
+The generated `wit_world` bindings exist only while componentize-py builds
+the component; they are imported lazily so the SDK imports anywhere.
+"""
+
+from __future__ import annotations
+
+from . import core
+from .manifest import COMPOSITE, ParentName
+
+
+def _wit():
+    from wit_world.imports import types  # type: ignore
+    from componentize_py_types import Err  # type: ignore
+    return types, Err
+
+
+def _wit_error(types, e):
+    cls = {
+        "invalid-config": types.Error_InvalidConfig,
+        "invalid-input": types.Error_InvalidInput,
+    }.get(e.kind, types.Error_Failed)
+    return cls(e.message)
+
+
+def _resource(types, r):
+    return types.ApiResource(r.group, r.version, r.kind, r.plural, bool(r.namespaced))
+
+
+def _events(types, events):
+    return [types.Event(bool(e.warning), str(e.reason), str(e.message)) for e in events]
+
+
+def _manifest(types, m):
+    related = [
+        types.RelatedResource(
+            _resource(types, r.resource),
+            [
+                types.LabelMatch(k, types.LabelValue_ParentName() if isinstance(v, ParentName)
+                                 else types.LabelValue_Literal(str(v)))
+                for k, v in r.match_labels
+            ],
+        )
+        for r in m.related_objects
+    ]
+    return types.PluginManifest(
+        name=m.name,
+        version=m.version,
+        parent=_resource(types, m.parent),
+        mode=types.Mode.COMPOSITE if m.mode == COMPOSITE else types.Mode.DECORATOR,
+        children=[_resource(types, c) for c in m.children],
+        related=related,
+        namespaces=[str(n) for n in m.namespace_list],
+        finalizer=m.finalizer_name,
+        resync_seconds=m.resync_seconds,
+    )
+
+
+def _response(types, r):
+    children = [c if isinstance(c, str) else core.to_json_text("child", c) for c in r.children]
+    status = None
+    if r.status is not None:
+        status = r.status if isinstance(r.status, str) else core.to_json_text("status", r.status)
+    patch = None
+    if r.labels or r.annotations:
+        patch = types.MetadataPatch(
+            [(str(k), str(v)) for k, v in r.labels],
+            [(str(k), str(v)) for k, v in r.annotations],
+        )
+    return types.Response(children, status, patch, r.requeue_after_seconds, _events(types, r.events))
+
+
+def _request_args(request):
+    return (request.parent, request.observed, request.related, request.config,
+            request.now, bytes(request.entropy))
+
+
+def export(plugin):
+    """The `(Reconciler, Reads)` export classes for `plugin` (a class with
+    `manifest(config)`, `reconcile(ctx)` and optionally `finalize(ctx)`).
+    A `PluginError` becomes the WIT error; any other exception becomes
+    `failed("<Type>: message")` instead of a trap."""
+
+    class Reconciler:
+        def manifest(self, config: str):
+            types, Err = _wit()
+            try:
+                return _manifest(types, core.manifest(plugin, config))
+            except core.PluginError as e:
+                raise Err(_wit_error(types, e))
+
+        def reconcile(self, request):
+            types, Err = _wit()
+            try:
+                r = core.reconcile(plugin, *_request_args(request))
+                return core._guard(lambda: _response(types, r))
+            except core.PluginError as e:
+                raise Err(_wit_error(types, e))
+
+        def finalize(self, request):
+            types, Err = _wit()
+            try:
+                r = core.finalize(plugin, *_request_args(request))
+                return types.FinalizeResponse(bool(r.done), r.requeue_after_seconds,
+                                              _events(types, r.events))
+            except core.PluginError as e:
+                raise Err(_wit_error(types, e))
+
+    class Reads:
+        def metadata_only(self, config: str):
+            types, _ = _wit()
+            return [_resource(types, r) for r in core.metadata_only(plugin, config)]
+
+    # The fixture runner finds the plugin of an app module through this.
+    Reconciler.plugin = Reads.plugin = plugin
+    return Reconciler, Reads

@@ -1,0 +1,9 @@
+// @kubeplug/sdk: write a kubeplug reconcile plugin in TypeScript.
+// See ../README.md; the WIT contract is wit/plugin.wit.
+export { PluginError, InvalidConfig, InvalidInput, Failed, toWitError } from './errors.js';
+export { Manifest, Resource, Kinds, ParentName, type LabelValue, type Mode } from './manifest.js';
+export { Context, isKind, type KubeObject, type KindRef } from './context.js';
+export { Response, FinalizeResponse, Event, CREATE_ONLY } from './response.js';
+export { Condition, setCondition, time, isI64, type ConditionFields } from './conditions.js';
+export { log } from './log.js';
+export { exportPlugin, type Plugin } from './export.js';
