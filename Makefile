@@ -12,10 +12,15 @@ export KUBEPLUG_CACHE ?= $(HOME)/.cache/kubeplug
 # Plugins shipped with the host, and test guests (never deployed).
 PLUGINS      := database myapp pod-annotator
 TEST_PLUGINS := hostile contract-v1 plain
+# Plugins in other languages, built by their SDKs' scripts with pinned
+# toolchains (a venv for componentize-py, `npm ci` for componentize-js),
+# outputs cached by content under $(KUBEPLUG_CACHE)/{py,ts}.
+PY_BUILD     := plugins/sdk-python/build
+TS_BUILD     := plugins/sdk-ts/build
 WASM_OUT     := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
 BIN          := target/bin/kubeplug
 
-.PHONY: help toolchain plugins host image plugin-images image-check lint unit cluster-check e2e test demo demo-down bench clean
+.PHONY: help toolchain plugins polyglot-plugins host image plugin-images image-check lint unit cluster-check e2e test demo demo-down bench clean
 
 help:
 	@echo "make plugins       build target/plugins/*.wasm (and test guests in target/test-plugins/)"
@@ -41,12 +46,31 @@ plugins: toolchain
 	@for p in $(PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/plugins/$$p.wasm"; done
 	@# What `kubectl apply -k deploy/` ships as ConfigMaps.
 	@mkdir -p deploy/overlays/configmaps/plugins
-	@cp target/plugins/*.wasm deploy/overlays/configmaps/plugins/
+	@for p in $(PLUGINS); do cp "target/plugins/$$p.wasm" deploy/overlays/configmaps/plugins/; done
 	@for p in $(TEST_PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/test-plugins/$$p.wasm"; done
 	@# A component that takes Cranelift ~10 s and ~600 MiB to compile, for
 	@# the compile-quota tests (built natively; it writes the .wasm).
 	cargo run --release -q -p compile-bomb -- 100000 target/test-plugins/compile-bomb.wasm
+	$(MAKE) --no-print-directory polyglot-plugins
 	@ls -l target/plugins target/test-plugins
+
+# Python and TypeScript: pod-labeler ships beside the three seeds (18 MB:
+# too big for a ConfigMap, so not in the configmaps overlay); the ports of
+# myapp run myapp's fixtures; the rest are test guests.
+polyglot-plugins:
+	@mkdir -p target/plugins target/test-plugins
+	$(PY_BUILD) plugins/pod-labeler target/plugins/pod-labeler.wasm
+	$(PY_BUILD) plugins/myapp-py target/test-plugins/myapp-py.wasm
+	@# pod-labeler 0.2.0 (same logic, new version) for the live-upgrade test.
+	@rm -rf target/pod-labeler-v2 && cp -r plugins/pod-labeler target/pod-labeler-v2
+	sed -i 's/^VERSION = "0.1.0"$$/VERSION = "0.2.0"/' target/pod-labeler-v2/app.py
+	grep -q '^VERSION = "0.2.0"$$' target/pod-labeler-v2/app.py
+	$(PY_BUILD) target/pod-labeler-v2 target/test-plugins/pod-labeler-v2.wasm
+	$(PY_BUILD) --wit plugins/testing/unprovided-py/wit --world plugin-with-store \
+		plugins/testing/unprovided-py target/test-plugins/unprovided-py.wasm
+	$(TS_BUILD) plugins/myapp-ts target/test-plugins/myapp-ts.wasm
+	@# componentize-js's default features: imports wasi:http.
+	$(TS_BUILD) --world plugin --all-features plugins/testing/fetch-ts target/test-plugins/fetch-ts.wasm
 
 host: toolchain
 	cargo build --release -p kubeplug

@@ -265,4 +265,3 @@ impl Drop for EpochTicker {
         self.stop.store(true, Ordering::Relaxed);
     }
 }
-

@@ -78,7 +78,11 @@ pub(super) const PROVIDED: &[(&str, &str, &[&str])] = &[
     ),
     ("wasi:io", "0.2", &["error", "poll", "streams"]),
     ("wasi:clocks", "0.2", &["monotonic-clock", "wall-clock"]),
-    ("wasi:random", "0.2", &["random", "insecure", "insecure-seed"]),
+    (
+        "wasi:random",
+        "0.2",
+        &["random", "insecure", "insecure-seed"],
+    ),
     ("wasi:filesystem", "0.2", &["types", "preopens"]),
     (
         "wasi:sockets",

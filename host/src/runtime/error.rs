@@ -25,7 +25,7 @@ pub enum LoadError {
     Link(#[source] BoxError),
     /// The component imports interfaces the host does not provide (found
     /// before compiling).
-    #[error("imports {}, which this host does not provide (plugins get WASI without network, files or environment, and kubeplug:plugin/log)", .0.join(", "))]
+    #[error("imports {}, which this host does not provide (plugins get WASI 0.2 without network, files or environment, wasi:http 0.2 refusing every request, and kubeplug:plugin 0.1 log)", .0.join(", "))]
     Unprovided(Vec<String>),
     /// Compiling failed (the compiler process reported an error).
     #[error("cannot compile: {0}")]

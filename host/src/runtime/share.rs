@@ -43,8 +43,7 @@ impl Components {
         let entry = {
             let mut map = self.by_digest.lock().expect("components lock");
             map.retain(|_, slot| {
-                Arc::strong_count(slot) > 1
-                    || slot.lock().is_ok_and(|weak| weak.strong_count() > 0)
+                Arc::strong_count(slot) > 1 || slot.lock().is_ok_and(|weak| weak.strong_count() > 0)
             });
             map.entry(digest.to_string()).or_default().clone()
         };
