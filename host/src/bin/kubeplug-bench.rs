@@ -9,8 +9,14 @@
 //! - cached load: `Runtime::load` from the artefact (median of 20);
 //! - reconcile p50/p99/mean over `--calls` calls with a realistic request
 //!   (fresh instance and Store per call, as the operator does);
-//! - host memory per loaded plugin: VmRSS growth after loading `--copies`
-//!   copies from the cache and calling each once, divided by the copies.
+//! - host memory of a plugin: VmRSS growth from loading it (from the cache)
+//!   and calling it once, i.e. what one more distinct plugin costs the host;
+//! - memory per extra copy: VmRSS growth per further load of the same bytes
+//!   with other settings (`--copies` of them), which share the compiled code
+//!   (a settings change, a shadow candidate).
+//!
+//! The language column says what built the component (componentize-py,
+//! componentize-js or Rust), read from its producer strings.
 //!
 //! The peer figures put the reconcile latency in proportion within the same
 //! run: `database` called natively (the plugin crate is also an rlib), and a
@@ -102,13 +108,15 @@ fn main() -> anyhow::Result<()> {
 
 struct Row {
     name: String,
+    language: &'static str,
     wasm_bytes: usize,
     artefact_bytes: u64,
     compile: Duration,
     cold_load: Duration,
     cached_load: Duration,
     latency: Option<Latency>,
-    rss_per_plugin: Option<i64>,
+    rss_first: Option<i64>,
+    rss_per_copy: Option<i64>,
 }
 
 #[derive(Clone, Copy)]
@@ -190,7 +198,9 @@ fn options(config: Option<Value>) -> PluginOptions {
 /// A configuration the plugin accepts; `copy` makes each copy's distinct.
 fn config_for(name: &str, copy: usize) -> Value {
     match name {
-        "pod-annotator" => json!({"namespaces": ["team-a", format!("bench-{copy}")]}),
+        "pod-annotator" | "pod-labeler" => {
+            json!({"namespaces": ["team-a", format!("bench-{copy}")]})
+        }
         // The database refuses unknown keys; copy 0 (the timed one) pulls
         // from Docker Hub like a default install.
         "database" if copy == 0 => json!({}),
@@ -253,8 +263,10 @@ fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Benc
         .map(|m| m.len())
         .sum();
 
+    let before = vm_rss_bytes();
     let plugin = runtime.load(&bytes, options(Some(config_for(&name, 0))))?;
     let realistic = realistic_request(&name, &plugin)?;
+    let rss_first = before.zip(vm_rss_bytes()).map(|(b, a)| a - b);
     let latency = realistic.as_ref().map(|request| {
         Latency::of(time_calls(args.calls, || {
             black_box(
@@ -302,18 +314,20 @@ fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Benc
             })),
         }
     });
-    let rss_per_plugin = rss_per_plugin(&runtime, &bytes, &name, realistic.as_ref(), args.copies)?;
+    let rss_per_copy = rss_per_copy(&runtime, &bytes, &name, realistic.as_ref(), args.copies)?;
 
     Ok(Bench {
         row: Row {
             name,
+            language: language(&bytes),
             wasm_bytes: bytes.len(),
             artefact_bytes,
             compile: median(compiles),
             cold_load: median(cold),
             cached_load: median(cached),
             latency,
-            rss_per_plugin,
+            rss_first,
+            rss_per_copy,
         },
         peer,
         fixed,
@@ -333,11 +347,25 @@ fn time_calls(calls: usize, mut call: impl FnMut()) -> Vec<Duration> {
         .collect()
 }
 
-/// Host memory per loaded plugin: load `copies` copies (each with its own
-/// configuration; the runtime shares nothing between loads, every load
-/// deserializes its own copy of the code), call each once, and divide the
-/// growth of the resident set by `copies`.
-fn rss_per_plugin(
+/// What built a component, from the producer strings toolchains leave in it.
+fn language(bytes: &[u8]) -> &'static str {
+    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    if has(b"componentize-py") {
+        "Python"
+    } else if has(b"StarlingMonkey") || has(b"starlingmonkey") {
+        "JS/TS"
+    } else if has(b"rustc") {
+        "Rust"
+    } else {
+        "?"
+    }
+}
+
+/// Host memory per further load of the same bytes: load `copies` copies
+/// while the first is loaded (each with its own configuration; they share
+/// the compiled code), call each once, and divide the growth of the
+/// resident set by `copies`.
+fn rss_per_copy(
     runtime: &Runtime,
     bytes: &[u8],
     name: &str,
@@ -375,8 +403,9 @@ fn vm_rss_bytes() -> Option<i64> {
 fn realistic_request(name: &str, plugin: &Plugin) -> anyhow::Result<Option<Request>> {
     let request = match name {
         "database" => steady_state(plugin, database_parent(), database_pods())?,
-        "myapp" => steady_state(plugin, myapp_parent(), Vec::new())?,
-        "pod-annotator" => request(&pod(), &[], &[]),
+        // Ports of myapp to other languages answer the same requests.
+        "myapp" | "myapp-py" | "myapp-ts" => steady_state(plugin, myapp_parent(), Vec::new())?,
+        "pod-annotator" | "pod-labeler" => request(&pod(), &[], &[]),
         _ => return Ok(None),
     };
     Ok(Some(request))
@@ -557,8 +586,19 @@ fn print_machine(args: &Args) {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
-        "plugin", "wasm", "cwasm", "compile", "cold", "cached", "p50", "p99", "mean", "RSS/plugin"
+        "{:<14} {:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "plugin",
+        "lang",
+        "wasm",
+        "cwasm",
+        "compile",
+        "cold",
+        "cached",
+        "p50",
+        "p99",
+        "mean",
+        "RSS/plugin",
+        "RSS/copy"
     );
     for r in rows {
         let (p50, p99, mean) = match &r.latency {
@@ -570,8 +610,9 @@ fn print_table(rows: &[Row]) {
             None => ("-".into(), "-".into(), "-".into()),
         };
         println!(
-            "{:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+            "{:<14} {:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
             r.name,
+            r.language,
             fmt_bytes(r.wasm_bytes as i64),
             fmt_bytes(r.artefact_bytes as i64),
             fmt_duration(r.compile),
@@ -580,7 +621,8 @@ fn print_table(rows: &[Row]) {
             p50,
             p99,
             mean,
-            r.rss_per_plugin.map_or("-".into(), fmt_bytes),
+            r.rss_first.map_or("-".into(), fmt_bytes),
+            r.rss_per_copy.map_or("-".into(), fmt_bytes),
         );
     }
 }
