@@ -206,10 +206,10 @@ cannot be read or the plugin cannot be loaded.
 the other keys and their order are kept, comments are not. Review the diff.")]
 struct TestArgs {
     /// The plugin's directory: fixtures in DIR/fixtures/ (else DIR itself),
-    /// the plugin in DIR/build/.
+    /// the plugin in DIR/dist/.
     dir: PathBuf,
     /// The plugin (`.wasm` component) [default: the one `*.wasm` file in
-    /// DIR/build/].
+    /// DIR/dist/].
     #[arg(long)]
     plugin: Option<PathBuf>,
     /// Rewrite the `expect` of each failing case with the plugin's answer.

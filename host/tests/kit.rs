@@ -77,7 +77,7 @@ fn a_scaffolded_rust_plugin_builds_and_passes_its_fixture_then_fails_with_a_diff
     );
 
     build(&dir);
-    assert!(dir.join("build/hello-kit.wasm").is_file());
+    assert!(dir.join("dist/hello-kit.wasm").is_file());
     let passed = kubeplug(["test".as_ref(), dir.as_os_str()]);
     assert_eq!(passed.status.code(), Some(0), "{}", text(&passed));
     assert!(

@@ -78,12 +78,12 @@ fn script<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<(Op, &'a str)> {
             ops.push((Op::Same, a[i]));
             i += 1;
             j += 1;
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            ops.push((Op::Added, b[j]));
-            j += 1;
-        } else {
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
             ops.push((Op::Removed, a[i]));
             i += 1;
+        } else {
+            ops.push((Op::Added, b[j]));
+            j += 1;
         }
     }
     ops

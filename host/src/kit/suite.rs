@@ -15,7 +15,7 @@ use crate::runtime::{CallError, GuestError, Limits, LoadError, Plugin, PluginOpt
 /// What a run needs besides the directory.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// The plugin file; `None`: the one `*.wasm` in `DIR/build/`.
+    /// The plugin file; `None`: the one `*.wasm` in `DIR/dist/`.
     pub plugin: Option<PathBuf>,
     /// Rewrite the `expect` of failing cases with the plugin's answer.
     pub update: bool,
@@ -166,9 +166,10 @@ impl Report {
     }
 }
 
-/// The plugin file of `dir`: the one `*.wasm` in `dir/build/`.
+/// The plugin file of `dir`: the one `*.wasm` in `dir/dist/` (where the
+/// scaffolds' `build` scripts put it; not `build/`, which is the script).
 pub fn find_plugin(dir: &Path) -> Result<PathBuf, SuiteError> {
-    let build = dir.join("build");
+    let build = dir.join("dist");
     let shown = build.display().to_string();
     let mut found: Vec<PathBuf> = std::fs::read_dir(&build)
         .map(|entries| {
