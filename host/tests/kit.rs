@@ -242,16 +242,16 @@ fn a_fence_refusal_fails_the_case_with_the_hosts_reason_unless_expected() {
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("refused (- expected, + actual):"), "{shown}");
     assert!(
-        shown.contains("+plugin hostile crossed its fence: child"),
+        shown.contains("+'plugin hostile crossed its fence: child Secret/h-smuggled"),
         "{shown}"
     );
-    assert!(shown.contains("+  kind: failed"), "{shown}");
+    assert!(shown.contains("+kind: failed"), "{shown}");
 
     let updated = test(&["--update"]);
     assert_eq!(updated.status.code(), Some(0), "{}", text(&updated));
     let written = std::fs::read_to_string(&fixture).unwrap();
     assert!(
-        written.contains("  refused: plugin hostile crossed its fence"),
+        written.contains("  refused: 'plugin hostile crossed its fence"),
         "{written}"
     );
     assert!(written.contains("kind: failed"), "{written}");

@@ -115,7 +115,7 @@ mod tests {
             .replace("line 2\n", "two\n")
             .replace("line 17\n", "");
         let diff = unified(&expected, &actual);
-        assert_eq!(diff.matches("@@").count(), 2, "{diff}");
+        assert_eq!(diff.matches("@@").count(), 1, "one cut between: {diff}");
         assert!(diff.contains("-line 2\n+two\n"), "{diff}");
         assert!(diff.contains("-line 17\n"), "{diff}");
     }

@@ -5,9 +5,27 @@
 /// `value` as YAML, date-like plain strings single-quoted.
 pub fn to_string(value: &serde_yaml::Value) -> String {
     let plain = serde_yaml::to_string(value).expect("YAML values serialize");
-    let quoted: String = plain.lines().map(|l| quote_date(l) + "\n").collect();
-    // A line inside a block scalar may look like one to quote: keep the
-    // plain text unless quoting changed nothing but the quotes.
+    let mut quoted = String::with_capacity(plain.len());
+    // Lines of a block scalar (`|`, `>`) are text, never quoted.
+    let mut block: Option<usize> = None;
+    for line in plain.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if block.is_some_and(|b| line.trim().is_empty() || indent > b) {
+            quoted.push_str(line);
+        } else {
+            block = None;
+            let line = quote_date(line);
+            let value = line
+                .rsplit_once(": ")
+                .map_or(line.trim_start_matches([' ', '-']), |(_, v)| v);
+            if value.starts_with(['|', '>']) {
+                block = Some(indent);
+            }
+            quoted.push_str(&line);
+        }
+        quoted.push('\n');
+    }
+    // Should anything still read back otherwise, keep serde_yaml's text.
     match serde_yaml::from_str::<serde_yaml::Value>(&quoted) {
         Ok(back) if back == *value => quoted,
         _ => plain,
