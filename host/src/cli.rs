@@ -202,8 +202,10 @@ struct InspectArgs {
 Exit status: 0 when every case passes, 1 when one fails, 2 when a fixture \
 cannot be read or the plugin cannot be loaded.
 
---update rewrites the files of failing cases through a YAML serializer: \
-the other keys and their order are kept, comments are not. Review the diff.")]
+--update replaces the `expect` block of each failing case and keeps the rest \
+of the file as written. A file where that cannot be done safely (a case in \
+flow style, JSON) is written out whole: keys keep their order, comments are \
+lost. Review the diff.")]
 struct TestArgs {
     /// The plugin's directory: fixtures in DIR/fixtures/ (else DIR itself),
     /// the plugin in DIR/dist/.
