@@ -25,7 +25,7 @@ BIN          := target/bin/kubeplug
 help:
 	@echo "make plugins       build target/plugins/*.wasm (and test guests in target/test-plugins/)"
 	@echo "make host          build target/bin/kubeplug"
-	@echo "make test          every test: lint, unit, plugin golden tests, control-plane checks, e2e"
+	@echo "make test          every test: lint, unit, plugin fixtures, control-plane checks, e2e"
 	@echo "make e2e           acceptance tests against a fresh local control plane"
 	@echo "make demo          local control plane + host + the three plugins + sample objects"
 	@echo "make image         the host's OCI image (target/images/, no container engine needed)"

@@ -40,6 +40,12 @@ enum Command {
     Render(RenderArgs),
     /// Print a plugin's manifest, contract version, digest and size.
     Inspect(InspectArgs),
+    /// Run a plugin over its fixture files (docs/fixtures.md) and compare
+    /// its answers with the expected ones. Needs no cluster.
+    Test(TestArgs),
+    /// Create a plugin project from a template: `NAME/` with the plugin,
+    /// a fixture, a build script and a README.
+    New(NewArgs),
     /// Run the operator: load every plugin in a directory and reconcile.
     Run(crate::run::RunArgs),
     /// Release a removed plugin's finalizers, so that its deleted parents
@@ -196,6 +202,52 @@ struct InspectArgs {
     common: OfflineArgs,
 }
 
+#[derive(Args)]
+#[command(after_help = "\
+Exit status: 0 when every case passes, 1 when one fails, 2 when a fixture \
+cannot be read or the plugin cannot be loaded.
+
+--update replaces the `expect` block of each failing case and keeps the rest \
+of the file as written. A file where that cannot be done safely (a case in \
+flow style, JSON) is written out whole: keys keep their order, comments are \
+lost. Review the diff.")]
+struct TestArgs {
+    /// The plugin's directory: fixtures in DIR/fixtures/ (else DIR itself),
+    /// the plugin in DIR/dist/.
+    dir: PathBuf,
+    /// The plugin (`.wasm` component) [default: the one `*.wasm` file in
+    /// DIR/dist/].
+    #[arg(long)]
+    plugin: Option<PathBuf>,
+    /// Rewrite the `expect` of each failing case with the plugin's answer.
+    #[arg(long)]
+    update: bool,
+    /// Configuration document (YAML or JSON) of the cases that give no
+    /// `config` [default: {}].
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+#[derive(Args)]
+struct NewArgs {
+    /// The plugin's name, a DNS label: it names the directory, the package
+    /// and the plugin.
+    name: String,
+    #[arg(long, value_enum)]
+    lang: crate::kit::scaffold::Lang,
+    /// Where to create NAME/.
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// The SDK the project depends on [default: the one in the source tree
+    /// this kubeplug was built from].
+    #[arg(long)]
+    sdk: Option<PathBuf>,
+}
+
 /// What both offline commands take besides the plugin.
 #[derive(Args)]
 struct OfflineArgs {
@@ -214,7 +266,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::telemetry::init_tracing(cli.log_format);
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
@@ -222,8 +274,10 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let done = match cli.command {
+        Command::Test(args) => return Ok(test_cmd(args)),
+        Command::New(args) => new_cmd(args),
         Command::Render(args) => render_cmd(args),
         Command::Inspect(args) => inspect_cmd(args),
         Command::Run(args) => crate::run::run(args),
@@ -232,7 +286,62 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compile { input, output } => {
             crate::runtime::compile::compile_main(&input, &output)
         }
+    };
+    done.map(|()| ExitCode::SUCCESS)
+}
+
+/// `kubeplug test`: exit 0 (all passed), 1 (a case failed) or 2 (nothing
+/// could be tested).
+fn test_cmd(args: TestArgs) -> ExitCode {
+    let tested = || -> anyhow::Result<crate::kit::Report> {
+        let policy = args.policy.load()?;
+        let config = args.config.as_deref().map(read_config).transpose()?;
+        let stem = args
+            .plugin
+            .as_deref()
+            .and_then(Path::file_stem)
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        let limits = args
+            .runtime
+            .limits()
+            .within(policy.quotas_for_file(stem).limits());
+        let options = crate::kit::Options {
+            plugin: args.plugin.clone(),
+            update: args.update,
+            config,
+            limits,
+            policy,
+        };
+        let runtime = args.runtime.bounded_runtime()?;
+        Ok(crate::kit::run(&runtime, &args.dir, &options)?)
+    };
+    match tested() {
+        Ok(report) => {
+            print!("{}", report.render());
+            if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
     }
+}
+
+fn new_cmd(args: NewArgs) -> anyhow::Result<()> {
+    let dir =
+        crate::kit::scaffold::scaffold(args.lang, &args.name, &args.dir, args.sdk.as_deref())?;
+    println!(
+        "created {} ({} plugin {}); see its README.md to build and test it",
+        dir.display(),
+        args.lang.dir(),
+        args.name
+    );
+    Ok(())
 }
 
 /// Read a configuration document (YAML or JSON) into JSON.

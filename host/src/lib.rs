@@ -22,6 +22,7 @@ pub mod finalizers;
 pub mod health;
 pub mod identity;
 pub mod informers;
+pub mod kit;
 pub mod leader;
 pub mod manifest;
 pub mod plan;

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::manifest::{Manifest, Related};
 use crate::plan;
 use crate::policy::Effective;
-use crate::runtime::{CallError, Event, Finalized, Plugin, Request};
+use crate::runtime::{CallError, Desired, Event, Finalized, Plugin, Request};
 
 /// Used as the parent's uid when its file has none (it was never stored).
 pub const PLACEHOLDER_UID: &str = "00000000-0000-0000-0000-000000000000";
@@ -214,18 +214,7 @@ pub fn render_request(
         .map(|(i, text)| parse(format!("observed[{i}]"), text))
         .collect::<Result<Vec<_>, _>>()?;
     let desired = plugin.reconcile(request)?;
-    let fence = |source| plan::Fenced {
-        plugin: manifest.name.clone(),
-        source,
-    };
-    grant.check_answer(manifest, &desired).map_err(fence)?;
-    let children = plan::children(manifest, &parent, &desired.children).map_err(fence)?;
-    plan::check_mode(
-        manifest,
-        desired.parent_patch.is_some(),
-        desired.status.is_some(),
-    )
-    .map_err(fence)?;
+    let children = fence(manifest, grant, &parent, &desired)?;
     let prune = plan::prune(manifest, &observed, &children)
         .into_iter()
         .map(|o| plan::ObjectKey::of(o).to_string())
@@ -247,6 +236,30 @@ pub fn render_request(
         events: desired.events,
         notes: Vec::new(),
     })
+}
+
+/// Check `desired` against the plugin's fence and `grant`, as the host does
+/// before writing anything; the children exactly as they would be applied.
+/// `kubeplug test` checks a fixture's answer through here too.
+pub fn fence(
+    manifest: &Manifest,
+    grant: &Effective,
+    parent: &Value,
+    desired: &Desired,
+) -> Result<Vec<Value>, plan::Fenced> {
+    let fenced = |source| plan::Fenced {
+        plugin: manifest.name.clone(),
+        source,
+    };
+    grant.check_answer(manifest, desired).map_err(fenced)?;
+    let children = plan::children(manifest, parent, &desired.children).map_err(fenced)?;
+    plan::check_mode(
+        manifest,
+        desired.parent_patch.is_some(),
+        desired.status.is_some(),
+    )
+    .map_err(fenced)?;
+    Ok(children)
 }
 
 /// What a plugin answered to `finalize`.

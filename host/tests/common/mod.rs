@@ -157,30 +157,3 @@ pub fn as_stored(object: &Value, uid: &str) -> Value {
     meta.insert("creationTimestamp".into(), NOW.into());
     stored
 }
-
-/// Compare `actual` with the golden file `tests/fixtures/golden/<name>.json`.
-/// `UPDATE_GOLDEN=1 cargo test` rewrites the files; review the diff.
-pub fn assert_golden(name: &str, actual: &Value) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/golden")
-        .join(format!("{name}.json"));
-    let text = serde_json::to_string_pretty(actual).expect("JSON values serialize") + "\n";
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).expect("creating the golden dir");
-        std::fs::write(&path, text).expect("writing a golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {}: {e}; run with UPDATE_GOLDEN=1 to create it",
-            path.display()
-        )
-    });
-    let expected: Value = serde_json::from_str(&expected).expect("golden files are JSON");
-    assert!(
-        &expected == actual,
-        "output differs from {}; if the change is intended, rerun with UPDATE_GOLDEN=1 \
-         and review the diff.\nactual:\n{text}",
-        path.display()
-    );
-}

@@ -1,0 +1,19 @@
+//! The plugin author's kit: `kubeplug test` runs a plugin over fixture
+//! files (docs/fixtures.md) with no cluster, and `kubeplug new` scaffolds a
+//! plugin project from templates built into the binary.
+//!
+//! - [`fixture`]: parse case files; [`outcome`]: the canonical answer both
+//!   sides of a comparison share;
+//! - [`check`]: run one case and compare, [`diff`]: show where they part;
+//! - [`suite`]: a whole directory, the report, `--update`;
+//! - [`scaffold`]: `kubeplug new`; [`yaml`]: YAML every SDK reads alike.
+
+pub mod check;
+pub mod diff;
+pub mod fixture;
+pub mod outcome;
+pub mod scaffold;
+pub mod suite;
+pub mod yaml;
+
+pub use suite::{Options, Report, SuiteError, Verdict, run};

@@ -1,0 +1,268 @@
+//! The plugin author's loop as a user runs it: `kubeplug new` scaffolds a
+//! Rust plugin, its `./build` builds it, `kubeplug test` passes on its
+//! fixture and fails with a diff once the fixture expects something else.
+//! Also `kubeplug test` on the shipped plugins and its exit codes.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+
+/// `kubeplug <args>` with no policy (the default grant) and the shared
+/// compile cache.
+fn kubeplug<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_kubeplug"))
+        .args(args)
+        .env("KUBEPLUG_CACHE_DIR", shared_cache_dir())
+        .env_remove("KUBEPLUG_POLICY")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("running kubeplug")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn repo(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path)
+}
+
+/// Where scaffolded plugins build: kept between runs so that only the
+/// plugin itself recompiles. Not the target directory of this very build,
+/// whose lock cargo may hold while tests run.
+fn scaffold_target_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kit-scaffold-target")
+}
+
+fn build(dir: &Path) {
+    let output = Command::new(dir.join("build"))
+        .env("CARGO_TARGET_DIR", scaffold_target_dir())
+        .output()
+        .expect("running ./build");
+    assert!(
+        output.status.success(),
+        "./build failed:\n{}",
+        text(&output)
+    );
+}
+
+#[test]
+fn a_scaffolded_rust_plugin_builds_and_passes_its_fixture_then_fails_with_a_diff() {
+    let tmp = tempfile::tempdir().unwrap();
+    let created = kubeplug(
+        ["new", "--lang", "rust", "hello-kit", "--dir"]
+            .map(Into::into)
+            .into_iter()
+            .chain([tmp.path().as_os_str().to_owned()]),
+    );
+    assert!(created.status.success(), "{}", text(&created));
+    let dir = tmp.path().join("hello-kit");
+    assert!(
+        text(&created).contains(&dir.display().to_string()),
+        "{}",
+        text(&created)
+    );
+
+    build(&dir);
+    assert!(dir.join("dist/hello-kit.wasm").is_file());
+    let passed = kubeplug(["test".as_ref(), dir.as_os_str()]);
+    assert_eq!(passed.status.code(), Some(0), "{}", text(&passed));
+    assert!(
+        text(&passed).contains("test result: ok. 3 passed; 0 failed"),
+        "{}",
+        text(&passed)
+    );
+
+    let fixture = dir.join("fixtures/example.yaml");
+    let original = std::fs::read_to_string(&fixture).unwrap();
+    std::fs::write(
+        &fixture,
+        original.replacen("Hello, World!", "Goodbye, World!", 1),
+    )
+    .unwrap();
+    let failed = kubeplug(["test".as_ref(), dir.as_os_str()]);
+    let out = text(&failed);
+    assert_eq!(failed.status.code(), Some(1), "{out}");
+    assert!(out.contains("FAILED"), "{out}");
+    assert!(out.contains("children (- expected, + actual):"), "{out}");
+    assert!(out.contains("-    message: Goodbye, World!"), "{out}");
+    assert!(out.contains("+    message: Hello, World!"), "{out}");
+    assert!(
+        out.contains("test result: FAILED. 2 passed; 1 failed"),
+        "{out}"
+    );
+
+    let updated = kubeplug(["test".as_ref(), dir.as_os_str(), "--update".as_ref()]);
+    assert_eq!(updated.status.code(), Some(0), "{}", text(&updated));
+    let rewritten = std::fs::read_to_string(&fixture).unwrap();
+    assert!(rewritten.contains("message: Hello, World!"), "{rewritten}");
+    assert!(
+        rewritten.starts_with("# Fixtures:"),
+        "comments kept: {rewritten}"
+    );
+    let again = kubeplug(["test".as_ref(), dir.as_os_str()]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+}
+
+#[test]
+fn new_refuses_a_bad_name_an_existing_directory_and_a_missing_template() {
+    let tmp = tempfile::tempdir().unwrap();
+    let new = |lang: &str, name: &str| {
+        kubeplug([
+            "new".as_ref(),
+            "--lang".as_ref(),
+            lang.as_ref(),
+            name.as_ref(),
+            "--dir".as_ref(),
+            tmp.path().as_os_str(),
+        ])
+    };
+    let bad = new("rust", "My_Plugin");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad).contains("\"My_Plugin\" is not a valid plugin name"),
+        "{}",
+        text(&bad)
+    );
+    std::fs::create_dir(tmp.path().join("taken")).unwrap();
+    let taken = new("rust", "taken");
+    assert!(text(&taken).contains("already exists"), "{}", text(&taken));
+    for lang in ["python", "ts"] {
+        let dir = repo("plugins/templates").join(lang);
+        let out = new(lang, "other");
+        if !dir.is_dir() {
+            assert!(
+                text(&out).contains(&format!("no template for {lang}")),
+                "{}",
+                text(&out)
+            );
+        }
+    }
+}
+
+#[test]
+fn test_runs_a_shipped_plugins_fixtures_and_exits_2_when_nothing_can_be_tested() {
+    let ok = kubeplug([
+        "test".as_ref(),
+        repo("plugins/myapp").as_os_str(),
+        "--plugin".as_ref(),
+        plugin_path("myapp").as_os_str(),
+    ]);
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    assert!(
+        text(&ok).contains("test deployment.yaml: a Deployment named after the app ... ok"),
+        "{}",
+        text(&ok)
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let no_plugin = kubeplug(["test".as_ref(), repo("plugins/myapp").as_os_str()]);
+    assert_eq!(no_plugin.status.code(), Some(2), "{}", text(&no_plugin));
+    assert!(
+        text(&no_plugin).contains("no plugin"),
+        "{}",
+        text(&no_plugin)
+    );
+    let empty = kubeplug([
+        "test".as_ref(),
+        tmp.path().as_os_str(),
+        "--plugin".as_ref(),
+        plugin_path("myapp").as_os_str(),
+    ]);
+    assert_eq!(empty.status.code(), Some(2), "{}", text(&empty));
+    assert!(text(&empty).contains("no fixtures"), "{}", text(&empty));
+    std::fs::write(
+        tmp.path().join("bad.yaml"),
+        "parent: {}\nexpect: {childs: []}\n",
+    )
+    .unwrap();
+    let bad = kubeplug([
+        "test".as_ref(),
+        tmp.path().as_os_str(),
+        "--plugin".as_ref(),
+        plugin_path("myapp").as_os_str(),
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert!(
+        text(&bad).contains("unknown key \"childs\""),
+        "{}",
+        text(&bad)
+    );
+    std::fs::write(tmp.path().join("bad.yaml"), "parent: {apiVersion: example.com/v1alpha1, kind: MyApp, metadata: {name: a, namespace: x}, spec: {}}\n").unwrap();
+    let not_wasm = tmp.path().join("x.wasm");
+    std::fs::write(&not_wasm, "nope").unwrap();
+    let unloadable = kubeplug([
+        "test".as_ref(),
+        tmp.path().as_os_str(),
+        "--plugin".as_ref(),
+        not_wasm.as_os_str(),
+    ]);
+    assert_eq!(unloadable.status.code(), Some(2), "{}", text(&unloadable));
+}
+
+#[test]
+fn a_fence_refusal_fails_the_case_with_the_hosts_reason_unless_expected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hostile = |behave: &str| {
+        format!(
+            "name: {behave}\nparent: {{apiVersion: test.kubeplug.io/v1, kind: Hostile, metadata: {{name: h, namespace: default}}, spec: {{behave: {behave}}}}}\n"
+        )
+    };
+    let fixture = tmp.path().join("hostile.yaml");
+    std::fs::write(
+        &fixture,
+        [hostile("undeclared"), hostile("error")].join("---\n"),
+    )
+    .unwrap();
+    let test = |extra: &[&str]| {
+        let mut args = vec![
+            "test".into(),
+            tmp.path().as_os_str().to_owned(),
+            "--plugin".into(),
+            test_plugin_path("hostile").into_os_string(),
+        ];
+        args.extend(extra.iter().map(Into::into));
+        kubeplug(args)
+    };
+    let out = test(&[]);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("refused (- expected, + actual):"), "{shown}");
+    assert!(
+        shown.contains("+'plugin hostile crossed its fence: child Secret/h-smuggled"),
+        "{shown}"
+    );
+    assert!(shown.contains("+kind: failed"), "{shown}");
+
+    let updated = test(&["--update"]);
+    assert_eq!(updated.status.code(), Some(0), "{}", text(&updated));
+    let written = std::fs::read_to_string(&fixture).unwrap();
+    assert!(
+        written.contains("  refused: 'plugin hostile crossed its fence"),
+        "{written}"
+    );
+    assert!(written.contains("kind: failed"), "{written}");
+    let out = test(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // A trap is no answer: the case fails and --update leaves it alone.
+    std::fs::write(&fixture, hostile("panic")).unwrap();
+    let out = test(&["--update"]);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("trapped"), "{shown}");
+    assert_eq!(std::fs::read_to_string(&fixture).unwrap(), hostile("panic"));
+}
