@@ -18,11 +18,17 @@ use serde_json::{Value, json};
 /// Run `plugins/<name>/fixtures/` against the built plugin; fail with the
 /// report `kubeplug test` would print.
 fn fixtures(name: &str) {
+    fixtures_with(name, plugin_path(name));
+}
+
+/// Run `plugins/<name>/fixtures/` against the component at `wasm` (a port
+/// of the plugin to another language).
+fn fixtures_with(name: &str, wasm: PathBuf) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../plugins")
         .join(name);
     let options = kit::Options {
-        plugin: Some(plugin_path(name)),
+        plugin: Some(wasm),
         ..Default::default()
     };
     let report = kit::run(runtime(), &dir, &options)
@@ -44,6 +50,24 @@ fn myapp_fixtures() {
 #[test]
 fn pod_annotator_fixtures() {
     fixtures("pod-annotator");
+}
+
+/// pod-labeler is written in Python (plugins/pod-labeler).
+#[test]
+fn pod_labeler_fixtures() {
+    fixtures("pod-labeler");
+}
+
+/// The Python and TypeScript ports of myapp give the Rust plugin's answer
+/// to every one of its fixtures.
+#[test]
+fn myapp_fixtures_through_its_python_port() {
+    fixtures_with("myapp", test_plugin_path("myapp-py"));
+}
+
+#[test]
+fn myapp_fixtures_through_its_typescript_port() {
+    fixtures_with("myapp", test_plugin_path("myapp-ts"));
 }
 
 fn database_plugin() -> Plugin {
@@ -141,14 +165,24 @@ fn a_component_is_compiled_once_then_loaded_from_the_cache() {
     let first = runtime.load(&bytes, PluginOptions::default()).unwrap();
     assert_eq!(first.origin(), Origin::Compiled);
     let second = runtime.load(&bytes, PluginOptions::default()).unwrap();
-    assert_eq!(second.origin(), Origin::Cached);
+    assert_eq!(
+        second.origin(),
+        Origin::Shared,
+        "the first is loaded: its compiled code is shared"
+    );
+    let parent = myapp(json!({"replicas": 2}));
+    let answer = reconcile(&first, &request(&parent, &[], &[]));
+    drop((first, second));
+    let unloaded = runtime.load(&bytes, PluginOptions::default()).unwrap();
+    assert_eq!(
+        unloaded.origin(),
+        Origin::Cached,
+        "once unloaded: the artefact"
+    );
 
     let restarted = Runtime::new(Some(dir.path().to_path_buf())).unwrap();
     let third = restarted.load(&bytes, PluginOptions::default()).unwrap();
     assert_eq!(third.origin(), Origin::Cached, "a restart reuses the cache");
-
-    let parent = myapp(json!({"replicas": 2}));
-    let answer = reconcile(&first, &request(&parent, &[], &[]));
     assert_eq!(reconcile(&third, &request(&parent, &[], &[])), answer);
 }
 
@@ -182,6 +216,8 @@ fn a_corrupted_artefact_is_discarded_and_recompiled() {
         assert_eq!(plugin.origin(), Origin::Compiled, "{what} artefact");
         let parent = myapp(json!({}));
         reconcile(&plugin, &request(&parent, &[], &[]));
+        // Unloaded, so the next load reads the artefact rather than sharing.
+        drop(plugin);
         let again = runtime.load(&bytes, PluginOptions::default()).unwrap();
         assert_eq!(again.origin(), Origin::Cached, "rewritten after {what}");
     }
