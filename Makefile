@@ -69,6 +69,7 @@ polyglot-plugins:
 	$(PY_BUILD) --wit plugins/testing/unprovided-py/wit --world plugin-with-store \
 		plugins/testing/unprovided-py target/test-plugins/unprovided-py.wasm
 	$(TS_BUILD) plugins/myapp-ts target/test-plugins/myapp-ts.wasm
+	$(TS_BUILD) plugins/testing/throws-ts target/test-plugins/throws-ts.wasm
 	@# componentize-js's default features: imports wasi:http.
 	$(TS_BUILD) --world plugin --all-features plugins/testing/fetch-ts target/test-plugins/fetch-ts.wasm
 

@@ -54,6 +54,34 @@ fn a_default_componentize_js_build_loads_and_its_fetch_fails_while_the_host_goes
 }
 
 #[test]
+fn whatever_a_typescript_plugin_throws_is_its_own_error_never_a_trap() {
+    let plugin = runtime()
+        .load(&test_plugin_bytes("throws-ts"), PluginOptions::default())
+        .expect("throws-ts loads");
+    let answer = |throw: &str| {
+        let mut parent = myapp_parent();
+        parent["spec"]["throw"] = throw.into();
+        match plugin.reconcile(&request(&parent, &[], &[])) {
+            Err(CallError::Guest { error, .. }) => error,
+            other => panic!("{throw}: expected the plugin's own error, got {other:?}"),
+        }
+    };
+    assert_eq!(answer("error"), GuestError::Failed("boom in web".into()));
+    match answer("type") {
+        GuestError::Failed(message) => assert!(message.contains("undefined"), "{message}"),
+        other => panic!("a TypeError is failed(..): {other:?}"),
+    }
+    assert_eq!(answer("string"), GuestError::Failed("a plain string".into()));
+    assert_eq!(
+        answer("input"),
+        GuestError::InvalidInput("spec.throw asked for it".into())
+    );
+    plugin
+        .reconcile(&request(&myapp_parent(), &[], &[]))
+        .expect("and it goes on answering");
+}
+
+#[test]
 fn a_component_importing_what_the_host_does_not_provide_is_refused_before_compiling() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = Runtime::new(Some(dir.path().to_path_buf())).unwrap();
