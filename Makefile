@@ -97,6 +97,13 @@ lint: toolchain
 # Everything but the acceptance tests (they need a cluster: `make e2e`).
 unit: plugins
 	cargo test --release --workspace --exclude kubeplug-e2e
+	@# The Python SDK without Wasm: its unit tests, pod-labeler's fixtures,
+	@# and myapp's fixtures through the Python port.
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s plugins/sdk-python/tests
+	plugins/sdk-python/test plugins/pod-labeler
+	plugins/sdk-python/test plugins/myapp-py plugins/myapp
+	@# The TypeScript SDK's committed WIT types match wit/.
+	plugins/sdk-ts/check-types
 
 cluster-check:
 	tests/cluster/check
