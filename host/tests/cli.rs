@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::*;
 use serde_json::{Value, json};
@@ -35,11 +35,9 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    Command::new(env!("CARGO_BIN_EXE_kubeplug"))
+    kubeplug_command()
         .args(args)
         .env("KUBEPLUG_POLICY", policies())
-        .env("KUBEPLUG_CACHE_DIR", shared_cache_dir())
-        .env("NO_COLOR", "1")
         .env_remove("KUBEPLUG_LOG")
         .output()
         .expect("running kubeplug")

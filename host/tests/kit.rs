@@ -17,11 +17,9 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    Command::new(env!("CARGO_BIN_EXE_kubeplug"))
+    kubeplug_command()
         .args(args)
-        .env("KUBEPLUG_CACHE_DIR", shared_cache_dir())
         .env_remove("KUBEPLUG_POLICY")
-        .env("NO_COLOR", "1")
         .output()
         .expect("running kubeplug")
 }

@@ -71,7 +71,10 @@ fn whatever_a_typescript_plugin_throws_is_its_own_error_never_a_trap() {
         GuestError::Failed(message) => assert!(message.contains("undefined"), "{message}"),
         other => panic!("a TypeError is failed(..): {other:?}"),
     }
-    assert_eq!(answer("string"), GuestError::Failed("a plain string".into()));
+    assert_eq!(
+        answer("string"),
+        GuestError::Failed("a plain string".into())
+    );
     assert_eq!(
         answer("input"),
         GuestError::InvalidInput("spec.throw asked for it".into())

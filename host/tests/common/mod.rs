@@ -71,6 +71,16 @@ pub fn shared_cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kubeplug-compiled")
 }
 
+/// The built `kubeplug` binary as a command: the compile cache shared by
+/// these tests, no colours. Callers add the policy they test under.
+pub fn kubeplug_command() -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplug"));
+    command
+        .env("KUBEPLUG_CACHE_DIR", shared_cache_dir())
+        .env("NO_COLOR", "1");
+    command
+}
+
 /// One runtime per test binary. It lives as long as the process, so its
 /// epoch ticker (which enforces deadlines) never stops.
 pub fn runtime() -> &'static Runtime {

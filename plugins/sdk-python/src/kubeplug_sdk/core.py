@@ -69,34 +69,33 @@ def context(plugin, parent: str, observed, related, config_text: str, now: str, 
     return Context.from_json(parent, observed, related, config, now, entropy)
 
 
-def reconcile(plugin, parent: str, observed, related, config_text: str, now: str, entropy) -> Response:
-    """`reconcile`: the plugin's Response (None counts as the empty one)."""
+def _answer(plugin, method: str, answer_type, ctx_args, missing):
+    """Call the plugin's `method` on a fresh context; `None` (or no such
+    method) is the `missing()` answer; anything but `answer_type` is a bug."""
     def run():
         p = instance(plugin)
-        ctx = context(p, parent, observed, related, config_text, now, entropy)
-        r = p.reconcile(ctx)
+        ctx = context(p, *ctx_args)
+        f = getattr(p, method, None)
+        r = f(ctx) if f is not None else None
         if r is None:
-            r = Response()
-        if not isinstance(r, Response):
-            raise TypeError(f"reconcile() returned {type(r).__name__}, not Response")
+            r = missing()
+        if not isinstance(r, answer_type):
+            raise TypeError(f"{method}() returned {type(r).__name__}, not {answer_type.__name__}")
         return r
     return _guard(run)
+
+
+def reconcile(plugin, parent: str, observed, related, config_text: str, now: str, entropy) -> Response:
+    """`reconcile`: the plugin's Response (None counts as the empty one)."""
+    return _answer(plugin, "reconcile", Response,
+                   (parent, observed, related, config_text, now, entropy), Response)
 
 
 def finalize(plugin, parent: str, observed, related, config_text: str, now: str, entropy) -> FinalizeResponse:
     """`finalize`: the plugin's answer; a plugin without `finalize` (or one
     returning None) reports cleanup done at once, as in the Rust SDK."""
-    def run():
-        p = instance(plugin)
-        ctx = context(p, parent, observed, related, config_text, now, entropy)
-        fin = getattr(p, "finalize", None)
-        r = fin(ctx) if fin is not None else None
-        if r is None:
-            r = FinalizeResponse()
-        if not isinstance(r, FinalizeResponse):
-            raise TypeError(f"finalize() returned {type(r).__name__}, not FinalizeResponse")
-        return r
-    return _guard(run)
+    return _answer(plugin, "finalize", FinalizeResponse,
+                   (parent, observed, related, config_text, now, entropy), FinalizeResponse)
 
 
 def to_json_text(what: str, value) -> str:
