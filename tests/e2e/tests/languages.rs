@@ -1,7 +1,9 @@
 //! Plugins in other languages on the control plane: `pod-labeler`, written
 //! in Python (plugins/pod-labeler), labels Pods beside the three Rust seed
-//! plugins, in the same host, and is upgraded live like any other plugin.
-//! `pod-labeler-v2` is the same source at version 0.2.0 (`make plugins`).
+//! plugins, in the same host, and is upgraded live like any other plugin
+//! (`pod-labeler-v2` is the same source at version 0.2.0, `make plugins`);
+//! a default componentize-js build loads, and its `fetch()` fails while the
+//! host and the other plugins go on.
 
 use std::time::Duration;
 
@@ -9,6 +11,16 @@ use kubeplug_e2e::{
     Host, Namespace, PluginDir, apply, built, events_for, eventually, get_json, install_crds,
 };
 use serde_json::Value;
+
+/// Reconciles of `plugin` that did not end `ok`.
+fn failed_reconciles(host: &Host, plugin: &str) -> f64 {
+    let of_plugin = format!("plugin=\"{plugin}\"");
+    host.series("kubeplug_reconciles_total")
+        .into_iter()
+        .filter(|(l, _)| l.contains(&of_plugin) && !l.contains("result=\"ok\""))
+        .map(|(_, v)| v)
+        .sum()
+}
 
 /// A Python plugin's first load compiles ~18 MB (10-20 s on two busy cores).
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -126,12 +138,57 @@ fn pod_labeler_in_python_labels_pods_beside_the_seed_plugins_and_is_upgraded_liv
     apply(n, &pod("second"));
     let labels = labelled(n, "second");
     assert!(is_label_safe_time(labels["injected-at"].as_str().unwrap()));
-    let failed: f64 = host
-        .series("kubeplug_reconciles_total")
-        .into_iter()
-        .filter(|(l, _)| l.contains("plugin=\"pod-labeler\"") && !l.contains("result=\"ok\""))
-        .map(|(_, v)| v)
-        .sum();
-    assert_eq!(failed, 0.0, "no failed pod-labeler reconcile");
+    assert_eq!(
+        failed_reconciles(&host, "pod-labeler"),
+        0.0,
+        "no failed pod-labeler reconcile"
+    );
+    host.stop();
+}
+
+#[test]
+fn a_default_componentize_js_build_loads_and_its_fetch_fails_while_the_host_goes_on() {
+    install_crds();
+    let ns = Namespace::new("fetch");
+    let n = &ns.name;
+    // fetch-ts reconciles MyApps (in place of myapp) and imports wasi:http.
+    let dir = PluginDir::with(&["database", "fetch-ts"]);
+    let host = Host::start(&dir);
+    serving(&host, "fetch-ts", "0.1.0");
+    serving(&host, "database", "0.1.0");
+
+    apply(
+        n,
+        "apiVersion: example.com/v1alpha1\nkind: MyApp\nmetadata:\n  name: web\n\
+         spec:\n  replicas: 1\n",
+    );
+    let note = eventually("the fetch to fail as the plugin's error", TIMEOUT, || {
+        events_for(n, "MyApp", "web")
+            .into_iter()
+            .find(|(kind, reason, _)| kind == "Warning" && reason == "PluginFailed")
+            .map(|(_, _, note)| note)
+    });
+    assert!(note.contains("fetch failed: "), "{note}");
+    assert!(
+        std::fs::read_to_string(&host.log)
+            .expect("host log")
+            .contains("plugins have no network"),
+        "the host logs the refused request"
+    );
+    // The host and the other plugin go on.
+    apply(
+        n,
+        "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: db\n\
+         spec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n",
+    );
+    eventually("the Database's StatefulSet", TIMEOUT, || {
+        get_json(n, "statefulset/db")
+    });
+    assert!(failed_reconciles(&host, "fetch-ts") > 0.0);
+    let row = host.plugin("fetch-ts").expect("listed");
+    assert_eq!(
+        row["state"], "running",
+        "a failing call degrades nothing: {row}"
+    );
     host.stop();
 }
