@@ -59,7 +59,7 @@ pub enum Compiler {
 /// milliseconds what linking would refuse after a compile of many seconds.
 /// The Rust, Python and TypeScript plugins, linked in `host/tests`, use
 /// most of these.
-pub(super) const PROVIDED: &[(&str, &str, &[&str])] = &[
+const PROVIDED: &[(&str, &str, &[&str])] = &[
     (
         "wasi:cli",
         "0.2",

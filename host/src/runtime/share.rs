@@ -42,6 +42,9 @@ impl Components {
     ) -> Result<(Arc<Component>, Option<T>), E> {
         let entry = {
             let mut map = self.by_digest.lock().expect("components lock");
+            // Drop digests nobody loads or is loading. A slot held by a
+            // load in progress (another `Arc`) is kept without locking it,
+            // so this never waits on a compile with the map locked.
             map.retain(|_, slot| {
                 Arc::strong_count(slot) > 1 || slot.lock().is_ok_and(|weak| weak.strong_count() > 0)
             });
