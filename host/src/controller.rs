@@ -7,6 +7,7 @@
 //! ([`Controller::upgrade`]): calls in flight finish on the old version.
 
 pub mod budget;
+mod overdue;
 pub mod routes;
 
 use std::collections::HashMap;
@@ -90,6 +91,8 @@ struct Shared {
     metrics: Metrics,
     settings: Settings,
     failures: Mutex<HashMap<Key, u32>>,
+    /// Calls past their deadline lately (see [`overdue`]).
+    overdue: Mutex<overdue::Overdue>,
     leadership: Leadership,
     counts: Counts,
 }
@@ -298,6 +301,7 @@ impl Controller {
             metrics,
             settings: settings.clone(),
             failures: Mutex::new(HashMap::new()),
+            overdue: Mutex::default(),
             counts: Counts::default(),
             leadership,
         });
@@ -353,8 +357,12 @@ impl Controller {
 
     /// Why this plugin cannot see all it needs, if so: the first informer
     /// it uses that cannot list or watch.
+    /// Or: its calls keep running past their deadline.
     pub fn problem(&self) -> Option<crate::informers::Problem> {
-        self.shared.sources.problem()
+        self.shared
+            .sources
+            .problem()
+            .or_else(|| self.shared.overdue.lock().expect("overdue lock").problem())
     }
 
     /// True once every cache the plugin reads has listed once.
@@ -660,6 +668,7 @@ async fn worker(shared: Arc<Shared>) {
             if result.is_err() {
                 shared.counts.errors.fetch_add(1, Relaxed);
             }
+            shared.overdue.lock().expect("overdue lock").record(&result);
             let fault = matches!(&result, Err(error) if error.plugin_fault());
             judge(&shared, &plugin, &key, fault)
                 .instrument(span.clone())

@@ -73,7 +73,11 @@ impl ReconcileError {
     /// or memory, or answered outside its fence. Not the API server's or
     /// RBAC's failures, which a new plugin version cannot cause.
     pub fn plugin_fault(&self) -> bool {
-        matches!(self, ReconcileError::Call(_) | ReconcileError::Fence(_))
+        match self {
+            ReconcileError::Call(e) => e.plugin_fault(),
+            ReconcileError::Fence(_) => true,
+            _ => false,
+        }
     }
 }
 

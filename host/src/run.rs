@@ -17,6 +17,7 @@ use crate::identity::Access;
 use crate::informers::Informers;
 use crate::leader::{Elector, LeaseSettings};
 use crate::registry::{Registry, Wiring};
+use crate::runtime::budget;
 use crate::telemetry::{self, Detail, Metrics, Probes};
 
 #[derive(Args)]
@@ -59,6 +60,12 @@ pub struct RunArgs {
     /// Parents reconciled at once, per plugin.
     #[arg(long, default_value_t = Settings::default().concurrency)]
     concurrency: usize,
+    /// The memory the host may use, in MiB, split between plugin calls and
+    /// compiles (see README, "Limits") [default: the container's memory
+    /// limit (cgroup v2 `memory.max` or v1 `memory.limit_in_bytes`), else
+    /// the machine's memory].
+    #[arg(long, env = "KUBEPLUG_MEMORY_LIMIT_MIB")]
+    memory_limit_mib: Option<u64>,
     /// Resync period for plugins whose manifest sets none, in seconds.
     #[arg(long, default_value_t = Settings::default().resync.as_secs())]
     resync_seconds: u64,
@@ -113,6 +120,38 @@ const INITIAL_LOAD_WAIT: Duration = Duration::from_secs(120);
 /// 30 s Kubernetes waits before killing a pod.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
+/// The host's memory split (see [`crate::runtime::budget`]) from the flag,
+/// the container's limit or the machine's memory.
+fn memory_plan(flag_mib: Option<u64>, compiles: usize) -> anyhow::Result<budget::Plan> {
+    let (limit, source) = match flag_mib {
+        Some(mib) => (mib << 20, "--memory-limit-mib"),
+        None => match budget::container_limit() {
+            Some(limit) => (limit, "the container's memory limit"),
+            None => (
+                budget::machine_memory()
+                    .context("cannot read the machine's memory; set --memory-limit-mib")?,
+                "the machine's memory",
+            ),
+        },
+    };
+    anyhow::ensure!(
+        limit > budget::HOST_RESERVE,
+        "a memory limit of {} MiB leaves nothing for plugins beside the host's own {} MiB",
+        limit >> 20,
+        budget::HOST_RESERVE >> 20
+    );
+    let plan = budget::Plan::for_limit(limit, compiles);
+    tracing::info!(
+        limit_mib = limit >> 20,
+        source,
+        calls_mib = plan.calls >> 20,
+        compile_mib = plan.compile_each >> 20,
+        compiles,
+        "memory budget"
+    );
+    Ok(plan)
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -143,7 +182,8 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     };
     let client = crate::client::build(&config, &client_settings)
         .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
-    let runtime = Arc::new(args.runtime.bounded_runtime()?);
+    let plan = memory_plan(args.memory_limit_mib, args.runtime.compiles)?;
+    let runtime = Arc::new(args.runtime.bounded_runtime()?.with_memory_plan(plan));
     let metrics = Metrics::new();
     let informers = Arc::new(Informers::new(client.clone(), metrics.clone()));
     let elector = if args.leader_elect {
@@ -186,7 +226,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         args.plugins.clone(),
         args.settings.clone(),
         Wiring {
-            runtime,
+            runtime: runtime.clone(),
             informers: informers.clone(),
             access: Arc::new(Access::new(client.clone(), metrics.clone())),
             client: client.clone(),
@@ -205,8 +245,15 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let probes = Arc::new(Probes {
         metrics: metrics.clone(),
         refresh: {
-            let registry = registry.clone();
-            Box::new(move || registry.report_states())
+            let (registry, budget, metrics) = (
+                registry.clone(),
+                runtime.memory_budget().clone(),
+                metrics.clone(),
+            );
+            Box::new(move || {
+                registry.report_states();
+                metrics.call_memory(budget.stats());
+            })
         },
         // Ready: the plugins present at start are loaded, their caches have
         // listed once, and the API server answers now.

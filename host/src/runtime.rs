@@ -16,6 +16,7 @@
 //! cause; nothing a plugin does can take the host process down.
 
 mod bindings;
+pub mod budget;
 mod cache;
 pub mod compile;
 mod error;
@@ -30,9 +31,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
+pub use budget::{BudgetStats, MemoryBudget};
 pub use cache::{CompileCache, Origin};
 pub use compile::{CompileLimits, Compiler};
 pub use error::{CallError, GuestError, LoadError};
@@ -119,6 +121,11 @@ pub struct Runtime {
     components: share::Components,
     compiler: Compiler,
     ticker: Arc<EpochTicker>,
+    /// What all calls in flight may hold together.
+    budget: Arc<MemoryBudget>,
+    /// The most memory one compile may use, whatever the plugin's quota
+    /// says: what the host's container can hold.
+    compile_ceiling: u64,
 }
 
 impl Runtime {
@@ -137,11 +144,13 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         // Rust's std on wasm32-wasip2 imports WASI; plugins get a WASI with
         // no files, no environment, no network and captured stderr.
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        // Async, so that a deadline also stops a guest waiting in a host
+        // call (`poll`, a sleep): see `plugin::Caller::run`.
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         // Toolchains import wasi:http by default (componentize-js): linked,
         // and every request refused (see `network`).
-        wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)?;
-        bindings::Plugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        plugin::add_log_to_linker(&mut linker)?;
         let ticker = EpochTicker::spawn(engine.clone());
         Ok(Runtime {
             engine,
@@ -150,6 +159,8 @@ impl Runtime {
             components: share::Components::new(DEFAULT_COMPILES),
             compiler: Compiler::default(),
             ticker,
+            budget: MemoryBudget::unlimited(),
+            compile_ceiling: u64::MAX,
         })
     }
 
@@ -157,6 +168,26 @@ impl Runtime {
     pub fn with_compiles(mut self, compiles: usize) -> Self {
         self.components = share::Components::new(compiles);
         self
+    }
+
+    /// Charge every call of the plugins it loads against `budget` (see
+    /// [`budget`]); without one, calls are bounded only by their own caps.
+    pub fn with_memory_budget(mut self, budget: Arc<MemoryBudget>) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Calls charged against a budget of `plan.calls`, compiles capped at
+    /// `plan.compile_each` (see [`budget::Plan`]).
+    pub fn with_memory_plan(mut self, plan: budget::Plan) -> Self {
+        self.budget = MemoryBudget::new(plan.calls);
+        self.compile_ceiling = plan.compile_each;
+        self
+    }
+
+    /// The budget calls are charged against.
+    pub fn memory_budget(&self) -> &Arc<MemoryBudget> {
+        &self.budget
     }
 
     /// Compile with `compiler` (see [`compile`]): `kubeplug run` and
@@ -168,7 +199,8 @@ impl Runtime {
 
     /// Compile (or load from cache), link and validate a plugin, calling its
     /// `manifest()` with the configuration. Any failure leaves nothing behind.
-    pub fn load(&self, bytes: &[u8], options: PluginOptions) -> Result<Plugin, LoadError> {
+    pub fn load(&self, bytes: &[u8], mut options: PluginOptions) -> Result<Plugin, LoadError> {
+        options.compile.memory_bytes = options.compile.memory_bytes.min(self.compile_ceiling);
         let digest = hex::encode(Sha256::digest(bytes));
         compile::precheck(bytes)?;
         let started = Instant::now();
@@ -208,6 +240,7 @@ impl Runtime {
                 load_time,
                 config,
                 limits: options.limits,
+                budget: self.budget.clone(),
                 _ticker: self.ticker.clone(),
                 _component: component,
             },

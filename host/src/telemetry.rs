@@ -82,6 +82,20 @@ struct Inner {
     shadow_comparisons: Family<ResultLabels, Counter>,
     shadow_parents: Family<ShadowLabels, Gauge>,
     rollbacks: Family<PluginLabels, Counter>,
+    call_memory: Family<AmountLabels, Gauge>,
+    calls_waiting_for_memory: Gauge,
+    call_memory_waits: Counter,
+    call_memory_refusals: Family<ReasonLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AmountLabels {
+    amount: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
 }
 
 /// The host's metrics. Cheap to clone.
@@ -210,6 +224,30 @@ impl Metrics {
             "New plugin versions rolled back automatically after failing their probation",
             rollbacks.clone(),
         );
+        let call_memory = Family::<AmountLabels, Gauge>::default();
+        registry.register(
+            "call_memory_bytes",
+            "The host-wide memory budget of plugin calls: budget, reserved (by calls in flight), peak",
+            call_memory.clone(),
+        );
+        let calls_waiting_for_memory = Gauge::default();
+        registry.register(
+            "calls_waiting_for_memory",
+            "Plugin calls waiting for room in the host's memory budget now",
+            calls_waiting_for_memory.clone(),
+        );
+        let call_memory_waits = Counter::default();
+        registry.register(
+            "call_memory_waits",
+            "Plugin calls that waited for room in the host's memory budget",
+            call_memory_waits.clone(),
+        );
+        let call_memory_refusals = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "call_memory_refusals",
+            "Plugin calls not run or stopped for lack of room in the host's memory budget (waited: gave up waiting; grow: grew past what was left)",
+            call_memory_refusals.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -232,8 +270,50 @@ impl Metrics {
                 shadow_comparisons,
                 shadow_parents,
                 rollbacks,
+                call_memory,
+                calls_waiting_for_memory,
+                call_memory_waits,
+                call_memory_refusals,
             }),
         }
+    }
+
+    /// The memory budget's state, read at each scrape.
+    pub fn call_memory(&self, stats: crate::runtime::BudgetStats) {
+        let i = &self.inner;
+        let total = if stats.total == usize::MAX {
+            0
+        } else {
+            stats.total
+        };
+        for (amount, value) in [
+            ("budget", total),
+            ("reserved", stats.used),
+            ("peak", stats.peak),
+        ] {
+            i.call_memory
+                .get_or_create(&AmountLabels {
+                    amount: amount.into(),
+                })
+                .set(value as i64);
+        }
+        i.calls_waiting_for_memory.set(stats.waiting as i64);
+        let raise = |counter: &Counter, to: u64| {
+            counter.inc_by(to.saturating_sub(counter.get()));
+        };
+        raise(&i.call_memory_waits, stats.waits);
+        raise(
+            &i.call_memory_refusals.get_or_create(&ReasonLabels {
+                reason: "waited".into(),
+            }),
+            stats.timed_out,
+        );
+        raise(
+            &i.call_memory_refusals.get_or_create(&ReasonLabels {
+                reason: "grow".into(),
+            }),
+            stats.refused,
+        );
     }
 
     pub fn reconciled(&self, plugin: &str, result: &str, took: Duration) {

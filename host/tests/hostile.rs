@@ -392,6 +392,134 @@ fn a_guest_that_floods_its_log_still_answers_within_its_deadline() {
     assert_eq!(desired.children.len(), 1);
 }
 
+// Deadlines that hold inside host calls, and the host's memory budget.
+
+#[test]
+fn a_guest_sleeping_in_a_host_call_is_stopped_at_its_deadline() {
+    let plugin = load_hostile(runtime());
+    let started = Instant::now();
+    expect_deadline(behave(&plugin, "sleep"));
+    assert!(started.elapsed() < TIMEOUT * 4, "{:?}", started.elapsed());
+    // finalize too.
+    let mut parent = hostile_parent("ok");
+    parent["spec"]["finalize"] = json!("sleep");
+    let started = Instant::now();
+    match plugin.finalize(&request(&parent, &[], &[])) {
+        Err(CallError::Deadline { plugin, .. }) => assert_eq!(plugin, "hostile"),
+        other => panic!("expected a deadline error, got {other:?}"),
+    }
+    assert!(started.elapsed() < TIMEOUT * 4, "{:?}", started.elapsed());
+    assert_serves(&plugin);
+}
+
+#[test]
+fn a_manifest_that_sleeps_is_stopped_at_its_deadline_and_refused() {
+    let started = Instant::now();
+    let result = runtime().load(
+        &test_plugin_bytes("hostile"),
+        PluginOptions {
+            config: Some(json!({"manifest": "sleep"})),
+            limits: limits(),
+            ..Default::default()
+        },
+    );
+    match result {
+        Err(LoadError::Manifest(CallError::Deadline { .. })) => {}
+        other => panic!("expected a deadline in manifest(), got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn sleeping_calls_on_many_threads_all_end_at_their_deadline() {
+    let plugin = load_hostile(runtime());
+    let started = Instant::now();
+    let sleepers: Vec<_> = (0..6)
+        .map(|_| {
+            let plugin = plugin.clone();
+            std::thread::spawn(move || behave(&plugin, "sleep"))
+        })
+        .collect();
+    for sleeper in sleepers {
+        expect_deadline(sleeper.join().unwrap());
+    }
+    assert!(started.elapsed() < TIMEOUT * 6, "{:?}", started.elapsed());
+}
+
+#[test]
+fn one_log_call_with_millions_of_empty_fields_is_read_only_as_far_as_its_budget() {
+    let plugin = runtime()
+        .load(&test_plugin_bytes("hostile"), PluginOptions::default())
+        .unwrap();
+    let desired = behave(&plugin, "log-fields").expect("answers");
+    assert_eq!(desired.children.len(), 1);
+}
+
+#[test]
+fn calls_wait_for_the_host_memory_budget_and_never_hold_more_than_it() {
+    use kubeplug::runtime::MemoryBudget;
+    // Room for two 40 MiB calls at once, however many threads call.
+    let budget = MemoryBudget::new(90 << 20);
+    let runtime = Runtime::new(None)
+        .unwrap()
+        .with_memory_budget(budget.clone());
+    let plugin = runtime
+        .load(
+            &test_plugin_bytes("hostile"),
+            PluginOptions {
+                limits: Limits {
+                    memory_bytes: 48 << 20,
+                    timeout: Duration::from_secs(10),
+                    ..Limits::default()
+                },
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let mut parent = hostile_parent("hold");
+    parent["spec"]["mib"] = json!(40);
+    parent["spec"]["ms"] = json!(200);
+    let results: Vec<_> = (0..6)
+        .map(|_| {
+            let (plugin, parent) = (plugin.clone(), parent.clone());
+            std::thread::spawn(move || plugin.reconcile(&request(&parent, &[], &[])))
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    let stats = budget.stats();
+    assert!(stats.peak <= 90 << 20, "{stats:?}");
+    // The first calls grow past their small reservation; later ones reserve
+    // what their predecessors used and wait for it. None fails by its own
+    // fault; a grow the budget cannot cover is the host's refusal.
+    for result in &results {
+        match result {
+            Ok(_) | Err(CallError::HostMemory { .. }) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(results.iter().any(Result::is_ok), "{results:?}");
+    assert_eq!(stats.used, 0);
+    // Once the plugin is known to need 40 MiB, calls queue for it.
+    let queued: Vec<_> = (0..4)
+        .map(|_| {
+            let (plugin, parent) = (plugin.clone(), parent.clone());
+            std::thread::spawn(move || plugin.reconcile(&request(&parent, &[], &[])))
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    assert!(queued.iter().all(Result::is_ok), "{queued:?}");
+    assert!(budget.stats().waits > 0, "{:?}", budget.stats());
+    assert!(budget.stats().peak <= 90 << 20);
+}
+
 fn bounded_runtime() -> Runtime {
     let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_kubeplug"));
     Runtime::new(None)

@@ -6,6 +6,9 @@
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "plugin",
+    // Calls are async so that a deadline can stop a guest blocked in a
+    // host call (see `plugin::Caller::run`).
+    exports: { default: async },
 });
 
 pub use self::kubeplug::plugin::{log, types};

@@ -63,6 +63,10 @@ pub enum CallError {
     /// The call ran past its wall-clock deadline and was interrupted.
     #[error("plugin {plugin} exceeded its deadline of {timeout:?}")]
     Deadline { plugin: String, timeout: Duration },
+    /// The host's memory budget had no room for the call now (the host's
+    /// side, not the plugin's fault: retried later).
+    #[error("plugin {plugin} was not run: {reason}")]
+    HostMemory { plugin: String, reason: String },
     /// The guest tried to grow a memory past its cap.
     #[error("plugin {plugin} exceeded its memory cap of {limit_bytes} bytes")]
     MemoryCap { plugin: String, limit_bytes: usize },
@@ -83,11 +87,18 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// True if the plugin is to blame: everything but the host's own
+    /// shortage of memory.
+    pub fn plugin_fault(&self) -> bool {
+        !matches!(self, CallError::HostMemory { .. })
+    }
+
     /// A short label for metrics and events.
     pub fn label(&self) -> &'static str {
         match self {
             CallError::Deadline { .. } => "deadline",
             CallError::MemoryCap { .. } => "memory_cap",
+            CallError::HostMemory { .. } => "host_memory",
             CallError::Trap { .. } => "trap",
             CallError::Guest { .. } => "guest_error",
             CallError::Malformed { .. } => "malformed",

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::budget::{Reservation, Short};
+
 /// Limits for every call into one plugin. The defaults suit a reconcile that
 /// builds a few objects: real plugins use a few MiB and a few milliseconds,
 /// so the caps only stop a runaway guest, never a healthy one. The platform's
@@ -96,22 +98,46 @@ impl LimitSettings {
 }
 
 /// Enforces [`Limits`] inside one `Store` and remembers whether the memory cap
-/// was hit, so the resulting trap can be reported as such.
+/// (or the host's budget) was hit, so the resulting trap can be reported as
+/// such.
 pub struct Limiter {
     limits: Limits,
     /// Bytes of memories and tables of this store so far.
     used: usize,
-    /// Set when a memory or table grow was refused.
+    /// What this call holds of the host's memory budget.
+    reservation: Option<Reservation>,
+    /// Set when a memory or table grow was refused by the cap.
     pub memory_cap_hit: bool,
+    /// Set when a grow was refused because the host's budget was spent.
+    pub budget_short: Option<Short>,
 }
 
 impl Limiter {
-    pub fn new(limits: Limits) -> Self {
+    pub fn new(limits: Limits, reservation: Option<Reservation>) -> Self {
         Limiter {
             limits,
             used: 0,
+            reservation,
             memory_cap_hit: false,
+            budget_short: None,
         }
+    }
+
+    /// The most memory this call held.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Charge `bytes` the host copied out of the guest (an answer) against
+    /// the budget, beside the guest's own memory, which is still held.
+    pub fn hold_copy(&mut self, bytes: usize) -> wasmtime::Result<()> {
+        if let Some(reservation) = &mut self.reservation
+            && let Err(short) = reservation.cover(self.used.saturating_add(bytes))
+        {
+            self.budget_short = Some(short);
+            wasmtime::bail!("the host's memory budget cannot cover an answer of {bytes} bytes");
+        }
+        Ok(())
     }
 
     fn grow(&mut self, more: usize) -> wasmtime::Result<bool> {
@@ -124,6 +150,12 @@ impl Limiter {
                 "memory cap of {} bytes reached (memories and tables would use {total})",
                 self.limits.memory_bytes
             );
+        }
+        if let Some(reservation) = &mut self.reservation
+            && let Err(short) = reservation.cover(total)
+        {
+            self.budget_short = Some(short);
+            wasmtime::bail!("the host's memory budget cannot cover {total} bytes now");
         }
         self.used = total;
         Ok(true)
@@ -176,10 +208,13 @@ mod tests {
 
     #[test]
     fn the_memory_cap_counts_every_memory_of_a_call_together() {
-        let mut limiter = Limiter::new(Limits {
-            memory_bytes: 100,
-            ..Limits::default()
-        });
+        let mut limiter = Limiter::new(
+            Limits {
+                memory_bytes: 100,
+                ..Limits::default()
+            },
+            None,
+        );
         assert!(limiter.memory_growing(0, 60, None).unwrap());
         assert!(limiter.memory_growing(0, 40, None).unwrap());
         assert!(limiter.memory_growing(0, 1, None).is_err());
@@ -188,10 +223,13 @@ mod tests {
 
     #[test]
     fn tables_count_against_the_same_cap() {
-        let mut limiter = Limiter::new(Limits {
-            memory_bytes: 10 * TABLE_ELEMENT_BYTES,
-            ..Limits::default()
-        });
+        let mut limiter = Limiter::new(
+            Limits {
+                memory_bytes: 10 * TABLE_ELEMENT_BYTES,
+                ..Limits::default()
+            },
+            None,
+        );
         assert!(limiter.table_growing(0, 10, None).unwrap());
         assert!(limiter.memory_growing(0, 1, None).is_err());
     }

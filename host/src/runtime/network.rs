@@ -17,8 +17,16 @@ use wasmtime_wasi_http::{Error, RequestOptions, Result, WasiBody, WasiHttpCtx, W
 /// What a plugin's outgoing request fails with.
 pub const NO_NETWORK: &str = "plugins have no network";
 
+/// Refused requests of one call that are logged; the rest are counted in
+/// the last line, so a guest looping on `fetch()` cannot flood the log.
+const LOGGED_REFUSALS: u32 = 3;
+
 /// Hooks that refuse every outgoing request (see the module docs).
-pub struct NoNetwork;
+#[derive(Default)]
+pub struct NoNetwork {
+    /// Requests of this call refused so far.
+    refused: u32,
+}
 
 impl WasiHttpHooks for NoNetwork {
     fn send_request(
@@ -35,11 +43,18 @@ impl WasiHttpHooks for NoNetwork {
             > + Send,
     > {
         // The call's span names the plugin and the object.
-        tracing::warn!(
-            method = %request.method(),
-            uri = %request.uri(),
-            "the plugin tried to reach the network: refused ({NO_NETWORK})"
-        );
+        self.refused = self.refused.saturating_add(1);
+        if self.refused <= LOGGED_REFUSALS {
+            let uri = request.uri().to_string();
+            tracing::warn!(
+                method = %request.method(),
+                uri = %&uri[..uri.floor_char_boundary(256)],
+                "the plugin tried to reach the network: refused ({NO_NETWORK})"
+            );
+        }
+        if self.refused == LOGGED_REFUSALS {
+            tracing::warn!("further requests of this call are refused without a log line");
+        }
         Box::new(async { Err(Error::InternalError(Some(NO_NETWORK.into()))) })
     }
 }
@@ -54,7 +69,7 @@ impl Default for Http {
     fn default() -> Self {
         Http {
             ctx: WasiHttpCtx::new(),
-            hooks: NoNetwork,
+            hooks: NoNetwork::default(),
         }
     }
 }

@@ -2,15 +2,17 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
-use wasmtime::component::ResourceTable;
-use wasmtime::{Engine, Store, Trap};
+use wasmtime::component::{Linker, ResourceTable, WasmList, WasmStr};
+use wasmtime::{Engine, Store, StoreContextMut, Trap};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::{self, log, types};
+use super::budget::{MemoryBudget, Short};
 use super::cache::Origin;
 use super::error::{CallError, GuestError, LoadError};
 use super::limits::{Limiter, Limits};
@@ -24,6 +26,19 @@ const STDERR_CAPTURE: usize = 16 << 10;
 const LOG_BUDGET: u32 = 200;
 /// Longest log message or field value kept, in bytes.
 const LOG_MESSAGE_MAX: usize = 4 << 10;
+/// Fields of one log call kept; the rest are counted, never read.
+const LOG_FIELDS_MAX: usize = 32;
+/// What a field costs against [`Limits::log_bytes`] beyond its key and
+/// value, so that empty fields are not free.
+const LOG_FIELD_OVERHEAD: usize = 8;
+/// How long a call waits for the host's memory budget before it gives up
+/// (and is retried later like any transient failure).
+const MEMORY_WAIT: Duration = Duration::from_secs(30);
+/// What each item of a list in an answer (a child, an event, a label)
+/// costs against `responseBytes` beyond its text.
+const ITEM_BYTES: usize = 16;
+/// Longest error text of a guest kept, in bytes.
+const GUEST_ERROR_MAX: usize = 16 << 10;
 
 /// Per-call host state, owned by the call's `Store`.
 pub struct State {
@@ -62,36 +77,78 @@ impl wasmtime_wasi_http::WasiHttpView for State {
     }
 }
 
-impl types::Host for State {}
+/// Link `kubeplug:plugin/log` by hand rather than through the generated
+/// bindings: those copy every string and field out of the guest before the
+/// host sees the call, so one call with millions of empty fields would cost
+/// the host hundreds of MiB. Here the message and fields stay in guest
+/// memory and only what the call's log budget allows is read.
+pub(super) fn add_log_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    linker.instance("kubeplug:plugin/log@0.1.0")?.func_wrap(
+        "log",
+        |mut store: StoreContextMut<'_, State>,
+         (level, message, fields): (log::Level, WasmStr, WasmList<(WasmStr, WasmStr)>)| {
+            let line = read_log(&mut store, &message, &fields)?;
+            if let Some((message, fields)) = line {
+                emit_log(&store.data().plugin, level, &message, &fields);
+            }
+            Ok(())
+        },
+    )
+}
 
-impl log::Host for State {
-    fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
-        if self.log_budget == 0 || self.log_bytes == 0 {
-            return;
+/// The part of one log call the budget allows, copied out of the guest;
+/// `None` once the budget is spent.
+fn read_log(
+    store: &mut StoreContextMut<'_, State>,
+    message: &WasmStr,
+    fields: &WasmList<(WasmStr, WasmStr)>,
+) -> wasmtime::Result<Option<(String, String)>> {
+    let (budget, mut bytes) = (store.data().log_budget, store.data().log_bytes);
+    if budget == 0 || bytes == 0 {
+        return Ok(None);
+    }
+    let message = clipped(&message.to_str(&*store)?, LOG_MESSAGE_MAX.min(bytes)).to_string();
+    bytes -= message.len();
+    let mut shown = Vec::new();
+    let mut read = 0;
+    let kept = fields
+        .iter(&mut *store)?
+        .take(LOG_FIELDS_MAX)
+        .collect::<wasmtime::Result<Vec<_>>>()?;
+    for (k, v) in kept {
+        let cost = LOG_FIELD_OVERHEAD.min(bytes);
+        bytes -= cost;
+        if bytes == 0 {
+            break;
         }
-        self.log_budget -= 1;
-        let message = clipped(&message, LOG_MESSAGE_MAX.min(self.log_bytes)).to_string();
-        self.log_bytes -= message.len();
-        let mut shown = Vec::with_capacity(fields.len());
-        for (k, v) in &fields {
-            let k = clipped(k, self.log_bytes);
-            self.log_bytes -= k.len();
-            let v = clipped(v, LOG_MESSAGE_MAX.min(self.log_bytes));
-            self.log_bytes -= v.len();
-            shown.push(format!("{k}={v}"));
-        }
-        if self.log_bytes == 0 {
-            shown.push("(log quota of this call reached; the rest is dropped)".into());
-        }
-        let fields = shown.join(" ");
-        let plugin = &*self.plugin;
-        match level {
-            log::Level::Trace => tracing::trace!(target: "plugin", plugin, fields, "{message}"),
-            log::Level::Debug => tracing::debug!(target: "plugin", plugin, fields, "{message}"),
-            log::Level::Info => tracing::info!(target: "plugin", plugin, fields, "{message}"),
-            log::Level::Warn => tracing::warn!(target: "plugin", plugin, fields, "{message}"),
-            log::Level::Error => tracing::error!(target: "plugin", plugin, fields, "{message}"),
-        }
+        read += 1;
+        let k = k.to_str(&*store)?;
+        let k = clipped(&k, bytes).to_string();
+        bytes -= k.len();
+        let v = v.to_str(&*store)?;
+        let v = clipped(&v, LOG_MESSAGE_MAX.min(bytes)).to_string();
+        bytes -= v.len();
+        shown.push(format!("{k}={v}"));
+    }
+    if read < fields.len() {
+        shown.push(format!("({} more fields dropped)", fields.len() - read));
+    }
+    if bytes == 0 {
+        shown.push("(log quota of this call reached; the rest is dropped)".into());
+    }
+    let state = store.data_mut();
+    state.log_budget -= 1;
+    state.log_bytes = bytes;
+    Ok(Some((message, shown.join(" "))))
+}
+
+fn emit_log(plugin: &str, level: log::Level, message: &str, fields: &str) {
+    match level {
+        log::Level::Trace => tracing::trace!(target: "plugin", plugin, fields, "{message}"),
+        log::Level::Debug => tracing::debug!(target: "plugin", plugin, fields, "{message}"),
+        log::Level::Info => tracing::info!(target: "plugin", plugin, fields, "{message}"),
+        log::Level::Warn => tracing::warn!(target: "plugin", plugin, fields, "{message}"),
+        log::Level::Error => tracing::error!(target: "plugin", plugin, fields, "{message}"),
     }
 }
 
@@ -105,6 +162,8 @@ pub(super) struct Loaded {
     pub load_time: Duration,
     pub config: String,
     pub limits: Limits,
+    /// The host-wide budget every call of this plugin is charged against.
+    pub budget: Arc<MemoryBudget>,
     /// Kept so that deadlines keep firing while the plugin lives.
     pub _ticker: Arc<super::EpochTicker>,
     /// Kept so that another load of the same bytes shares the compiled
@@ -121,6 +180,9 @@ struct Caller {
     /// The plugin's name for errors and logs (from its manifest once known).
     name: Arc<str>,
     epoch_tick: Duration,
+    /// About the most memory a recent call used: what the next call
+    /// reserves of the budget before it instantiates.
+    high_water: AtomicUsize,
 }
 
 struct Inner {
@@ -222,6 +284,55 @@ pub struct Finalized {
     pub events: Vec<Event>,
 }
 
+/// What an answer costs the host once copied out of the guest: its strings,
+/// plus [`ITEM_BYTES`] per list item so that millions of empty items are
+/// not free. Counted against `responseBytes` before anything is parsed.
+trait AnswerBytes {
+    fn bytes(&self) -> usize;
+}
+
+fn events_bytes(events: &[types::Event]) -> usize {
+    events
+        .iter()
+        .map(|e| ITEM_BYTES + e.reason.len() + e.message.len())
+        .sum()
+}
+
+impl AnswerBytes for types::Response {
+    fn bytes(&self) -> usize {
+        let patch = self.parent_patch.as_ref().map_or(0, |p| {
+            p.labels
+                .iter()
+                .chain(&p.annotations)
+                .map(|(k, v)| ITEM_BYTES + k.len() + v.len())
+                .sum()
+        });
+        self.children
+            .iter()
+            .map(|c| ITEM_BYTES + c.len())
+            .sum::<usize>()
+            + self.status.as_ref().map_or(0, String::len)
+            + events_bytes(&self.events)
+            + patch
+    }
+}
+
+impl AnswerBytes for types::FinalizeResponse {
+    fn bytes(&self) -> usize {
+        events_bytes(&self.events)
+    }
+}
+
+impl AnswerBytes for types::Error {
+    fn bytes(&self) -> usize {
+        match self {
+            types::Error::InvalidConfig(m)
+            | types::Error::InvalidInput(m)
+            | types::Error::Failed(m) => m.len(),
+        }
+    }
+}
+
 fn events(events: Vec<types::Event>) -> Vec<Event> {
     events
         .into_iter()
@@ -233,11 +344,16 @@ fn events(events: Vec<types::Event>) -> Vec<Event> {
         .collect()
 }
 
+/// The guest's own error, its text clipped to [`GUEST_ERROR_MAX`].
 fn guest_error(e: types::Error) -> GuestError {
+    let clip = |mut m: String| {
+        m.truncate(m.floor_char_boundary(GUEST_ERROR_MAX));
+        m
+    };
     match e {
-        types::Error::InvalidConfig(m) => GuestError::InvalidConfig(m),
-        types::Error::InvalidInput(m) => GuestError::InvalidInput(m),
-        types::Error::Failed(m) => GuestError::Failed(m),
+        types::Error::InvalidConfig(m) => GuestError::InvalidConfig(clip(m)),
+        types::Error::InvalidInput(m) => GuestError::InvalidInput(clip(m)),
+        types::Error::Failed(m) => GuestError::Failed(clip(m)),
     }
 }
 
@@ -359,14 +475,16 @@ impl Plugin {
             finalize,
             name: Arc::from(label.as_str()),
             epoch_tick,
+            high_water: AtomicUsize::new(0),
         };
         let config = caller.loaded.config.clone();
         let limits = caller.loaded.limits;
         let manifest = caller
-            .call(limits, |store, guest| {
+            .call(limits, async |store, guest| {
                 guest
                     .kubeplug_plugin_reconciler()
                     .call_manifest(store, &config)
+                    .await
             })
             .and_then(|r| {
                 r.map_err(|e| CallError::Guest {
@@ -460,29 +578,73 @@ impl Plugin {
 
     /// Call the guest's `export` (`reconcile` or `finalize`) with
     /// `request` on a fresh instance; the guest's own error is typed.
+    ///
+    /// The answer is copied out of the guest by wasmtime as the call
+    /// returns (the guest frees its side right after), so it is at most as
+    /// big as the guest's memory; before the call's memory is given back,
+    /// the copy is charged against the host's budget too, then checked
+    /// against the plugin's quotas before any of it is parsed.
     fn call_with<T>(
         &self,
         export: &wasmtime::component::ComponentExportIndex,
         request: &Request,
+        count: impl FnOnce(&T) -> Result<(), String>,
     ) -> Result<T, CallError>
     where
-        T: wasmtime::component::ComponentType + wasmtime::component::Lift,
+        T: wasmtime::component::ComponentType
+            + wasmtime::component::Lift
+            + AnswerBytes
+            + Send
+            + Sync
+            + 'static,
     {
         let params = self.wit_request(request);
-        let answer = self.inner.caller.run(self.limits(), |store, instance| {
+        let limits = self.limits();
+        let over = |what: String| CallError::OverQuota {
+            plugin: self.name().into(),
+            what,
+        };
+        let answer = self.inner.caller.run(limits, async |store, instance| {
             let func = instance.get_typed_func::<(WitRequest<'_>,), (Result<T, types::Error>,)>(
                 &mut *store,
                 export,
             )?;
-            Ok(func.call(store, (params,))?.0)
+            let (answer,) = func.call_async(&mut *store, (params,)).await?;
+            let bytes = match &answer {
+                Ok(t) => t.bytes(),
+                Err(e) => e.bytes(),
+            };
+            store.data_mut().limiter.hold_copy(bytes)?;
+            Ok(answer)
         })?;
-        answer.map_err(|e| self.guest(e))
+        let answer = answer.map_err(|e| CallError::Guest {
+            plugin: self.name().into(),
+            error: guest_error(e),
+        })?;
+        count(&answer).map_err(over)?;
+        let bytes = answer.bytes();
+        if bytes > limits.response_bytes {
+            return Err(over(format!(
+                "an answer of {bytes} bytes (quota {})",
+                limits.response_bytes
+            )));
+        }
+        Ok(answer)
     }
 
     /// Decide the desired state for one parent.
     pub fn reconcile(&self, request: &Request) -> Result<Desired, CallError> {
-        let response: types::Response = self.call_with(&self.inner.caller.reconcile, request)?;
-        self.check_size(&response)?;
+        let children = self.limits().children;
+        let response: types::Response = self.call_with(
+            &self.inner.caller.reconcile,
+            request,
+            |r: &types::Response| {
+                if r.children.len() > children {
+                    return Err(format!("{} children (quota {children})", r.children.len()));
+                }
+                Ok(())
+            },
+        )?;
         parse_response(response).map_err(|reason| CallError::Malformed {
             plugin: self.name().into(),
             reason,
@@ -491,7 +653,8 @@ impl Plugin {
 
     /// Ask the plugin to clean up for a parent being deleted.
     pub fn finalize(&self, request: &Request) -> Result<Finalized, CallError> {
-        let r: types::FinalizeResponse = self.call_with(&self.inner.caller.finalize, request)?;
+        let r: types::FinalizeResponse =
+            self.call_with(&self.inner.caller.finalize, request, |_| Ok(()))?;
         Ok(Finalized {
             done: r.done,
             requeue_after: r
@@ -499,51 +662,6 @@ impl Plugin {
                 .map(|s| Duration::from_secs(s.into())),
             events: events(r.events),
         })
-    }
-
-    /// Refuse an answer over the size quotas before parsing any of it: the
-    /// JSON parse, not the copy out of the guest, is what costs the host.
-    fn check_size(&self, r: &types::Response) -> Result<(), CallError> {
-        let limits = self.limits();
-        let over = |what: String| CallError::OverQuota {
-            plugin: self.name().into(),
-            what,
-        };
-        if r.children.len() > limits.children {
-            return Err(over(format!(
-                "{} children (quota {})",
-                r.children.len(),
-                limits.children
-            )));
-        }
-        let patch = r.parent_patch.as_ref().map_or(0, |p| {
-            p.labels
-                .iter()
-                .chain(&p.annotations)
-                .map(|(k, v)| k.len() + v.len())
-                .sum()
-        });
-        let bytes = r.children.iter().map(String::len).sum::<usize>()
-            + r.status.as_ref().map_or(0, String::len)
-            + r.events
-                .iter()
-                .map(|e| e.reason.len() + e.message.len())
-                .sum::<usize>()
-            + patch;
-        if bytes > limits.response_bytes {
-            return Err(over(format!(
-                "an answer of {bytes} bytes (quota {})",
-                limits.response_bytes
-            )));
-        }
-        Ok(())
-    }
-
-    fn guest(&self, e: types::Error) -> CallError {
-        CallError::Guest {
-            plugin: self.name().into(),
-            error: guest_error(e),
-        }
     }
 }
 
@@ -562,10 +680,10 @@ impl Caller {
         else {
             return Ok(Vec::new());
         };
-        let kinds = self.run(limits, |store, instance| {
+        let kinds = self.run(limits, async |store, instance| {
             let call = instance
                 .get_typed_func::<(&str,), (Vec<types::ApiResource>,)>(&mut *store, &export)?;
-            Ok(call.call(store, (config,))?.0)
+            Ok(call.call_async(&mut *store, (config,)).await?.0)
         })?;
         Ok(kinds.into_iter().map(api_resource).collect())
     }
@@ -574,21 +692,41 @@ impl Caller {
     fn call<R>(
         &self,
         limits: Limits,
-        f: impl FnOnce(&mut Store<State>, &bindings::Plugin) -> wasmtime::Result<R>,
+        f: impl AsyncFnOnce(&mut Store<State>, &bindings::Plugin) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
-        self.run(limits, |store, instance| {
+        self.run(limits, async |store, instance| {
             let guest = bindings::Plugin::new(&mut *store, &instance)?;
-            f(store, &guest)
+            f(store, &guest).await
         })
     }
 
     /// Run `f` against a fresh instance in a fresh `Store` with this plugin's
     /// limits, and classify any failure.
+    ///
+    /// Before it instantiates, the call reserves memory of the host's budget
+    /// (about what the plugin's recent calls used; see [`super::budget`]).
+    /// Its deadline holds inside host calls too: Wasm code is interrupted by
+    /// the epoch, and a guest blocked in a host call (a `sleep`, a `poll`)
+    /// is dropped when the deadline passes, so no call outlives it.
     fn run<R>(
         &self,
         limits: Limits,
-        f: impl FnOnce(&mut Store<State>, wasmtime::component::Instance) -> wasmtime::Result<R>,
+        f: impl AsyncFnOnce(&mut Store<State>, wasmtime::component::Instance) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
+        let plugin = || self.name.to_string();
+        let reservation = self
+            .loaded
+            .budget
+            .reserve(
+                &self.name,
+                self.high_water.load(Ordering::Relaxed),
+                limits.memory_bytes,
+                MEMORY_WAIT,
+            )
+            .map_err(|short| CallError::HostMemory {
+                plugin: plugin(),
+                reason: short_reason(&short),
+            })?;
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
         let wasi = WasiCtxBuilder::new()
             .stderr(stderr.clone())
@@ -599,7 +737,7 @@ impl Caller {
         let state = State {
             wasi,
             table: ResourceTable::new(),
-            limiter: Limiter::new(limits),
+            limiter: Limiter::new(limits, Some(reservation)),
             http: Default::default(),
             plugin: self.name.clone(),
             log_budget: LOG_BUDGET,
@@ -614,18 +752,44 @@ impl Caller {
         // +1: the current tick may be about to end.
         store.set_epoch_deadline(ticks + 1);
         store.epoch_deadline_trap();
-        let result = self
-            .loaded
-            .pre
-            .instance_pre()
-            .instantiate(&mut store)
-            .and_then(|instance| f(&mut store, instance));
+        let pre = self.loaded.pre.instance_pre();
+        let outcome = block_on(async {
+            tokio::time::timeout(limits.timeout, async {
+                let instance = pre.instantiate_async(&mut store).await?;
+                f(&mut store, instance).await
+            })
+            .await
+        });
+        // A grow the budget refused counts as used: the next call reserves
+        // it up front and waits for it, instead of failing the same way.
+        let limiter = &store.data().limiter;
+        let wanted = match limiter.budget_short {
+            Some(Short::Grow { bytes }) => bytes,
+            _ => 0,
+        };
+        self.remember_use(limiter.used().max(wanted));
+        let result = match outcome {
+            Ok(result) => result,
+            Err(_elapsed) => {
+                return Err(CallError::Deadline {
+                    plugin: plugin(),
+                    timeout: limits.timeout,
+                });
+            }
+        };
         result.map_err(|error| {
-            let plugin = self.name.to_string();
-            if store.data().limiter.memory_cap_hit {
+            let plugin = plugin();
+            let limiter = &store.data().limiter;
+            if limiter.memory_cap_hit {
                 return CallError::MemoryCap {
                     plugin,
                     limit_bytes: limits.memory_bytes,
+                };
+            }
+            if let Some(short) = &limiter.budget_short {
+                return CallError::HostMemory {
+                    plugin,
+                    reason: short_reason(short),
                 };
             }
             if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
@@ -639,6 +803,43 @@ impl Caller {
                 message: trap_message(&error, &stderr),
             }
         })
+    }
+
+    /// Keep about the most a recent call used (decaying, so that one big
+    /// call does not make every later one reserve as much).
+    fn remember_use(&self, used: usize) {
+        let _ = self
+            .high_water
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |seen| {
+                Some(used.max(seen - seen / 4))
+            });
+    }
+}
+
+fn short_reason(short: &Short) -> String {
+    match short {
+        Short::Waited { bytes, waited } => format!(
+            "the host's memory budget had no room for {bytes} bytes within {:.0?}",
+            waited
+        ),
+        Short::Grow { bytes } => {
+            format!("the host's memory budget could not cover {bytes} bytes at once")
+        }
+    }
+}
+
+/// Drive a call's future to its end on this thread. Calls run on blocking
+/// threads of the host's runtime (or, offline, on no runtime at all);
+/// wasmtime-wasi's host calls need a Tokio context for their timers.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => match handle.runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::CurrentThread => {
+                wasmtime_wasi::runtime::in_tokio(future)
+            }
+            _ => tokio::task::block_in_place(|| handle.block_on(future)),
+        },
+        Err(_) => wasmtime_wasi::runtime::in_tokio(future),
     }
 }
 

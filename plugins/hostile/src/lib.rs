@@ -4,7 +4,8 @@
 //!
 //! # Configuration (read by `manifest()`)
 //!
-//! - `manifest: panic` makes `manifest()` panic (load-time checks).
+//! - `manifest: panic` makes `manifest()` panic (load-time checks);
+//!   `manifest: sleep` makes it sleep for an hour.
 //! - `name` renames the plugin (default `hostile`).
 //! - `claim` picks another parent kind (to test that two plugins cannot own
 //!   one parent kind, and what the host does with parents it should refuse):
@@ -70,6 +71,16 @@
 //!   `example.com/decorated: "true"`.
 //! - `secret-child`: the ok ConfigMap and a `Secret` `<name>-made` with
 //!   `stringData` `k: v`.
+//!
+//! Blocking and memory (the deadline and the host's memory budget):
+//!
+//! - `sleep`: sleeps `spec.seconds` (default 3600) in a WASI clock wait,
+//!   then returns the ok ConfigMap. `finalize` sleeps likewise when the
+//!   parent's `spec.finalize` is `sleep`.
+//! - `hold`: fills `spec.mib` (default 120) MiB, holds it for `spec.ms`
+//!   (default 500) milliseconds, then answers with nothing to write.
+//! - `log-fields`: one log call with `spec.count` (default 1,500,000)
+//!   empty fields, then the ok ConfigMap.
 //!
 //! `i` counts from 0.
 
@@ -199,6 +210,9 @@ impl Plugin for Hostile {
         if config.manifest.as_deref() == Some("panic") {
             panic!("hostile plugin asked to panic in manifest()");
         }
+        if config.manifest.as_deref() == Some("sleep") {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
         let parent = parent_kind(config.claim.as_deref());
         let name = config.name.as_deref().unwrap_or("hostile");
         let mut manifest = match config.mode.as_deref() {
@@ -317,6 +331,24 @@ impl Plugin for Hostile {
                 .label("pod-template-hash", "abc")
                 .annotation("kubectl.kubernetes.io/last-applied-configuration", "{}")),
             "decorate" => Ok(Response::default().annotation("example.com/decorated", "true")),
+            // Blocking and memory (see the module docs).
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(count(ctx, "seconds", 3600)));
+                ok(ctx)
+            }
+            "hold" => {
+                let hoard = vec![7u8; (count(ctx, "mib", 120) << 20) as usize];
+                std::hint::black_box(&hoard);
+                std::thread::sleep(std::time::Duration::from_millis(count(ctx, "ms", 500)));
+                std::hint::black_box(&hoard);
+                // Nothing to write: valid for a decorator too.
+                Ok(Response::default())
+            }
+            "log-fields" => {
+                let fields = vec![("", ""); count(ctx, "count", 1_500_000) as usize];
+                kubeplug_sdk::log::info("fields", &fields);
+                ok(ctx)
+            }
             "secret-child" => {
                 let mut secret = Secret::default();
                 secret.metadata.name = Some(format!("{name}-made"));
@@ -328,6 +360,9 @@ impl Plugin for Hostile {
     }
 
     fn finalize(ctx: &Context<Config>) -> Result<FinalizeResponse, Error> {
+        if ctx.parent["spec"]["finalize"] == "sleep" {
+            std::thread::sleep(std::time::Duration::from_secs(count(ctx, "seconds", 3600)));
+        }
         if ctx.parent["metadata"]["annotations"][RELEASE] == "true" {
             Ok(FinalizeResponse::done())
         } else {

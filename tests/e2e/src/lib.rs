@@ -303,6 +303,22 @@ impl Host {
     /// Start a host that authenticates with `kubeconfig` (e.g. a
     /// ServiceAccount token) instead of the admin one.
     pub fn start_as(dir: &PluginDir, extra: &[&str], kubeconfig: &Path) -> Self {
+        Self::spawn(dir, extra, kubeconfig, None)
+    }
+
+    /// Start a host that enters the cgroup whose `cgroup.procs` is `procs`
+    /// before it execs, so that it runs under that cgroup's limits from its
+    /// first instruction (as in a pod).
+    pub fn start_in_cgroup(dir: &PluginDir, extra: &[&str], procs: &Path) -> Self {
+        Self::spawn(
+            dir,
+            extra,
+            Path::new(&required_env("KUBECONFIG")),
+            Some(procs),
+        )
+    }
+
+    fn spawn(dir: &PluginDir, extra: &[&str], kubeconfig: &Path, procs: Option<&Path>) -> Self {
         let port = free_port();
         let log = dir.path.with_extension(format!("host-{port}.log"));
         let file = std::fs::File::create(&log).expect("create host log");
@@ -311,7 +327,18 @@ impl Host {
         } else {
             vec!["--policy".to_string(), default_policy()]
         };
-        let child = Command::new(host_binary())
+        let mut command = match procs {
+            None => Command::new(host_binary()),
+            Some(procs) => {
+                let mut sh = Command::new("sh");
+                sh.arg("-c")
+                    .arg(r#"echo $$ > "$0" && exec "$@""#)
+                    .arg(procs)
+                    .arg(host_binary());
+                sh
+            }
+        };
+        let child = command
             .args(["run", "--plugins", dir.path.to_str().expect("utf-8 path")])
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--rescan-seconds", "2"])

@@ -400,6 +400,21 @@ fn the_host_runs_from_its_image_as_in_its_pod() {
             Some("metadata.name") => pod_name.to_string(),
             Some("metadata.namespace") => SYSTEM.to_string(),
             Some(other) => panic!("env {name}: unexpected fieldRef {other}"),
+            None if var["valueFrom"]["resourceFieldRef"].is_object() => {
+                // The kubelet's resolution: the container's limit over the divisor.
+                let field = &var["valueFrom"]["resourceFieldRef"];
+                assert_eq!(field["resource"], "limits.memory", "env {name}");
+                assert_eq!(field["divisor"], "1Mi", "env {name}");
+                let limit = container["resources"]["limits"]["memory"]
+                    .as_str()
+                    .expect("a memory limit");
+                let mib: u64 = match limit.split_at(limit.len() - 2) {
+                    (n, "Mi") => n.parse().expect("MiB"),
+                    (n, "Gi") => n.parse::<u64>().expect("GiB") * 1024,
+                    _ => panic!("unexpected memory limit {limit}"),
+                };
+                mib.to_string()
+            }
             None => var["value"].as_str().expect("env value").to_string(),
         };
         env.push((name, value));

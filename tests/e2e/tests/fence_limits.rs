@@ -1,0 +1,388 @@
+//! The fence's second wall at run time, tried with hostile guests on the
+//! real control plane: the host-wide memory budget (a host in a 512 MiB
+//! memory cgroup, as in its pod, with two plugins holding ~120 MiB per
+//! call), and deadlines that hold inside host calls (guests sleeping for an
+//! hour in `reconcile`, `finalize` and `manifest()`).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use kubeplug_e2e::*;
+
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Grants of the hostile variants of this file.
+const POLICY: &str = "apiVersion: kubeplug.io/v1alpha1
+kind: PluginPolicy
+strict: true
+plugins:
+  hog-a:
+    serviceAccount: kubeplug-plugin-hostile
+    parent: [Hostile.test.kubeplug.io]
+  hog-b:
+    serviceAccount: kubeplug-plugin-hostile
+    parent: [Hostile.test.kubeplug.io]
+  sleeper:
+    serviceAccount: kubeplug-plugin-hostile
+    parent: [Hostile.test.kubeplug.io]
+    children: [ConfigMap]
+    finalizers: [test.kubeplug.io/hold]
+  napper:
+    serviceAccount: kubeplug-plugin-hostile
+    parent: [Hostile.test.kubeplug.io]
+    children: [ConfigMap]
+";
+
+/// Install the built hostile plugin as `<name>.wasm` with `settings`
+/// (YAML; `config.name` is set to `name`).
+fn hostile_as(dir: &PluginDir, name: &str, config: &str, limits: &str) {
+    let indented: String = config.lines().map(|l| format!("  {l}\n")).collect();
+    dir.settings(
+        name,
+        &format!("config:\n  name: {name}\n{indented}{limits}"),
+    );
+    dir.install("hostile", name);
+}
+
+fn hostile(name: &str, behave: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: {name}\nspec:\n  behave: {behave}\n{extra}"
+    )
+}
+
+fn database(name: &str) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: {name}\nspec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n"
+    )
+}
+
+fn running(host: &Host, name: &str) {
+    eventually(&format!("{name} to load"), TIMEOUT, || {
+        host.plugin(name).filter(|p| p["state"] == "running")
+    });
+}
+
+fn database_runs(ns: &str, name: &str, within: Duration) {
+    eventually(&format!("database {name} to run"), within, || {
+        let db = get_json(ns, &format!("database/{name}"))?;
+        (db["status"]["phase"] == "Running").then_some(())
+    });
+}
+
+fn reconciles(host: &Host, plugin: &str, result: &str) -> f64 {
+    host.metric(
+        "kubeplug_reconciles_total",
+        &format!("plugin=\"{plugin}\",result=\"{result}\""),
+    )
+}
+
+/// A memory cgroup of its own with a hard limit (cgroup v2 where the
+/// memory controller is delegated, else v1), removed when dropped.
+struct MemoryCgroup {
+    path: PathBuf,
+    v2: bool,
+}
+
+impl MemoryCgroup {
+    fn new(limit: u64) -> Self {
+        let name = format!("kubeplug-e2e-{:08x}", rand::random::<u32>());
+        let v2_root = PathBuf::from("/sys/fs/cgroup");
+        let v2 = std::fs::read_to_string(v2_root.join("cgroup.subtree_control"))
+            .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
+        let path = if v2 {
+            v2_root.join(&name)
+        } else {
+            v2_root.join("memory").join(&name)
+        };
+        std::fs::create_dir(&path).unwrap_or_else(|e| {
+            panic!(
+                "these tests run the host in a memory cgroup of its own: cannot create {} ({e}); \
+                 they need root and a cgroup v1 memory hierarchy or a delegated v2 one",
+                path.display()
+            )
+        });
+        let cgroup = MemoryCgroup { path, v2 };
+        let file = if v2 {
+            "memory.max"
+        } else {
+            "memory.limit_in_bytes"
+        };
+        std::fs::write(cgroup.path.join(file), limit.to_string()).expect("set the memory limit");
+        if !v2 {
+            // No swap to hide in: the limit is the limit.
+            let _ = std::fs::write(
+                cgroup.path.join("memory.memsw.limit_in_bytes"),
+                limit.to_string(),
+            );
+        }
+        cgroup
+    }
+
+    fn procs(&self) -> PathBuf {
+        self.path.join("cgroup.procs")
+    }
+
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.path.join(file)).unwrap_or_default()
+    }
+
+    /// The most memory the cgroup's processes held at once.
+    fn peak(&self) -> u64 {
+        let file = if self.v2 {
+            "memory.peak"
+        } else {
+            "memory.max_usage_in_bytes"
+        };
+        self.read(file).trim().parse().unwrap_or(0)
+    }
+
+    /// Processes the kernel killed for lack of memory.
+    fn oom_kills(&self) -> u64 {
+        let file = if self.v2 {
+            "memory.events"
+        } else {
+            "memory.oom_control"
+        };
+        self.read(file)
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.path).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn two_plugins_holding_120_mib_per_call_never_take_a_512_mib_host_down() {
+    install_crds();
+    let ns = Namespace::new("budget");
+    let n = ns.name.as_str();
+    let limit: u64 = 512 << 20;
+    let cgroup = MemoryCgroup::new(limit);
+    let dir = PluginDir::with(&["database"]);
+    for hog in ["hog-a", "hog-b"] {
+        hostile_as(
+            &dir,
+            hog,
+            &format!("mode: decorator\nbehave: hold\nnamespaces: [{n}]"),
+            "",
+        );
+    }
+    let mut host = Host::start_in_cgroup(
+        &dir,
+        &["--policy", &with_policy(&dir, POLICY)],
+        &cgroup.procs(),
+    );
+    running(&host, "hog-a");
+    running(&host, "hog-b");
+    // The host sized its budget from the cgroup's limit: 512 MiB less the
+    // host's own 128 MiB, half of it for calls.
+    let budget = host.metric("kubeplug_call_memory_bytes", "amount=\"budget\"");
+    assert_eq!(
+        budget,
+        (192u64 << 20) as f64,
+        "the budget read from the cgroup"
+    );
+
+    let parents = 16;
+    for i in 0..parents {
+        apply(
+            n,
+            &hostile(&format!("h{i}"), "hold", "  mib: 120\n  ms: 500\n"),
+        );
+    }
+    let started = Instant::now();
+    apply(n, &database("steady"));
+    // A harmless parent is reconciled while the hogs queue for memory.
+    database_runs(n, "steady", TIMEOUT);
+    let steady_after = started.elapsed();
+    eventually(
+        "every hog parent answered once by each hog",
+        TIMEOUT,
+        || {
+            (reconciles(&host, "hog-a", "ok") >= parents as f64
+                && reconciles(&host, "hog-b", "ok") >= parents as f64)
+                .then_some(())
+        },
+    );
+    let took = started.elapsed();
+    let peak = cgroup.peak();
+    let reserved_peak = host.metric("kubeplug_call_memory_bytes", "amount=\"peak\"");
+    let waits = host.metric("kubeplug_call_memory_waits_total", "");
+    let refused: f64 = host
+        .series("kubeplug_call_memory_refusals_total")
+        .iter()
+        .map(|(_, v)| v)
+        .sum();
+    println!(
+        "figures: limit {} MiB, peak RSS of the host's cgroup {} MiB, reserved by calls at most {} MiB \
+         of {} MiB, {waits} calls queued for memory, {refused} refused (retried), \
+         harmless Database Running after {steady_after:.1?}, {parents} parents × 2 hogs answered in {took:.1?}",
+        limit >> 20,
+        peak >> 20,
+        reserved_peak as u64 >> 20,
+        budget as u64 >> 20,
+    );
+    assert!(host.running(), "the host is alive:\n{}", host.log_tail());
+    assert_eq!(
+        cgroup.oom_kills(),
+        0,
+        "nothing in the host's cgroup was OOM-killed"
+    );
+    assert!(
+        peak < limit * 85 / 100,
+        "peak {} MiB stays below the limit with margin",
+        peak >> 20
+    );
+    assert!(
+        reserved_peak <= budget,
+        "calls never held more than the budget"
+    );
+    assert!(
+        waits > 0.0,
+        "calls queued for memory (the hogs could not all run at once)"
+    );
+    assert!(host.get("/healthz").is_ok_and(|(code, _)| code == 200));
+}
+
+#[test]
+fn guests_sleeping_for_an_hour_are_stopped_at_their_deadline_and_stall_only_themselves() {
+    install_crds();
+    let ns = Namespace::new("sleep");
+    let n = ns.name.as_str();
+    let dir = PluginDir::with(&["database"]);
+    hostile_as(
+        &dir,
+        "sleeper",
+        &format!("finalizer: true\nnamespaces: [{n}]"),
+        "limits:\n  timeoutMs: 1000\n",
+    );
+    hostile_as(
+        &dir,
+        "napper",
+        &format!("manifest: sleep\nnamespaces: [{n}]"),
+        "limits:\n  timeoutMs: 1000\n",
+    );
+    let host = Host::start_with(&dir, &["--policy", &with_policy(&dir, POLICY)]);
+    running(&host, "sleeper");
+
+    // manifest(): stopped at the deadline, the file refused with the reason
+    // (it used to stay `loading` for ever).
+    let napper = eventually("napper.wasm to be refused", TIMEOUT, || {
+        host.plugin_file("napper.wasm")
+            .filter(|p| p["state"] == "failed")
+    });
+    let reason = napper["lastError"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("napper") && reason.contains("deadline"),
+        "manifest() past its deadline names the plugin: {reason}"
+    );
+
+    // Six parents sleep in reconcile for an hour; each call is stopped at
+    // its 1 s deadline.
+    for i in 0..6 {
+        apply(n, &hostile(&format!("s{i}"), "sleep", ""));
+    }
+    apply(n, &database("steady"));
+    let started = Instant::now();
+    eventually("deadline warnings naming the plugin", TIMEOUT, || {
+        events_for(n, "Hostile", "s0")
+            .into_iter()
+            .find(|(t, r, note)| {
+                t == "Warning"
+                    && r == "PluginFailed"
+                    && note.contains("plugin sleeper exceeded its deadline of 1s")
+            })
+    });
+    eventually("every sleeper stopped at its deadline", TIMEOUT, || {
+        (reconciles(&host, "sleeper", "deadline") >= 6.0).then_some(())
+    });
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // Shown as degraded while its calls keep timing out.
+    let row = eventually("sleeper to show degraded", TIMEOUT, || {
+        host.plugin("sleeper").filter(|p| p["state"] == "degraded")
+    });
+    let reason = row["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("ran past their deadline of 1s"), "{reason}");
+
+    // Another parent of the same plugin, sleeping at first, then harmless:
+    // reconciled within seconds of the change.
+    apply(n, &hostile("turn", "sleep", ""));
+    std::thread::sleep(Duration::from_secs(2));
+    apply(n, &hostile("turn", "ok", ""));
+    let changed = Instant::now();
+    eventually("turn-ok", TIMEOUT, || get_json(n, "configmap/turn-ok"));
+    let turned = changed.elapsed();
+    println!(
+        "figures: a parent turned harmless among 6 sleepers was reconciled after {turned:.1?}"
+    );
+    assert!(turned < Duration::from_secs(20), "{turned:?}");
+    // Other plugins never notice.
+    database_runs(n, "steady", Duration::from_secs(60));
+
+    // One log call with 1.5 million empty fields: 32 are read, the rest
+    // counted, and the host's log grows by a line.
+    let before = std::fs::metadata(&host.log).map(|m| m.len()).unwrap_or(0);
+    apply(n, &hostile("chatty", "log-fields", ""));
+    eventually("chatty-ok", TIMEOUT, || get_json(n, "configmap/chatty-ok"));
+    let grown = std::fs::metadata(&host.log).map(|m| m.len()).unwrap_or(0) - before;
+    let log = std::fs::read_to_string(&host.log).unwrap_or_default();
+    assert!(
+        log.contains("(1499968 more fields dropped)"),
+        "{}",
+        host.log_tail()
+    );
+    println!("figures: one log call of 1.5 M empty fields grew the host's log by {grown} bytes");
+    assert!(grown < 64 << 10, "{grown} bytes of log");
+
+    // finalize: a parent being deleted whose finalize sleeps.
+    apply(n, &hostile("gone", "ok", "  finalize: sleep\n"));
+    eventually("gone-ok", TIMEOUT, || get_json(n, "configmap/gone-ok"));
+    kubectl_ok(&["delete", "-n", n, "hostile/gone", "--wait=false"], None);
+    eventually("a finalize deadline", TIMEOUT, || {
+        events_for(n, "Hostile", "gone")
+            .into_iter()
+            .find(|(t, _, note)| t == "Warning" && note.contains("exceeded its deadline"))
+    });
+    // Once it stops sleeping and is released, the parent goes.
+    kubectl_ok(
+        &[
+            "patch",
+            "-n",
+            n,
+            "hostile/gone",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"annotations":{"test.kubeplug.io/release":"true"}},"spec":{"finalize":"no"}}"#,
+        ],
+        None,
+    );
+    eventually("gone to be deleted", TIMEOUT, || {
+        get_json(n, "hostile/gone").is_none().then_some(())
+    });
+    for i in 0..6 {
+        kubectl_ok(
+            &[
+                "patch",
+                "-n",
+                n,
+                &format!("hostile/s{i}"),
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"behave":"ok"}}"#,
+            ],
+            None,
+        );
+    }
+    assert!(host.get("/healthz").is_ok_and(|(code, _)| code == 200));
+}
