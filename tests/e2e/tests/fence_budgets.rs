@@ -2,11 +2,16 @@
 //! plane: objects that anyone may create with a watch's labels fill that
 //! watch's cache up to its byte budget and no further; the plugin reading it
 //! is `degraded` with the reason while the host and the other plugins go on,
-//! and it recovers once the objects are gone (or fit again).
+//! and it recovers once the objects are gone (or fit again). The compile
+//! cache stays within its budget while distinct components cycle through it.
 
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
-use kubeplug_e2e::{Host, Namespace, PluginDir, eventually, get_json, install_crds, kubectl_ok};
+use kubeplug_e2e::{
+    Host, Namespace, PluginDir, built, eventually, get_json, host_binary, install_crds, kubectl_ok,
+};
 
 const CONVERGE: Duration = Duration::from_secs(90);
 
@@ -184,5 +189,125 @@ fn labelled_objects_beyond_a_watchs_byte_budget_degrade_its_plugin_not_the_host(
         log.contains("cache over its byte budget")
             && log.contains("cache back within its byte budget"),
         "going over and back are logged"
+    );
+}
+
+/// `bytes` with a custom section holding `tag` appended: the same
+/// component, other bytes, so another digest and another compiled artefact.
+fn variant(bytes: &[u8], tag: u32) -> Vec<u8> {
+    let name = b"kubeplug-test";
+    let payload = format!("variant {tag:08}");
+    let mut out = bytes.to_vec();
+    // Custom section: id 0, size, name length, name, payload (all < 128).
+    out.push(0);
+    out.push((1 + name.len() + payload.len()) as u8);
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+    out.extend_from_slice(payload.as_bytes());
+    out
+}
+
+/// `kubeplug inspect` of `file`, compiling into `cache`: the digest.
+fn inspect(file: &Path, cache: &Path) -> String {
+    let out = Command::new(host_binary())
+        .args([
+            "inspect",
+            file.to_str().unwrap(),
+            "-o",
+            "json",
+            "--cache-dir",
+        ])
+        .arg(cache)
+        .output()
+        .expect("run kubeplug inspect");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    report["digest"].as_str().expect("a digest").to_string()
+}
+
+/// The artefacts in a compile cache: (file names, bytes of every file).
+fn artefacts(cache: &Path) -> (Vec<String>, u64) {
+    let mut names = Vec::new();
+    let mut total = 0;
+    for entry in std::fs::read_dir(cache).into_iter().flatten().flatten() {
+        total += entry.metadata().map(|m| m.len()).unwrap_or(0);
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".cwasm") {
+            names.push(name);
+        }
+    }
+    (names, total)
+}
+
+#[test]
+fn the_compile_cache_stays_within_its_budget_while_distinct_components_cycle_through_it() {
+    install_crds();
+    let scratch = tempfile::tempdir().unwrap();
+    let original = std::fs::read(built("hostile")).expect("hostile is built");
+    let variants: Vec<Vec<u8>> = (0..8).map(|i| variant(&original, i)).collect();
+    let mut digests = Vec::new();
+    for (i, bytes) in variants.iter().enumerate() {
+        let file = scratch.path().join(format!("v{i}.wasm"));
+        std::fs::write(&file, bytes).unwrap();
+        digests.push(inspect(&file, &scratch.path().join("measure")));
+    }
+    let size = {
+        let (names, total) = artefacts(&scratch.path().join("measure"));
+        assert_eq!(
+            names.len(),
+            variants.len(),
+            "each variant is its own artefact"
+        );
+        total / names.len() as u64
+    };
+    // Room for three and a half: the version serving, the one before it
+    // (kept to roll back to while the new one is on probation) and the one
+    // loading are in use and never pruned.
+    let budget = size * 7 / 2;
+    let cache = scratch.path().join("cache");
+    let dir = PluginDir::with(&[]);
+    dir.put("hostile", &variants[0]);
+    let host = Host::start_with(
+        &dir,
+        &[
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--compile-cache-bytes",
+            &budget.to_string(),
+        ],
+    );
+    for (i, bytes) in variants.iter().enumerate() {
+        if i > 0 {
+            dir.put("hostile", bytes);
+        }
+        eventually(&format!("variant {i} to serve"), CONVERGE, || {
+            let row = host.plugin("hostile")?;
+            (row["digest"] == digests[i].as_str()).then_some(())
+        });
+        let (names, total) = artefacts(&cache);
+        assert!(
+            total <= budget,
+            "after variant {i}: {total} bytes cached, budget {budget}: {names:?}"
+        );
+        assert!(
+            names.iter().any(|n| n.starts_with(&digests[i])),
+            "the serving version's artefact is kept: {names:?}"
+        );
+    }
+    let (names, _) = artefacts(&cache);
+    assert!(
+        names.len() <= 3,
+        "{} variants went through, at most three stay: {names:?}",
+        variants.len()
+    );
+    assert!(
+        std::fs::read_to_string(&host.log)
+            .unwrap_or_default()
+            .contains("pruned a precompiled component"),
+        "pruning is logged"
     );
 }
