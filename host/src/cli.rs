@@ -75,6 +75,16 @@ pub struct RuntimeArgs {
     /// Compile in memory only; write no cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// Bytes of precompiled components the cache directory keeps at most
+    /// (`768Mi`, `1Gi`, or bytes), least recently used pruned first; keep it
+    /// below the size limit of the volume it is on.
+    #[arg(
+        long,
+        env = "KUBEPLUG_COMPILE_CACHE_BYTES",
+        value_parser = parse_bytes_u64,
+        default_value = "768Mi"
+    )]
+    pub compile_cache_bytes: u64,
     /// Wall-clock deadline of one plugin call, in milliseconds (at most the
     /// policy's `callTimeoutMs`) [default: 2000; `render --request`: the
     /// capture's].
@@ -119,7 +129,10 @@ impl RuntimeArgs {
             Some(self.cache_dir.clone().unwrap_or_else(default_cache_dir))
         };
         Runtime::new(dir)
-            .map(|r| r.with_compiles(self.compiles))
+            .map(|r| {
+                r.with_compiles(self.compiles)
+                    .with_cache_budget(self.compile_cache_bytes)
+            })
             .map_err(anyhow::Error::from)
             .context("failed to start the Wasm runtime")
     }
@@ -150,6 +163,35 @@ impl RuntimeArgs {
                 .or(base.memory_bytes),
         }
     }
+}
+
+/// A size in bytes: a number, optionally with a binary suffix as Kubernetes
+/// quantities have them (`512Ki`, `64Mi`, `1Gi`; a trailing `B` is allowed).
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let digits = text.trim_end_matches(|c: char| !c.is_ascii_digit());
+    let suffix = &text[digits.len()..];
+    let shift = match suffix.strip_suffix('B').unwrap_or(suffix) {
+        "" => 0,
+        "Ki" => 10,
+        "Mi" => 20,
+        "Gi" => 30,
+        _ => {
+            return Err(format!(
+                "{text:?}: give bytes, or a number with Ki, Mi or Gi"
+            ));
+        }
+    };
+    let number: usize = digits
+        .parse()
+        .map_err(|_| format!("{text:?}: give bytes, or a number with Ki, Mi or Gi"))?;
+    number
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+fn parse_bytes_u64(text: &str) -> Result<u64, String> {
+    parse_bytes(text).map(|b| b as u64)
 }
 
 fn default_cache_dir() -> PathBuf {
@@ -579,4 +621,30 @@ fn inspect_cmd(args: InspectArgs) -> anyhow::Result<()> {
         },
         args.common.output,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_bytes, parse_bytes_u64};
+
+    #[test]
+    fn sizes_are_bytes_or_binary_multiples() {
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("512Ki"), Ok(512 << 10));
+        assert_eq!(parse_bytes("64Mi"), Ok(64 << 20));
+        assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_bytes("1Gi"), Ok(1 << 30));
+        // The flags' defaults, as text, are the constants.
+        assert_eq!(
+            parse_bytes("64Mi"),
+            Ok(crate::informers::DEFAULT_WATCH_BYTES)
+        );
+        assert_eq!(
+            parse_bytes_u64("768Mi"),
+            Ok(crate::runtime::DEFAULT_CACHE_BYTES)
+        );
+        for wrong in ["", "Mi", "1M", "1.5Mi", "-1", "1MiBB"] {
+            assert!(parse_bytes(wrong).is_err(), "{wrong:?}");
+        }
+    }
 }

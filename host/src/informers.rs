@@ -19,6 +19,13 @@
 //! using it goes away. Each informer reports its health: a list or watch the
 //! API server refuses for good (403: RBAC; 404: kind not served, e.g. a
 //! missing CRD) is a [`Problem`] the plugins using it report as `degraded`.
+//!
+//! Each cache holds at most a byte budget ([`DEFAULT_WATCH_BYTES`], `kubeplug
+//! run --watch-cache-bytes`): anyone who may create objects with a watch's
+//! labels decides how much it would hold otherwise. Objects beyond it are left
+//! out (see [`cache`]), the plugins reading it are `degraded` with the reason
+//! while it lasts, and once what was left out fits again the informer relists
+//! (at most every [`RELIST_INTERVAL`]) to fetch it.
 
 pub mod cache;
 pub mod object;
@@ -28,6 +35,7 @@ pub mod view;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use kube::Client;
@@ -36,13 +44,23 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
-pub use cache::{Cache, Key};
+pub use cache::{Cache, Key, LeftOut};
 pub use object::Object;
 pub use scope::Scope;
 pub use view::View;
 
 use crate::manifest::ApiResource;
 use crate::telemetry::Metrics;
+
+/// Bytes one watch caches at most, by default: 64 MiB, some 10,000 Secrets or
+/// ConfigMaps of a few KiB, or 16,000 Pods. A host's 1,000 Databases cache
+/// ~2 MiB of parents and ~4 MiB of their Pods, well below.
+pub const DEFAULT_WATCH_BYTES: usize = 64 << 20;
+
+/// The shortest time between two relists of one informer to fetch what its
+/// budget left out: a list costs the API server, and whoever fills the cache
+/// could otherwise make the host relist at every deletion.
+pub const RELIST_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Called for every object that changes (or is deleted) in an informer.
 pub type Handler = Arc<dyn Fn(&Object) + Send + Sync>;
@@ -69,6 +87,8 @@ pub struct Informer {
     next_id: AtomicU64,
     synced: watch::Sender<bool>,
     problem: Mutex<Option<Problem>>,
+    /// When the informer last relisted to fetch what its budget left out.
+    relisted: Mutex<Option<Instant>>,
     task: Mutex<Option<tokio::task::AbortHandle>>,
     metrics: Metrics,
 }
@@ -145,7 +165,9 @@ impl Informer {
         let (ns, name) = object.key();
         let mut cache = self.cache.write().expect("cache lock");
         if cache.get(&ns, &name).is_none() {
+            let was = cache.left_out();
             cache.apply(Arc::new(object));
+            self.budget_changed(was, cache.left_out(), cache.budget());
         }
     }
 
@@ -178,9 +200,55 @@ impl Informer {
         *self.synced.borrow()
     }
 
-    /// Why the informer cannot list or watch now, if it cannot.
+    /// Why the informer cannot list or watch now, or leaves objects out of
+    /// its cache (its byte budget), if so.
     pub fn problem(&self) -> Option<Problem> {
-        self.problem.lock().expect("problem lock").clone()
+        if let Some(problem) = self.problem.lock().expect("problem lock").clone() {
+            return Some(problem);
+        }
+        let cache = self.cache.read().expect("cache lock");
+        let left_out = cache.left_out()?;
+        Some(Problem {
+            message: format!(
+                "the cache of {} is over its budget of {} bytes (--watch-cache-bytes): {}{} objects ({} bytes) with its labels are not cached, so the plugins reading it see part of them; delete them or raise the budget",
+                self.label,
+                cache.budget(),
+                if left_out.more { "more than " } else { "" },
+                left_out.objects,
+                left_out.bytes,
+            ),
+            persistent: true,
+        })
+    }
+
+    /// Log a cache going over its budget, or back under it.
+    fn budget_changed(&self, was: Option<LeftOut>, now: Option<LeftOut>, budget: usize) {
+        match (was, now) {
+            (None, Some(left_out)) => tracing::warn!(
+                resource = %self.label,
+                budget,
+                objects = left_out.objects,
+                "cache over its byte budget: objects left out, the plugins reading it are degraded"
+            ),
+            (Some(_), None) => {
+                tracing::info!(resource = %self.label, budget, "cache back within its byte budget")
+            }
+            _ => {}
+        }
+    }
+
+    /// True (once per [`RELIST_INTERVAL`] at most) when objects left out of
+    /// the cache would fit now: the watch must list again to get them.
+    fn relist_due(&self) -> bool {
+        if !self.cache.read().expect("cache lock").wants_relist() {
+            return false;
+        }
+        let mut relisted = self.relisted.lock().expect("relist lock");
+        if relisted.is_some_and(|at| at.elapsed() < RELIST_INTERVAL) {
+            return false;
+        }
+        *relisted = Some(Instant::now());
+        true
     }
 
     /// Wait until the first list has completed.
@@ -221,6 +289,7 @@ impl Informer {
         // Each object is turned into its cached form once, here; the
         // decoded tree is dropped at the end of this event.
         let cached = |o: DynamicObject| Arc::new(Object::new(self.typed(o)));
+        let was = self.cache.read().expect("cache lock").left_out();
         match event {
             Event::Apply(object) => {
                 let object = cached(object);
@@ -255,20 +324,64 @@ impl Informer {
                 self.synced.send_replace(true);
             }
         }
-        let (count, bytes) = {
+        let (count, bytes, left_out, budget) = {
             let cache = self.cache.read().expect("cache lock");
-            (cache.len(), cache.bytes())
+            (cache.len(), cache.bytes(), cache.left_out(), cache.budget())
         };
-        self.metrics.cached_objects(&self.label, count, bytes);
+        self.budget_changed(was, left_out, budget);
+        self.metrics
+            .cached_objects(&self.label, count, bytes, left_out.map_or(0, |l| l.objects));
     }
 
     /// Watch until the informer is dropped. Holds only a weak reference,
-    /// so that dropping the last controller's reference stops it.
+    /// so that dropping the last controller's reference stops it. Starts a
+    /// new watch (a relist) when objects its budget left out would fit.
     async fn run(this: Weak<Self>, client: Client, resource: ApiResource, scope: Scope) {
-        let kind = kube_resource(&resource);
+        loop {
+            let mut events = Self::events(client.clone(), &resource, &scope);
+            let mut check = tokio::time::interval(RELIST_INTERVAL);
+            check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                let event = tokio::select! {
+                    event = events.next() => event,
+                    _ = check.tick() => {
+                        let Some(informer) = this.upgrade() else {
+                            return;
+                        };
+                        if informer.relist_due() {
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                let Some(event) = event else {
+                    return;
+                };
+                let Some(informer) = this.upgrade() else {
+                    return;
+                };
+                match event {
+                    Ok(event) => informer.handle(event),
+                    Err(error) => informer.failed(&error),
+                }
+                if informer.relist_due() {
+                    break;
+                }
+            }
+            tracing::info!(resource = %format!("{resource}{scope}"), "relisting: objects left out of the cache fit its budget now");
+        }
+    }
+
+    /// The list-then-watch stream of `resource` in `scope`.
+    fn events(
+        client: Client,
+        resource: &ApiResource,
+        scope: &Scope,
+    ) -> futures::stream::BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>> {
+        let kind = kube_resource(resource);
         let namespace = scope.namespace.as_deref().filter(|_| resource.namespaced);
         let config = scope.watcher_config();
-        let mut events = if scope.metadata_only {
+        if scope.metadata_only {
             // `PartialObjectMeta` makes kube ask for metadata only (the API
             // server sends `PartialObjectMetadata`); bodies never arrive.
             let api: Api<PartialObjectMeta<DynamicObject>> = match namespace {
@@ -285,15 +398,6 @@ impl Informer {
                 None => Api::all_with(client, &kind),
             };
             watcher(api, config).default_backoff().boxed()
-        };
-        while let Some(event) = events.next().await {
-            let Some(informer) = this.upgrade() else {
-                return;
-            };
-            match event {
-                Ok(event) => informer.handle(event),
-                Err(error) => informer.failed(&error),
-            }
         }
     }
 
@@ -370,6 +474,8 @@ fn classify(resource: &str, error: &watcher::Error) -> Option<Problem> {
 pub struct Informers {
     client: Client,
     metrics: Metrics,
+    /// Bytes each informer's cache holds at most.
+    budget: usize,
     informers: Mutex<HashMap<(ApiResource, Scope), Weak<Informer>>>,
 }
 
@@ -378,8 +484,16 @@ impl Informers {
         Informers {
             client,
             metrics,
+            budget: DEFAULT_WATCH_BYTES,
             informers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Each informer's cache holds at most `bytes` (default
+    /// [`DEFAULT_WATCH_BYTES`]).
+    pub fn with_watch_budget(mut self, bytes: usize) -> Self {
+        self.budget = bytes;
+        self
     }
 
     /// The informer for `resource` in `scope`, started if nobody uses it
@@ -396,11 +510,12 @@ impl Informers {
             resource: resource.clone(),
             scope: scope.clone(),
             label: label.clone(),
-            cache: RwLock::new(Cache::default()),
+            cache: RwLock::new(Cache::with_budget(self.budget)),
             handlers: RwLock::new(Vec::new()),
             next_id: AtomicU64::new(0),
             synced: watch::Sender::new(false),
             problem: Mutex::new(None),
+            relisted: Mutex::new(None),
             task: Mutex::new(None),
             metrics: self.metrics.clone(),
         });

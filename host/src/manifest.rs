@@ -132,6 +132,34 @@ fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+/// Bytes a manifest's `version` may have: it becomes a metric label
+/// (`kubeplug_plugin_info`), a log field and an image tag, so it must stay
+/// short. Semantic versions with pre-release and build parts fit
+/// (`1.2.3-rc.1+build.20260101`).
+pub const VERSION_BYTES: usize = 64;
+
+/// A version as the host accepts it: 1 to [`VERSION_BYTES`] ASCII letters,
+/// digits and `.`, `-`, `+`, `_`, starting with a letter or digit (semver,
+/// PEP 440 and image tags all fit).
+fn check_version(version: &str) -> Result<(), String> {
+    if version.is_empty() {
+        return Err("version must not be empty".into());
+    }
+    if version.len() > VERSION_BYTES {
+        return Err(format!(
+            "version is {} bytes long; at most {VERSION_BYTES} are allowed (it becomes a metric label)",
+            version.len()
+        ));
+    }
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+' | b'_');
+    if !version.bytes().all(allowed) || !version.as_bytes()[0].is_ascii_alphanumeric() {
+        return Err(format!(
+            "version {version:?} may hold only ASCII letters, digits and . - + _, and must start with a letter or digit (e.g. 1.2.3-rc.1)"
+        ));
+    }
+    Ok(())
+}
+
 fn check_resource(what: &str, r: &ApiResource) -> Result<(), String> {
     if r.version.is_empty() || r.kind.is_empty() || r.plural.is_empty() {
         return Err(format!(
@@ -147,15 +175,20 @@ fn check_resource(what: &str, r: &ApiResource) -> Result<(), String> {
 impl Manifest {
     /// Enforce the host's rules on a manifest a plugin returned.
     pub fn validate(&self) -> Result<(), String> {
+        if self.name.len() > 63 {
+            // Not quoted: a refusal must not carry whatever a guest sends.
+            return Err(format!(
+                "name is {} bytes long; it must be a lowercase DNS label (at most 63)",
+                self.name.len()
+            ));
+        }
         if !is_dns_label(&self.name) {
             return Err(format!(
                 "name {:?} must be a lowercase DNS label",
                 self.name
             ));
         }
-        if self.version.is_empty() {
-            return Err("version must not be empty".into());
-        }
+        check_version(&self.version)?;
         check_resource("parent", &self.parent)?;
         for child in &self.children {
             check_resource("child", child)?;
@@ -459,5 +492,49 @@ mod tests {
         decorator.children.clear();
         decorator.metadata_only = vec![decorator.parent.clone()];
         assert_eq!(decorator.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_version_is_short_and_plain_or_refused() {
+        for good in [
+            "0.1.0",
+            "1.2.3-rc.1+build.20260101",
+            "1.0rc1",
+            "v2",
+            "2026_01",
+        ] {
+            let mut m = hostile();
+            m.version = good.into();
+            assert_eq!(m.validate(), Ok(()), "{good}");
+        }
+        let mut m = hostile();
+        m.version = "1".repeat(VERSION_BYTES);
+        assert_eq!(m.validate(), Ok(()), "exactly the limit");
+        m.version.push('0');
+        let error = m.validate().unwrap_err();
+        assert!(
+            error.contains("65 bytes") && error.contains("at most 64"),
+            "{error}"
+        );
+        for bad in [
+            "", "1.0 beta", "-1", ".1", "1.0\n", "1.0\"}", "1.0/2", "1.0é",
+        ] {
+            m.version = bad.into();
+            assert!(m.validate().is_err(), "{bad:?}");
+        }
+        m.version = "x".repeat(1 << 20);
+        let error = m.validate().unwrap_err();
+        assert!(error.len() < 200, "a refusal does not quote a long version");
+    }
+
+    #[test]
+    fn a_name_longer_than_a_dns_label_is_refused() {
+        let mut m = hostile();
+        m.name = "a".repeat(63);
+        assert_eq!(m.validate(), Ok(()));
+        m.name.push('a');
+        assert!(m.validate().unwrap_err().contains("DNS label"));
+        m.name = "a".repeat(1 << 20);
+        assert!(m.validate().unwrap_err().len() < 200, "not quoted");
     }
 }

@@ -97,6 +97,17 @@ pub struct RunArgs {
     /// seconds.
     #[arg(long, default_value_t = ClientSettings::default().timeout.as_secs_f64())]
     api_timeout: f64,
+    /// Bytes each watch's cache holds at most (`1048576`, `512Ki`, `64Mi`,
+    /// `1Gi`). Objects beyond it are not cached, and the plugins reading
+    /// that watch are degraded until they fit again: anyone who may create
+    /// objects carrying a watch's labels decides how much it would hold.
+    #[arg(
+        long,
+        env = "KUBEPLUG_WATCH_CACHE_BYTES",
+        value_parser = crate::cli::parse_bytes,
+        default_value = "64Mi"
+    )]
+    watch_cache_bytes: usize,
     /// Rescan the plugin directory at least this often, in seconds, even
     /// without change notifications.
     #[arg(long, default_value_t = 30)]
@@ -185,7 +196,9 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let plan = memory_plan(args.memory_limit_mib, args.runtime.compiles)?;
     let runtime = Arc::new(args.runtime.bounded_runtime()?.with_memory_plan(plan));
     let metrics = Metrics::new();
-    let informers = Arc::new(Informers::new(client.clone(), metrics.clone()));
+    let informers = Arc::new(
+        Informers::new(client.clone(), metrics.clone()).with_watch_budget(args.watch_cache_bytes),
+    );
     let elector = if args.leader_elect {
         let lease = LeaseSettings {
             duration: secs("--lease-duration", args.lease_duration)?,

@@ -35,7 +35,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
 pub use budget::{BudgetStats, MemoryBudget};
-pub use cache::{CompileCache, Origin};
+pub use cache::{CompileCache, DEFAULT_CACHE_BYTES, Origin};
 pub use compile::{CompileLimits, Compiler};
 pub use error::{CallError, GuestError, LoadError};
 pub use limits::{LimitSettings, Limits};
@@ -164,6 +164,13 @@ impl Runtime {
         })
     }
 
+    /// Keep at most `bytes` of precompiled components on disk (default
+    /// [`DEFAULT_CACHE_BYTES`]), least recently used pruned first.
+    pub fn with_cache_budget(mut self, bytes: u64) -> Self {
+        self.cache = self.cache.with_budget(bytes);
+        self
+    }
+
     /// At most `compiles` compiles at once (default [`DEFAULT_COMPILES`]).
     pub fn with_compiles(mut self, compiles: usize) -> Self {
         self.components = share::Components::new(compiles);
@@ -215,6 +222,10 @@ impl Runtime {
             )
         })?;
         let origin = origin.unwrap_or(Origin::Shared);
+        if origin == Origin::Compiled {
+            // A new artefact: keep the cache within its budget.
+            self.cache.prune(&self.components.in_use());
+        }
         let load_time = started.elapsed();
         self.check_contract(&component)?;
         let pre = self

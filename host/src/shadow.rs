@@ -11,9 +11,11 @@
 //! A shadow never slows the live version down: once the live version has
 //! decided, the comparison is handed to the background and the reconcile
 //! goes on. At most `slots` candidate calls run at once; comparisons waiting
-//! for a slot queue up (one per parent, the newest; at most [`QUEUE`], the
-//! oldest dropped and counted `skipped` beyond that). A candidate that loops
-//! until its deadline costs the host CPU, never a live reconcile's time.
+//! for a slot queue up (one per parent, the newest; at most [`QUEUE`] of
+//! them and [`QUEUE_BYTES`] of requests and live answers, the oldest dropped
+//! and counted `skipped` beyond that; one bigger than all of it is skipped
+//! at once). A candidate that loops until its deadline costs the host CPU,
+//! never a live reconcile's time.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -29,6 +31,12 @@ use crate::telemetry::Metrics;
 
 /// Comparisons waiting for a slot, at most.
 pub const QUEUE: usize = 1024;
+
+/// Bytes of comparisons waiting for a slot, at most ([`Job::bytes`]): 16 MiB.
+/// A live answer may be 4 MiB of text (`responseBytes`) and three to four
+/// times that parsed, so 1,024 of them could hold gigabytes; a few
+/// megabytes of typical answers (a few KiB each) is the whole queue.
+pub const QUEUE_BYTES: usize = 16 << 20;
 
 /// How many example differences a shadow keeps for `/plugins`.
 const EXAMPLES: usize = 5;
@@ -51,7 +59,56 @@ pub struct Shadow {
     slots: Arc<tokio::sync::Semaphore>,
     slot_count: usize,
     /// Comparisons waiting for a slot.
-    waiting: Mutex<std::collections::VecDeque<(Job, tracing::Span)>>,
+    waiting: Mutex<Waiting>,
+}
+
+/// Comparisons waiting for a slot, and their bytes ([`Job::bytes`]).
+#[derive(Default)]
+struct Waiting {
+    jobs: std::collections::VecDeque<(Job, tracing::Span, usize)>,
+    bytes: usize,
+}
+
+impl Waiting {
+    fn pop_front(&mut self) -> Option<(Job, tracing::Span)> {
+        let (job, span, bytes) = self.jobs.pop_front()?;
+        self.bytes -= bytes;
+        Some((job, span))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Queue `job` in place of an older one of its parent, dropping the
+    /// oldest while over [`QUEUE`] or [`QUEUE_BYTES`]; returns how many
+    /// comparisons were dropped (`job` itself, if it alone is too big).
+    fn push(&mut self, job: Job, span: tracing::Span, limits: (usize, usize)) -> u64 {
+        let (count, max_bytes) = limits;
+        // The one replaced is superseded, not skipped.
+        let mut replaced = 0;
+        self.jobs.retain(|(j, _, b)| {
+            let same = j.key == job.key;
+            if same {
+                replaced += b;
+            }
+            !same
+        });
+        self.bytes -= replaced;
+        let bytes = job.bytes();
+        if bytes > max_bytes {
+            return 1;
+        }
+        let mut dropped = 0;
+        while !self.jobs.is_empty() && (self.jobs.len() >= count || self.bytes + bytes > max_bytes)
+        {
+            self.pop_front();
+            dropped += 1;
+        }
+        self.bytes += bytes;
+        self.jobs.push_back((job, span, bytes));
+        dropped
+    }
 }
 
 /// A comparison to make: the request and what the live version decided.
@@ -62,6 +119,51 @@ pub struct Job {
     /// Checks the candidate's answer against the live version's fence and
     /// prepares its children as the live version's were.
     pub check: Check,
+}
+
+impl Job {
+    /// Bytes the job holds, roughly: the request's texts (shared with the
+    /// caches while they hold the same versions, kept alive by the job once
+    /// they change) and the live answer's parsed values.
+    pub fn bytes(&self) -> usize {
+        let request = &self.request;
+        let texts: usize = std::iter::once(&request.parent)
+            .chain(&request.observed)
+            .chain(&request.related)
+            .map(|t| t.len())
+            .sum();
+        let live = match &self.live {
+            Ok((desired, children)) => {
+                desired.children.iter().map(value_bytes).sum::<usize>()
+                    + desired.status.as_ref().map_or(0, value_bytes)
+                    + desired
+                        .events
+                        .iter()
+                        .map(|e| e.reason.len() + e.message.len())
+                        .sum::<usize>()
+                    + children.iter().map(value_bytes).sum::<usize>()
+            }
+            Err(error) => error.len(),
+        };
+        std::mem::size_of::<Job>() + texts + request.now.len() + request.entropy.len() + live
+    }
+}
+
+/// Heap bytes of a parsed JSON value, roughly: a fixed cost per node plus
+/// its text, so that a deep or wide tree counts what it costs.
+pub fn value_bytes(value: &Value) -> usize {
+    const NODE: usize = std::mem::size_of::<Value>();
+    match value {
+        Value::String(s) => NODE + s.len(),
+        Value::Array(items) => NODE + items.iter().map(value_bytes).sum::<usize>(),
+        Value::Object(map) => {
+            NODE + map
+                .iter()
+                .map(|(k, v)| NODE + k.len() + value_bytes(v))
+                .sum::<usize>()
+        }
+        _ => NODE,
+    }
 }
 
 /// See [`Job::check`].
@@ -157,14 +259,15 @@ impl Shadow {
                 tokio::spawn(self.clone().drain(slot, Some((job, span)), metrics.clone()));
             }
             Err(_) => {
-                let mut waiting = self.waiting.lock().expect("shadow lock");
                 // The newest request of a parent replaces an older one.
-                waiting.retain(|(j, _)| j.key != job.key);
-                if waiting.len() >= QUEUE {
-                    waiting.pop_front();
-                    self.stats.lock().expect("shadow lock").skipped += 1;
+                let dropped =
+                    self.waiting
+                        .lock()
+                        .expect("shadow lock")
+                        .push(job, span, (QUEUE, QUEUE_BYTES));
+                if dropped > 0 {
+                    self.stats.lock().expect("shadow lock").skipped += dropped;
                 }
-                waiting.push_back((job, span));
             }
         }
     }
@@ -564,5 +667,85 @@ mod tests {
         );
         let failed = compare(Ok((&live, &a)), Err("plugin x trapped".into()));
         assert_eq!(failed[0]["candidate"]["error"], "plugin x trapped");
+    }
+
+    fn unused_check(_: &Plugin, _: Desired) -> LiveDecision {
+        Err("unused".into())
+    }
+
+    fn job(name: &str, bytes: usize) -> Job {
+        let parent: Arc<str> = format!("{{\"metadata\":{{\"name\":\"{name}\"}}}}").into();
+        let live = desired(json!({"blob": "x".repeat(bytes)}));
+        Job {
+            key: ("a".into(), name.into()),
+            request: Arc::new(Request::new(parent, Vec::new(), Vec::new())),
+            live: Ok((live, Vec::new())),
+            check: Box::new(unused_check),
+        }
+    }
+
+    fn span() -> tracing::Span {
+        tracing::Span::none()
+    }
+
+    #[test]
+    fn big_answers_waiting_are_bounded_by_bytes_the_oldest_skipped() {
+        let mut waiting = Waiting::default();
+        let one = job("p0", 1 << 20).bytes();
+        let mut skipped = 0;
+        for i in 0..40 {
+            skipped += waiting.push(job(&format!("p{i}"), 1 << 20), span(), (QUEUE, QUEUE_BYTES));
+            assert!(
+                waiting.bytes <= QUEUE_BYTES,
+                "{} bytes waiting",
+                waiting.bytes
+            );
+        }
+        let kept = waiting.jobs.len();
+        assert_eq!(kept, QUEUE_BYTES / one, "as many as fit");
+        assert_eq!(skipped as usize, 40 - kept);
+        assert_eq!(
+            waiting.jobs.front().map(|(j, _, _)| j.key.1.clone()),
+            Some(format!("p{}", 40 - kept)),
+            "the oldest went first"
+        );
+        assert_eq!(
+            waiting.bytes,
+            waiting.jobs.iter().map(|(_, _, b)| b).sum::<usize>()
+        );
+    }
+
+    #[test]
+    fn an_answer_bigger_than_the_whole_queue_is_skipped_and_pushes_nothing_out() {
+        let mut waiting = Waiting::default();
+        waiting.push(job("small", 10), span(), (QUEUE, QUEUE_BYTES));
+        assert_eq!(
+            waiting.push(job("huge", QUEUE_BYTES), span(), (QUEUE, QUEUE_BYTES)),
+            1
+        );
+        assert_eq!(waiting.jobs.len(), 1);
+    }
+
+    #[test]
+    fn a_newer_request_of_a_parent_replaces_the_older_without_a_skip() {
+        let mut waiting = Waiting::default();
+        assert_eq!(
+            waiting.push(job("p", 1000), span(), (QUEUE, QUEUE_BYTES)),
+            0
+        );
+        assert_eq!(
+            waiting.push(job("p", 2000), span(), (QUEUE, QUEUE_BYTES)),
+            0
+        );
+        assert_eq!(waiting.jobs.len(), 1);
+        assert_eq!(waiting.bytes, job("p", 2000).bytes());
+        // And the count bound holds as before.
+        let mut waiting = Waiting::default();
+        let dropped: u64 = (0..5)
+            .map(|i| waiting.push(job(&format!("q{i}"), 10), span(), (3, QUEUE_BYTES)))
+            .sum();
+        assert_eq!((waiting.jobs.len(), dropped), (3, 2));
+        while waiting.pop_front().is_some() {}
+        assert_eq!(waiting.bytes, 0);
     }
 }

@@ -78,6 +78,7 @@ struct Inner {
     watch_errors: Family<ResourceLabels, Counter>,
     cached_objects: Family<ResourceLabels, Gauge>,
     cached_bytes: Family<ResourceLabels, Gauge>,
+    cache_left_out: Family<ResourceLabels, Gauge>,
     api_reachable: Gauge,
     shadow_comparisons: Family<ResultLabels, Counter>,
     shadow_parents: Family<ShadowLabels, Gauge>,
@@ -200,6 +201,12 @@ impl Metrics {
             "Bytes of the objects in the shared cache by resource (their JSON text and a fixed overhead each)",
             cached_bytes.clone(),
         );
+        let cache_left_out = Family::<ResourceLabels, Gauge>::default();
+        registry.register(
+            "cache_left_out_objects",
+            "Objects a watch delivered but its cache left out, over its byte budget (--watch-cache-bytes); the plugins reading it are degraded",
+            cache_left_out.clone(),
+        );
         let api_reachable = Gauge::default();
         registry.register(
             "api_reachable",
@@ -266,6 +273,7 @@ impl Metrics {
                 watch_errors,
                 cached_objects,
                 cached_bytes,
+                cache_left_out,
                 api_reachable,
                 shadow_comparisons,
                 shadow_parents,
@@ -433,7 +441,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn cached_objects(&self, resource: &str, count: usize, bytes: usize) {
+    pub fn cached_objects(&self, resource: &str, count: usize, bytes: usize, left_out: usize) {
         let labels = ResourceLabels {
             resource: resource.into(),
         };
@@ -445,6 +453,10 @@ impl Metrics {
             .cached_bytes
             .get_or_create(&labels)
             .set(bytes as i64);
+        self.inner
+            .cache_left_out
+            .get_or_create(&labels)
+            .set(left_out as i64);
     }
 
     /// Forget the cache gauge of an informer that stopped.
@@ -454,6 +466,7 @@ impl Metrics {
         };
         self.inner.cached_objects.remove(&labels);
         self.inner.cached_bytes.remove(&labels);
+        self.inner.cache_left_out.remove(&labels);
     }
 
     pub fn shadow_compared(&self, plugin: &str, result: &str) {

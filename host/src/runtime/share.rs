@@ -61,6 +61,21 @@ impl Components {
         Ok((component, Some(made)))
     }
 
+    /// Digests loaded now, or being loaded: their artefacts must stay in
+    /// the compile cache. A slot locked by a load in progress counts without
+    /// waiting for it.
+    pub fn in_use(&self) -> std::collections::HashSet<String> {
+        let map = self.by_digest.lock().expect("components lock");
+        map.iter()
+            .filter(|(_, slot)| match slot.try_lock() {
+                Ok(weak) => weak.strong_count() > 0,
+                Err(std::sync::TryLockError::WouldBlock) => true,
+                Err(std::sync::TryLockError::Poisoned(_)) => false,
+            })
+            .map(|(digest, _)| digest.clone())
+            .collect()
+    }
+
     /// How many digests are loaded now.
     #[cfg(test)]
     fn loaded(&self) -> usize {
