@@ -16,6 +16,7 @@
 //! quotas: { eventsPerAnswer: 10 }   # defaults for every plugin
 //! plugins:
 //!   database:
+//!     path: database/database.wasm   # where its file sits (default: database.wasm or database/database.wasm)
 //!     parent: [Database.example.com]
 //!     children: [StatefulSet.apps, Service, Secret]
 //!     related: [Pod]
@@ -27,8 +28,15 @@
 //! [sensitive](is_sensitive); sensitive and cluster-scoped kinds must be named
 //! (cluster-scoped ones also under `clusterScoped`).
 //!
+//! A grant is bound to where the platform puts the plugin's file
+//! ([`Location`]): a file elsewhere, or one there that declares another name,
+//! gets no grant. `strict` requires a grant for every plugin, not an explicit
+//! `path:` (the default locations are the platform's ConfigMap keys and
+//! volume mounts).
+//!
 //! Guarantees: nothing a plugin ships (its manifest, its `<name>.yaml`
-//! settings) can widen its grant; settings may only lower limits.
+//! settings, where a team drops its file) can widen its grant or borrow
+//! another's; settings may only lower limits.
 
 mod grant;
 mod quotas;
