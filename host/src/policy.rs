@@ -16,6 +16,7 @@
 //! quotas: { eventsPerAnswer: 10 }   # defaults for every plugin
 //! plugins:
 //!   database:
+//!     path: database/database.wasm   # where its file sits (default: database.wasm or database/database.wasm)
 //!     parent: [Database.example.com]
 //!     children: [StatefulSet.apps, Service, Secret]
 //!     related: [Pod]
@@ -27,8 +28,15 @@
 //! [sensitive](is_sensitive); sensitive and cluster-scoped kinds must be named
 //! (cluster-scoped ones also under `clusterScoped`).
 //!
+//! A grant is bound to where the platform puts the plugin's file
+//! ([`Location`]): a file elsewhere, or one there that declares another name,
+//! gets no grant. `strict` requires a grant for every plugin, not an explicit
+//! `path:` (the default locations are the platform's ConfigMap keys and
+//! volume mounts).
+//!
 //! Guarantees: nothing a plugin ships (its manifest, its `<name>.yaml`
-//! settings) can widen its grant; settings may only lower limits.
+//! settings, where a team drops its file) can widen its grant or borrow
+//! another's; settings may only lower limits.
 
 mod grant;
 mod quotas;
@@ -41,7 +49,9 @@ use sha2::{Digest, Sha256};
 
 use serde::Deserialize;
 
-pub use grant::{Grant, KindRef, KindSet, NamespaceScope, Refusal, derived_finalizer_domain};
+pub use grant::{
+    Grant, KindRef, KindSet, Location, NamespaceScope, Refusal, derived_finalizer_domain,
+};
 pub use quotas::Quotas;
 
 /// Namespaces `"*"` never covers: a grant must name them.
@@ -158,7 +168,13 @@ impl Policy {
             }
             quotas.extend(file.quotas);
             if let Some(g) = file.default_grant {
-                policy.default_grant = g.into_grant().map_err(&invalid)?;
+                let g = g.into_grant().map_err(&invalid)?;
+                if g.location != Location::Default {
+                    return Err(invalid(
+                        "defaultGrant has no path: a location belongs to one plugin's grant".into(),
+                    ));
+                }
+                policy.default_grant = g;
             }
             for (name, g) in file.plugins {
                 if policy.plugins.contains_key(&name) {
@@ -169,6 +185,7 @@ impl Policy {
                     .insert(name, g.into_grant().map_err(&invalid)?);
             }
         }
+        policy.check_locations()?;
         policy.quotas =
             Quotas::default()
                 .merged(&quotas)
@@ -212,6 +229,85 @@ impl Policy {
             quotas,
             grant,
         })
+    }
+
+    /// Where plugin `name`'s file sits: its grant's `path:`, else the
+    /// default layouts (see [`Location`]).
+    pub fn location(&self, name: &str) -> Location {
+        self.plugins
+            .get(name)
+            .map(|g| g.location.clone())
+            .unwrap_or_default()
+    }
+
+    /// The plugin whose location is `rel` (a `.wasm` path relative to the
+    /// plugin directory, not a candidate): a grant whose `path:` is that
+    /// file, else the plugin the file is named after if its location holds
+    /// it. Otherwise why no plugin may be served from there.
+    pub fn bound_at(&self, rel: &Path) -> Result<String, String> {
+        if let Some((name, _)) = self
+            .plugins
+            .iter()
+            .find(|(_, g)| matches!(&g.location, Location::File(f) if f == rel))
+        {
+            return Ok(name.clone());
+        }
+        let stem = rel.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        let location = self.location(stem);
+        if !matches!(location, Location::File(_)) && location.holds(stem, rel) {
+            return Ok(stem.to_string());
+        }
+        Err(format!(
+            "no plugin is placed at {}: plugin {stem}'s file is {}{}; a file elsewhere is never served",
+            rel.display(),
+            location.describe(stem),
+            if location == Location::Default {
+                " (or where its grant's path: says)"
+            } else {
+                " (its grant's path:)"
+            }
+        ))
+    }
+
+    /// The plugin a candidate `rel` (`<dir>/<name>.next.wasm`) is a version
+    /// of, if it stands in a folder where that plugin's live file may sit.
+    pub fn candidate_at(&self, rel: &Path) -> Result<String, String> {
+        let name = rel
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.strip_suffix(".next"))
+            .unwrap_or_default();
+        let folder = rel.parent().unwrap_or(Path::new(""));
+        let location = self.location(name);
+        if location.folders(name).iter().any(|f| f == folder) {
+            return Ok(name.to_string());
+        }
+        Err(format!(
+            "{} is not beside plugin {name}'s file ({}): a candidate stands in the same folder as the live file it would replace; it is never shadowed or previewed",
+            rel.display(),
+            location.describe(name)
+        ))
+    }
+
+    /// Two grants may not name one file.
+    fn check_locations(&self) -> Result<(), PolicyError> {
+        for (name, grant) in &self.plugins {
+            let Location::File(file) = &grant.location else {
+                continue;
+            };
+            if let Some((other, _)) = self
+                .plugins
+                .iter()
+                .filter(|(n, _)| *n != name)
+                .find(|(n, g)| g.location != Location::Default && g.location.holds(n, file))
+            {
+                return Err(PolicyError::Invalid {
+                    path: format!("plugins.{name}.path"),
+                    reason: format!("{} is also the location of plugin {other}", file.display()),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Quotas for a file not yet known by name (compile limits apply before

@@ -19,9 +19,15 @@
 //! Loads run concurrently, one task per file: a slow compile delays no other
 //! plugin's load.
 //!
-//! Optional settings live beside each plugin: `<stem>.yaml` (or `.yml`,
-//! `.json`) with `config` (the plugin's configuration document), `limits`
-//! (see [`Limits`]). A change to that file reloads the plugin too.
+//! A file serves as plugin `N` only from `N`'s location, which the platform's
+//! policy binds (see [`placement`]): by default `N.wasm` or `N/N.wasm`, and
+//! its manifest must declare `N`. A file anywhere else is refused before it
+//! is read; so is one resolving outside the directory through a symlink, or
+//! one larger than `--max-plugin-bytes`.
+//!
+//! Optional settings live beside each plugin (or in `--settings`): `N.yaml`
+//! (or `.yml`, `.json`) with `config` (the plugin's configuration document),
+//! `limits` (see [`Limits`]). A change to that file reloads the plugin too.
 //!
 //! Assumptions: files are written in place or swapped in (ConfigMap `..data`
 //! symlinks, renames). Half-written files are caught by waiting until a file's
@@ -31,7 +37,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -46,6 +52,11 @@ use crate::rollback::RollbackSettings;
 use crate::runtime::{LimitSettings, Plugin, PluginOptions, Runtime};
 use crate::shadow::{Shadow, ShadowStatus};
 use crate::telemetry::Metrics;
+
+mod placement;
+
+pub use placement::MAX_PLUGIN_BYTES;
+use placement::{Layout, Place, Root, pair_of};
 
 /// How long a file must be unchanged before it is loaded.
 pub const SETTLE: Duration = Duration::from_millis(500);
@@ -181,11 +192,15 @@ pub struct Wiring {
     pub settings: Settings,
     /// `--namespaces`: the only namespaces any plugin is served in.
     pub namespaces: Option<Vec<String>>,
+    /// `--max-plugin-bytes`: larger plugin files are refused unread.
+    pub max_plugin_bytes: u64,
 }
 
 /// The host's plugins and their controllers.
 pub struct Registry {
     dir: PathBuf,
+    /// Where files are found, and how they are read.
+    layout: Layout,
     /// Where settings files live, if not beside each `.wasm`.
     settings_dir: Option<PathBuf>,
     wiring: Wiring,
@@ -229,164 +244,27 @@ impl From<String> for Failure {
     }
 }
 
-/// A plugin's settings file: `<stem>.yaml` (or `.yml`, `.json`) beside the
-/// `.wasm`, or in `settings_dir` when the host has one (plugins from
-/// read-only images, settings from a ConfigMap).
-fn settings_path(wasm: &Path, settings_dir: Option<&Path>) -> Option<PathBuf> {
-    let beside = match (settings_dir, wasm.file_name()) {
-        (Some(dir), Some(name)) => dir.join(name),
-        _ => wasm.to_path_buf(),
-    };
-    ["yaml", "yml", "json"]
-        .iter()
-        .map(|ext| beside.with_extension(ext))
-        .find(|p| p.exists())
-}
-
 fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// A file ready to load: its bytes, settings and content key.
 struct Candidate {
+    /// The plugin bound to the file's location (its manifest must say so).
+    bound: String,
     bytes: Vec<u8>,
     settings: PluginSettings,
     key: String,
 }
 
-/// Why a file could not be loaded, as one line for status and logs.
-fn read_candidate(path: &Path, settings_dir: Option<&Path>) -> Result<Candidate, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
-    let mut hasher = Sha256::new();
-    hasher.update(&bytes);
-    let settings = match settings_path(path, settings_dir) {
-        None => PluginSettings::default(),
-        Some(sp) => {
-            let text = std::fs::read_to_string(&sp)
-                .map_err(|e| format!("cannot read {}: {e}", sp.display()))?;
-            hasher.update(text.as_bytes());
-            let settings: PluginSettings = serde_yaml::from_str(&text)
-                .map_err(|e| format!("invalid settings {}: {e}", sp.display()))?;
-            settings
-                .rollback
-                .validate()
-                .map_err(|e| format!("invalid settings {}: {e}", sp.display()))?;
-            settings
-        }
-    };
-    Ok(Candidate {
-        bytes,
-        settings,
-        key: hex::encode(hasher.finalize()),
-    })
-}
-
-/// `.wasm` files in `dir`, and in its subdirectories one level down (one
-/// image volume per plugin), whose modification time (and their settings')
-/// is at least [`SETTLE`] old; and whether any file was too fresh (scan
-/// again later).
-fn settled_files(dir: &Path, settings_dir: Option<&Path>) -> std::io::Result<(Vec<PathBuf>, bool)> {
-    let mut files = Vec::new();
-    let mut fresh = false;
-    let mut wasm = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if hidden(&path) {
-            continue;
-        }
-        // Follows symlinks: a ConfigMap's files are links into `..data`.
-        if path.is_dir() {
-            match std::fs::read_dir(&path) {
-                Ok(inner) => wasm.extend(inner.flatten().map(|e| e.path()).filter(|p| !hidden(p))),
-                Err(error) => {
-                    tracing::warn!(dir = %path.display(), %error, "cannot scan plugin subdirectory")
-                }
-            }
-        } else {
-            wasm.push(path);
-        }
-    }
-    for path in wasm {
-        if path.extension().and_then(|e| e.to_str()) != Some("wasm") {
-            continue;
-        }
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if !meta.is_file() {
-            continue;
-        }
-        let newest = [Some(path.clone()), settings_path(&path, settings_dir)]
-            .into_iter()
-            .flatten()
-            .filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-            .max()
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        let age = SystemTime::now().duration_since(newest).unwrap_or_default();
-        if age < SETTLE {
-            fresh = true;
-            continue;
-        }
-        files.push(path);
-    }
-    files.sort();
-    Ok((files, fresh))
-}
-
-/// `<stem>.next.wasm`: a candidate version of the plugin in `<stem>.wasm`.
-/// It serves nothing: it runs in shadow of the live version (see
-/// [`crate::shadow`]) and previews can run it (see [`Registry::candidate`]).
-fn is_candidate(path: &Path) -> bool {
-    path.file_stem()
-        .and_then(|s| s.to_str())
-        .is_some_and(|s| s.ends_with(".next"))
-}
-
-/// The live file a candidate stands beside: `<stem>.wasm` for
-/// `<stem>.next.wasm`.
-fn live_of(candidate: &Path) -> Option<PathBuf> {
-    let stem = candidate.file_stem()?.to_str()?.strip_suffix(".next")?;
-    Some(candidate.with_file_name(format!("{stem}.wasm")))
-}
-
-/// The live file among `live` that `candidate` is a version of: the one
-/// beside it, else the only one of that name elsewhere in the plugin
-/// directory (image volumes put each image in its own directory, so a
-/// candidate's image cannot sit beside the live one).
-fn pair_of(candidate: &Path, live: &[PathBuf]) -> Option<PathBuf> {
-    let beside = live_of(candidate)?;
-    if live.contains(&beside) {
-        return Some(beside);
-    }
-    let name = beside.file_name()?;
-    let mut same_name = live.iter().filter(|p| p.file_name() == Some(name));
-    match (same_name.next(), same_name.next()) {
-        (Some(only), None) => Some(only.clone()),
-        _ => None,
-    }
-}
-
-/// The plugin's file stem as the policy names it (pins, quotas): a
-/// candidate is judged as the file it would replace.
-fn policy_stem(path: &Path) -> String {
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default();
-    stem.strip_suffix(".next").unwrap_or(stem).to_string()
-}
-
-/// `..data` and friends are a ConfigMap's internals; dotfiles are editors'
-/// and copiers' temporaries.
-fn hidden(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_none_or(|n| n.starts_with('.'))
-}
-
 impl Registry {
     pub fn new(dir: PathBuf, settings_dir: Option<PathBuf>, wiring: Wiring) -> Self {
         Registry {
+            layout: Layout {
+                root: Root::new(&dir),
+                settings: settings_dir.as_deref().map(Root::new),
+                max_plugin_bytes: wiring.max_plugin_bytes,
+            },
             dir,
             settings_dir,
             wiring,
@@ -404,24 +282,32 @@ impl Registry {
     /// file was too fresh to load, or still loading, so a later scan is
     /// needed.
     pub async fn sync(self: &Arc<Self>) -> bool {
-        let settings_dir = self.settings_dir.as_deref();
-        let (present, mut again) = match settled_files(&self.dir, settings_dir) {
+        let (placed, mut again) = match self.layout.scan(&self.wiring.policy.current()) {
             Ok(found) => found,
             Err(error) => {
                 tracing::warn!(dir = %self.dir.display(), %error, "cannot scan plugin directory");
                 return true;
             }
         };
-        let (candidates, present): (Vec<PathBuf>, Vec<PathBuf>) =
-            present.into_iter().partition(|p| is_candidate(p));
+        let mut present = Vec::new();
+        let mut live = Vec::new();
+        let mut candidates = Vec::new();
+        for (path, place) in placed {
+            present.push(path.clone());
+            match place {
+                Err(reason) => self.misplaced(&path, reason),
+                Ok(Place::Live(name)) => live.push((path, name)),
+                Ok(Place::Candidate(name)) => candidates.push((path, name)),
+            }
+        }
         self.remove_missing(&present);
-        again |= self.sync_candidates(&candidates, &present);
-        for path in present {
+        again |= self.sync_candidates(&candidates, &live);
+        for (path, name) in live {
             if self.loading.lock().expect("loading lock").contains(&path) {
                 again = true;
                 continue;
             }
-            let candidate = match read_candidate(&path, settings_dir) {
+            let candidate = match self.layout.read(&path, &Place::Live(name)) {
                 Ok(c) => c,
                 Err(error) => {
                     self.failed(&path, None, error);
@@ -448,6 +334,27 @@ impl Registry {
             });
         }
         again
+    }
+
+    /// A file at no plugin's location: refused unread, and whatever it
+    /// served stops (the policy moved the plugin elsewhere). Logged once per
+    /// reason.
+    fn misplaced(&self, path: &Path, reason: String) {
+        let key = format!("misplaced: {reason}");
+        {
+            let mut files = self.files.lock().expect("registry lock");
+            let entry = files.entry(path.to_path_buf()).or_default();
+            if let Some(serving) = entry.serving.take() {
+                tracing::warn!(plugin = %serving.name, file = %path.display(), %reason, "the file is no longer at its plugin's location; stopping its controller (children are kept)");
+                self.wiring.metrics.plugin_removed(&serving.name);
+                serving.controller.stop();
+            }
+            entry.revalidate = false;
+            if entry.attempted == key {
+                return;
+            }
+        }
+        self.failed(path, Some(key), reason);
     }
 
     /// Wait until no load is running, at most `limit`.
@@ -527,18 +434,28 @@ impl Registry {
     ) -> Result<(Plugin, Identity), Failure> {
         let w = &self.wiring;
         let policy = w.policy.current();
-        let stem = policy_stem(path);
-        // Pins are checked before compiling: a file that is not the pinned
-        // one costs nothing.
+        // The plugin the file's location is bound to: its grant, pins and
+        // quotas, whatever the file will say its name is.
+        let bound = candidate.bound.clone();
+        let no_grant = |name: &str| {
+            format!(
+                "plugin {name} has no grant in the policy, which is strict: ask the platform team to add one"
+            )
+        };
+        // Strict mode, pins: checked before compiling, so a file that may
+        // not serve costs nothing.
+        if policy.strict && policy.grant(&bound).is_none() {
+            return Err(no_grant(&bound).into());
+        }
         let digest = hex::encode(Sha256::digest(&candidate.bytes));
-        let pins = policy.pins_for_file(&stem);
+        let pins = policy.pins_for_file(&bound);
         if !pins.is_empty() && !pins.contains(&digest) {
             return Err(format!(
-                "digest sha256:{digest} is not pinned for plugin {stem} by the policy"
+                "digest sha256:{digest} is not pinned for plugin {bound} by the policy"
             )
             .into());
         }
-        let quotas = policy.quotas_for_file(&stem);
+        let quotas = policy.quotas_for_file(&bound);
         let runtime = w.runtime.clone();
         let label = path.display().to_string();
         let settings = candidate.settings;
@@ -561,11 +478,17 @@ impl Registry {
             Err(error) => return Err(format!("loader panicked: {error}").into()),
         };
         let name = plugin.name().to_string();
-        let Some(grant) = policy.grant(&name) else {
-            return Err(format!(
-                "plugin {name} has no grant in the policy, which is strict: ask the platform team to add one"
+        if name != bound {
+            return Err(placement::name_mismatch(
+                &policy,
+                self.layout.root.rel(path),
+                &bound,
+                &name,
             )
             .into());
+        }
+        let Some(grant) = policy.grant(&name) else {
+            return Err(no_grant(&name).into());
         };
         let scopes = Scopes::discover(&w.client, plugin.manifest())
             .await
@@ -732,15 +655,20 @@ impl Registry {
         if let Some(key) = key {
             entry.attempted = key;
         }
+        // The file's path without `.wasm` (`database`, `team-a/database`):
+        // a file in a team's folder must not count against the plugin it
+        // is named after.
         let label = entry
             .serving
             .as_ref()
             .map(|s| s.name.clone())
             .unwrap_or_else(|| {
-                path.file_stem()
-                    .and_then(|s| s.to_str())
-                    .unwrap_or("unknown")
-                    .to_string()
+                self.layout
+                    .root
+                    .rel(path)
+                    .with_extension("")
+                    .to_string_lossy()
+                    .into_owned()
             });
         match &entry.serving {
             Some(s) => {
@@ -833,15 +761,40 @@ impl Registry {
     /// Bring shadows in line with the candidate files present: load a new
     /// or changed candidate beside a serving plugin, stop the shadow of one
     /// removed. Returns true if a candidate waits for its live file to load.
-    fn sync_candidates(self: &Arc<Self>, candidates: &[PathBuf], present: &[PathBuf]) -> bool {
-        let settings_dir = self.settings_dir.as_deref();
+    ///
+    /// A candidate pairs only with the live file of its plugin in its own
+    /// folder; one in another folder than that file is refused (a row of
+    /// its own, `failed`), never shadowed.
+    fn sync_candidates(
+        self: &Arc<Self>,
+        candidates: &[(PathBuf, String)],
+        live: &[(PathBuf, String)],
+    ) -> bool {
         let mut again = false;
-        let pairs: Vec<(PathBuf, PathBuf)> = candidates
-            .iter()
-            .filter_map(|next| Some((next.clone(), pair_of(next, present)?)))
-            .collect();
+        let mut pairs: Vec<(PathBuf, PathBuf)> = Vec::new();
+        for (next, name) in candidates {
+            match pair_of(next, name, live) {
+                Some(file) => pairs.push((next.clone(), file)),
+                None => {
+                    if let Some((file, _)) = live.iter().find(|(_, bound)| bound == name) {
+                        let reason = format!(
+                            "{} is not beside plugin {name}'s file ({}): a candidate stands in the same folder as the live file it would replace; it is never shadowed or previewed",
+                            self.layout.root.rel(next).display(),
+                            self.layout.root.rel(file).display()
+                        );
+                        self.misplaced(next, reason);
+                    }
+                }
+            }
+        }
         {
             let mut files = self.files.lock().expect("registry lock");
+            // A candidate now beside its live file is no longer refused.
+            for (next, _) in &pairs {
+                if files.get(next).is_some_and(|e| e.serving.is_none()) {
+                    files.remove(next);
+                }
+            }
             for (path, entry) in files.iter_mut() {
                 if pairs.iter().any(|(_, live)| live == path) {
                     continue;
@@ -856,7 +809,12 @@ impl Registry {
             }
         }
         for (next, live) in &pairs {
-            let candidate = match read_candidate(next, settings_dir) {
+            let name = candidates
+                .iter()
+                .find(|(c, _)| c == next)
+                .map(|(_, n)| n.clone())
+                .unwrap_or_default();
+            let candidate = match self.layout.read(next, &Place::Candidate(name)) {
                 Ok(c) => c,
                 Err(error) => {
                     self.candidate_failed(live, String::new(), error);
@@ -977,25 +935,18 @@ impl Registry {
                 .map(|(path, _)| path.clone())
         }
         .ok_or_else(|| format!("plugin {plugin} is not loaded"))?;
-        let stem = live
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or_default();
-        let beside = live.with_file_name(format!("{stem}.next.wasm"));
-        let next = if beside.is_file() {
-            beside
-        } else {
-            // Elsewhere in the directory (an image volume of its own).
-            let (files, _) = settled_files(&self.dir, self.settings_dir.as_deref())
-                .map_err(|e| format!("cannot scan {}: {e}", self.dir.display()))?;
-            let (candidates, present): (Vec<PathBuf>, Vec<PathBuf>) =
-                files.into_iter().partition(|p| is_candidate(p));
-            candidates
-                .into_iter()
-                .find(|c| pair_of(c, &present).as_ref() == Some(&live))
-                .ok_or_else(|| format!("no candidate: {} does not exist", beside.display()))?
-        };
-        let candidate = read_candidate(&next, self.settings_dir.as_deref())?;
+        // Only beside the live file: a candidate elsewhere is no version
+        // of this plugin (see `sync_candidates`).
+        let next = live.with_file_name(format!("{plugin}.next.wasm"));
+        if !next.is_file() {
+            return Err(format!(
+                "no candidate: {} does not exist",
+                self.layout.root.rel(&next).display()
+            ));
+        }
+        let candidate = self
+            .layout
+            .read(&next, &Place::Candidate(plugin.to_string()))?;
         let (loaded, _) = self.admit(&next, candidate).await.map_err(|f| f.error)?;
         if loaded.name() != plugin {
             return Err(format!(
@@ -1146,111 +1097,6 @@ impl Registry {
 mod tests {
     use super::*;
 
-    fn write_old(path: &Path, text: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-        let old = SystemTime::now() - SETTLE * 2;
-        std::fs::File::options()
-            .write(true)
-            .open(path)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
-    }
-
-    /// The kubelet's layout of a ConfigMap volume: the files live in a
-    /// timestamped directory, `..data` links to it, and each key is a link
-    /// through `..data`.
-    #[test]
-    fn finds_plugins_in_a_configmap_volume_and_one_level_down() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path();
-        let stamp = dir.join("..2026_11_30_06_00_00.000000001");
-        write_old(&stamp.join("database.wasm"), "wasm");
-        write_old(&stamp.join("database.yaml"), "config: {}");
-        std::os::unix::fs::symlink("..2026_11_30_06_00_00.000000001", dir.join("..data")).unwrap();
-        for key in ["database.wasm", "database.yaml"] {
-            std::os::unix::fs::symlink(format!("..data/{key}"), dir.join(key)).unwrap();
-        }
-        // An image volume mounted at DIR/myapp.
-        write_old(&dir.join("myapp/myapp.wasm"), "wasm");
-        // Ignored: temporaries, other files, two levels down.
-        write_old(&dir.join(".tmp.wasm"), "wasm");
-        write_old(&dir.join("notes.txt"), "x");
-        write_old(&dir.join("a/b/deep.wasm"), "wasm");
-
-        let (files, fresh) = settled_files(dir, None).unwrap();
-        assert!(!fresh);
-        assert_eq!(
-            files,
-            vec![dir.join("database.wasm"), dir.join("myapp/myapp.wasm")]
-        );
-        assert_eq!(
-            settings_path(&dir.join("database.wasm"), None),
-            Some(dir.join("database.yaml"))
-        );
-
-        // A fresh file waits for the next scan.
-        std::fs::write(dir.join("new.wasm"), "wasm").unwrap();
-        let (files, fresh) = settled_files(dir, None).unwrap();
-        assert!(fresh);
-        assert_eq!(files.len(), 2);
-    }
-
-    #[test]
-    fn a_candidate_stands_beside_its_live_file_and_is_judged_as_it() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path();
-        write_old(&dir.join("database.wasm"), "wasm");
-        write_old(&dir.join("database.next.wasm"), "wasm");
-        write_old(&dir.join("database.next.yaml"), "config: {}");
-        let (files, _) = settled_files(dir, None).unwrap();
-        let (candidates, live): (Vec<_>, Vec<_>) = files.into_iter().partition(|p| is_candidate(p));
-        assert_eq!(live, vec![dir.join("database.wasm")]);
-        assert_eq!(candidates, vec![dir.join("database.next.wasm")]);
-        assert_eq!(live_of(&candidates[0]), Some(dir.join("database.wasm")));
-        assert_eq!(live_of(&dir.join("database.wasm")), None);
-        // Image volumes: each image in its own directory.
-        let live = [
-            dir.join("database/database.wasm"),
-            dir.join("myapp/myapp.wasm"),
-        ];
-        assert_eq!(
-            pair_of(&dir.join("database-next/database.next.wasm"), &live),
-            Some(dir.join("database/database.wasm"))
-        );
-        assert_eq!(pair_of(&dir.join("x/other.next.wasm"), &live), None);
-        let twice = [dir.join("a/db.wasm"), dir.join("b/db.wasm")];
-        assert_eq!(
-            pair_of(&dir.join("c/db.next.wasm"), &twice),
-            None,
-            "ambiguous"
-        );
-        assert_eq!(policy_stem(&candidates[0]), "database");
-        assert_eq!(policy_stem(&dir.join("database.wasm")), "database");
-        // Its own settings, not the live file's.
-        assert_eq!(
-            settings_path(&candidates[0], None),
-            Some(dir.join("database.next.yaml"))
-        );
-    }
-
-    #[test]
-    fn bad_rollback_settings_are_refused_with_the_file_named() {
-        let root = tempfile::tempdir().unwrap();
-        let wasm = root.path().join("x.wasm");
-        write_old(&wasm, "wasm");
-        write_old(
-            &root.path().join("x.yaml"),
-            "rollback:\n  maxErrorRate: 2\n",
-        );
-        let error = read_candidate(&wasm, None).err().unwrap();
-        assert!(
-            error.contains("x.yaml") && error.contains("maxErrorRate must be between 0 and 1"),
-            "{error}"
-        );
-    }
-
     #[test]
     fn the_summary_row_keeps_shadow_counts_and_drops_what_holds_cluster_data() {
         let shadow = ShadowStatus {
@@ -1286,27 +1132,5 @@ mod tests {
         assert!(summary["shadow"].get("examples").is_none(), "{summary}");
         assert!(summary.get("candidateError").is_none(), "{summary}");
         assert!(summary.get("lastError").is_none(), "{summary}");
-    }
-
-    #[test]
-    fn a_settings_directory_replaces_settings_beside_the_plugin() {
-        let root = tempfile::tempdir().unwrap();
-        let (plugins, settings) = (root.path().join("plugins"), root.path().join("settings"));
-        write_old(&plugins.join("myapp/myapp.wasm"), "wasm");
-        write_old(&plugins.join("myapp/myapp.yaml"), "beside");
-        write_old(&settings.join("myapp.yml"), "config: {}");
-        let wasm = plugins.join("myapp/myapp.wasm");
-        assert_eq!(
-            settings_path(&wasm, Some(&settings)),
-            Some(settings.join("myapp.yml"))
-        );
-        assert_eq!(
-            settings_path(&wasm, None),
-            Some(plugins.join("myapp/myapp.yaml"))
-        );
-        // A fresh settings file holds its plugin back, as a fresh .wasm does.
-        std::fs::write(settings.join("myapp.yml"), "config: {a: 1}").unwrap();
-        let (files, fresh) = settled_files(&plugins, Some(&settings)).unwrap();
-        assert!(fresh && files.is_empty());
     }
 }

@@ -22,14 +22,15 @@ use crate::telemetry::{self, Detail, Metrics, Probes};
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Directory of plugin `.wasm` files (and optional `<stem>.yaml`
-    /// settings), also one level down: `DIR/<any>/<stem>.wasm` (one image
-    /// volume per plugin).
+    /// Directory of plugin `.wasm` files (and optional `<name>.yaml`
+    /// settings). Plugin `N` serves only from the location its grant binds
+    /// (`path:`), by default `DIR/N.wasm` or `DIR/N/N.wasm` (one image
+    /// volume per plugin), and only if its manifest declares `N`.
     #[arg(long, env = "KUBEPLUG_PLUGINS")]
     plugins: PathBuf,
-    /// Directory of the plugins' `<stem>.yaml` settings, instead of beside
+    /// Directory of the plugins' `<name>.yaml` settings, instead of beside
     /// each `.wasm` (plugins from read-only images, settings from a
-    /// ConfigMap).
+    /// ConfigMap). Links out of it are refused.
     #[arg(long, env = "KUBEPLUG_SETTINGS")]
     settings: Option<PathBuf>,
     /// Address for /metrics, /healthz, /readyz and /plugins. In a pod, give
@@ -108,6 +109,11 @@ pub struct RunArgs {
         default_value = "64Mi"
     )]
     watch_cache_bytes: usize,
+    /// Largest plugin file read, in bytes; a larger one is refused before
+    /// it is read. The default (64 MiB) is over three times the largest
+    /// guest shipped (Python, ~18 MB).
+    #[arg(long, env = "KUBEPLUG_MAX_PLUGIN_BYTES", default_value_t = crate::registry::MAX_PLUGIN_BYTES)]
+    max_plugin_bytes: u64,
     /// Rescan the plugin directory at least this often, in seconds, even
     /// without change notifications.
     #[arg(long, default_value_t = 30)]
@@ -249,6 +255,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             metrics: metrics.clone(),
             settings,
             namespaces: (!args.namespaces.is_empty()).then(|| args.namespaces.clone()),
+            max_plugin_bytes: args.max_plugin_bytes,
         },
     ));
 

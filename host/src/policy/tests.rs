@@ -285,3 +285,79 @@ fn typos_in_a_policy_are_errors_not_silent_defaults() {
     b.write_all(b"quotas: {eventsPerAnwser: 3}\n").unwrap();
     assert!(Policy::load(&[b.path()]).is_err());
 }
+
+#[test]
+fn a_grants_path_is_a_file_or_a_folder_one_level_down_and_never_shared() {
+    let one = |path: &str| {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        write!(file, "plugins:\n  database: {{path: {path:?}}}\n").unwrap();
+        Policy::load(&[file.path()]).map(|p| p.location("database"))
+    };
+    assert_eq!(one("db.wasm").unwrap(), Location::File("db.wasm".into()));
+    assert_eq!(
+        one("team-a/db.wasm").unwrap(),
+        Location::File("team-a/db.wasm".into())
+    );
+    assert_eq!(one("team-a/").unwrap(), Location::Folder("team-a".into()));
+    for bad in [
+        "",
+        "/plugins/db.wasm",
+        "../db.wasm",
+        "team-a/../db.wasm",
+        ".hidden/db.wasm",
+        "a/b/db.wasm",
+        "a/b/",
+        "team-a",
+        "db.next.wasm",
+        "team-a//db.wasm",
+    ] {
+        let error = one(bad).unwrap_err();
+        assert!(
+            error.to_string().contains("path") || format!("{error:?}").contains("path"),
+            "{bad}: {error:?}"
+        );
+    }
+    let twice = "plugins:\n  a: {path: x/b.wasm}\n  b: {path: x/}\n";
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(twice.as_bytes()).unwrap();
+    let error = Policy::load(&[file.path()]).unwrap_err();
+    assert!(
+        format!("{error}").contains("x/b.wasm is also the location of plugin b"),
+        "{error}"
+    );
+    // No entry, or no path: the default layouts.
+    assert_eq!(policy(SEEDS).location("database"), Location::Default);
+    assert_eq!(policy(SEEDS).location("stranger"), Location::Default);
+}
+
+#[test]
+fn a_location_is_bound_to_the_name_its_grant_or_its_default_layout_gives() {
+    let p = policy(
+        "plugins:
+  database: {path: team-a/engine.wasm}
+  cache: {path: team-b/}
+  myapp: {}
+",
+    );
+    let at = |rel: &str| p.bound_at(Path::new(rel));
+    assert_eq!(at("team-a/engine.wasm").unwrap(), "database");
+    assert_eq!(at("team-b/cache.wasm").unwrap(), "cache");
+    assert_eq!(at("myapp.wasm").unwrap(), "myapp");
+    assert_eq!(at("myapp/myapp.wasm").unwrap(), "myapp");
+    assert_eq!(at("stranger.wasm").unwrap(), "stranger");
+    for refused in [
+        "database.wasm",
+        "database/database.wasm",
+        "cache.wasm",
+        "team-b/myapp.wasm",
+        "team-a/myapp.wasm",
+    ] {
+        assert!(at(refused).is_err(), "{refused}");
+    }
+    let next = |rel: &str| p.candidate_at(Path::new(rel));
+    assert_eq!(next("team-a/database.next.wasm").unwrap(), "database");
+    assert_eq!(next("team-b/cache.next.wasm").unwrap(), "cache");
+    assert_eq!(next("myapp.next.wasm").unwrap(), "myapp");
+    assert!(next("database.next.wasm").is_err());
+    assert!(next("team-b/myapp.next.wasm").is_err());
+}

@@ -416,12 +416,14 @@ fn a_candidate_that_loops_is_stopped_at_its_deadline_and_never_holds_a_live_reco
     dir.install("hostile", "hostile");
     let host = Host::start(&dir);
     // The candidate spins until its deadline (2 s by default) on every call.
-    // It comes as an image volume would bring it: in a directory of its own.
-    let image = dir.path.join("hostile-next");
-    std::fs::create_dir(&image).expect("create the candidate's directory");
-    std::fs::write(image.join("hostile.next.yaml"), "config:\n  behave: loop\n")
-        .expect("write the candidate's settings");
-    std::fs::copy(built("hostile"), image.join("hostile.next.wasm")).expect("copy the candidate");
+    // It stands beside the live file, the only place a candidate may sit.
+    std::fs::write(
+        dir.path.join("hostile.next.yaml"),
+        "config:\n  behave: loop\n",
+    )
+    .expect("write the candidate's settings");
+    std::fs::copy(built("hostile"), dir.path.join("hostile.next.wasm"))
+        .expect("copy the candidate");
     eventually("the candidate in shadow", TIMEOUT, || {
         host.plugin("hostile")?["shadow"]["version"]
             .as_str()
