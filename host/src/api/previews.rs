@@ -12,8 +12,9 @@
 //! not `list`, in the namespace, no values are shown ([`crate::preview`]).
 //!
 //! A parent object given in the body is the caller's text: its `uid` is
-//! replaced by the live parent's of that name (or removed, for a parent that
-//! does not exist), so that it can never claim another object's children.
+//! replaced by the live parent's of that name (or a fresh one, for a parent
+//! that does not exist), so that it can never claim another object's
+//! children.
 
 use http::{Response, StatusCode};
 use kube::core::DynamicObject;
@@ -113,14 +114,11 @@ impl Server {
                     .as_str()
                     .and_then(|name| handle.live_parent(namespace, name))
                     .and_then(|live| live.metadata.uid.clone());
-                match (live_uid, parent["metadata"].as_object_mut()) {
-                    (Some(uid), Some(metadata)) => {
-                        metadata.insert("uid".into(), json!(uid));
-                    }
-                    (None, Some(metadata)) => {
-                        metadata.remove("uid");
-                    }
-                    _ => {}
+                // A parent that does not exist yet gets a uid of its own,
+                // which owns nothing (children refer to their parent's uid).
+                let uid = live_uid.unwrap_or_else(fresh_uid);
+                if let Some(metadata) = parent["metadata"].as_object_mut() {
+                    metadata.insert("uid".into(), json!(uid));
                 }
                 match serde_json::from_value::<DynamicObject>(parent) {
                     Ok(parent) => Object::new(parent),
@@ -204,5 +202,41 @@ impl Server {
             }
         }
         Ok(out)
+    }
+}
+
+/// A random version-4 UUID, as the API server gives new objects.
+fn fresh_uid() -> String {
+    let b: [u8; 16] = rand::random();
+    let hex = hex::encode(
+        [
+            &b[..6],
+            &[0x40 | (b[6] & 0x0f), b[7], 0x80 | (b[8] & 0x3f)],
+            &b[9..],
+        ]
+        .concat(),
+    );
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_fresh_uid_is_a_version_4_uuid_and_new_each_time() {
+        let uid = super::fresh_uid();
+        let parts: Vec<&str> = uid.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+        assert!(parts[2].starts_with('4'), "{uid}");
+        assert_ne!(uid, super::fresh_uid());
     }
 }
