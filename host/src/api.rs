@@ -17,6 +17,7 @@
 
 mod authorize;
 mod der;
+pub mod limits;
 mod previews;
 mod requestheader;
 mod resources;
@@ -49,6 +50,8 @@ pub struct ApiSettings {
     /// PEM serving certificate (chain) and key; re-read on change.
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// What one user, and everyone, may ask of previews.
+    pub previews: limits::PreviewLimits,
 }
 
 /// How often the serving certificate and the front proxy's settings are
@@ -63,10 +66,17 @@ struct Server {
     authorizer: Authorizer,
     tracker: Arc<Tracker>,
     registry: Arc<crate::registry::Registry>,
+    previews: Arc<limits::Limiter>,
 }
 
-/// Largest preview body read (a parent object and a little more).
-const MAX_BODY: usize = 4 << 20;
+/// Largest preview body read: a parent object (etcd's default request
+/// limit, and so the largest object, is 1.5 MiB) and a little more. A
+/// longer `Content-Length` is refused before anything is read.
+const MAX_BODY: usize = 2 << 20;
+
+/// The subresource of `plugins` whose `get` shows a plugin's error texts and
+/// shadow examples (which may quote cluster data a plugin was handed).
+pub const DETAILS: &str = "details";
 
 type Body = BoxBody<Bytes, std::convert::Infallible>;
 
@@ -90,6 +100,7 @@ pub async fn serve(
         authorizer: Authorizer::new(client.clone()),
         tracker,
         registry,
+        previews: limits::Limiter::new(settings.previews.clone()),
     });
     tokio::spawn(reload(server.clone(), settings.clone(), client));
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -112,16 +123,20 @@ pub async fn serve(
                 }
                 Err(_) => return,
             };
-            let proxy_names: Vec<String> = stream
+            // The leaf's one subject CN, as kube-apiserver judges it.
+            let proxy_name: Option<String> = stream
                 .get_ref()
                 .1
                 .peer_certificates()
                 .and_then(|c| c.first())
-                .map(|c| der::subject_common_names(c))
-                .unwrap_or_default();
+                .and_then(|c| der::subject_common_name(c));
             let service = hyper::service::service_fn(move |req| {
-                let (server, proxy_names) = (server.clone(), proxy_names.clone());
-                async move { Ok::<_, std::convert::Infallible>(server.handle(&proxy_names, req).await) }
+                let (server, proxy_name) = (server.clone(), proxy_name.clone());
+                async move {
+                    Ok::<_, std::convert::Infallible>(
+                        server.handle(proxy_name.as_deref(), req).await,
+                    )
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -216,6 +231,9 @@ enum Route {
         watch: bool,
     },
     Get(String),
+    /// `GET .../plugins/<name>/details`: the whole object, for callers who
+    /// may `get` `plugins/details`.
+    Details(String),
     /// `POST .../namespaces/<ns>/previews`.
     Preview {
         namespace: String,
@@ -260,6 +278,10 @@ fn route(path: &str, query: &str) -> Option<Route> {
             match rest.strip_prefix('/') {
                 None if rest.is_empty() => Route::List { watch },
                 Some(name) if !name.is_empty() && !name.contains('/') => Route::Get(name.into()),
+                Some(path) => match path.split_once('/') {
+                    Some((name, DETAILS)) if !name.is_empty() => Route::Details(name.into()),
+                    _ => return None,
+                },
                 _ => return None,
             }
         }
@@ -275,13 +297,13 @@ fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
 impl Server {
     async fn handle(
         &self,
-        proxy_names: &[String],
+        proxy_name: Option<&str>,
         req: Request<hyper::body::Incoming>,
     ) -> Response<Body> {
         let path = req.uri().path().to_string();
         let query = req.uri().query().unwrap_or("").to_string();
         let front_proxy = self.front_proxy.read().expect("front proxy lock").clone();
-        let user = match front_proxy.user(proxy_names, req.headers()) {
+        let user = match front_proxy.user(proxy_name, req.headers()) {
             Ok(user) => user,
             Err(why) => return failure(StatusCode::UNAUTHORIZED, "Unauthorized", why),
         };
@@ -316,6 +338,7 @@ impl Server {
                 group: GROUP.into(),
                 verb: "create".into(),
                 resource: "previews".into(),
+                subresource: None,
                 namespace: Some(namespace.clone()),
                 name: None,
             }),
@@ -323,6 +346,7 @@ impl Server {
                 group: GROUP.into(),
                 verb: if *watch { "watch" } else { "list" }.into(),
                 resource: resources::RESOURCE.into(),
+                subresource: None,
                 namespace: None,
                 name: None,
             }),
@@ -330,10 +354,35 @@ impl Server {
                 group: GROUP.into(),
                 verb: "get".into(),
                 resource: resources::RESOURCE.into(),
+                subresource: None,
                 namespace: None,
                 name: Some(name.clone()),
             }),
+            Route::Details(name) => Some(details_attributes(Some(name.as_str()))),
         };
+        // A preview costs reviews, perhaps a compile and a plugin call: the
+        // caller's limits come first, then the size of what it sends, before
+        // any of it is paid for.
+        let _preview_permit = match &route {
+            Route::Preview { .. } => match self.previews.admit(&user.name) {
+                Ok(permit) => Some(permit),
+                Err(refused) => return too_many(&refused),
+            },
+            _ => None,
+        };
+        if matches!(route, Route::Preview { .. })
+            && req
+                .headers()
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+                .is_some_and(|n| n > MAX_BODY)
+        {
+            return failure(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                format!("a preview is at most {MAX_BODY} bytes"),
+            );
+        }
         if let Some(attributes) = attributes {
             match self.authorizer.allowed(&user, &attributes).await {
                 Ok(true) => {}
@@ -344,6 +393,26 @@ impl Server {
                 }
             }
         }
+        // Error texts and shadow examples only for who may see them.
+        let details = match &route {
+            Route::Get(name) => Some(Some(name.as_str())),
+            Route::List { .. } => Some(None),
+            _ => None,
+        };
+        let redact = match details {
+            None => false,
+            Some(name) => match self
+                .authorizer
+                .allowed(&user, &details_attributes(name))
+                .await
+            {
+                Ok(allowed) => !allowed,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot authorize an API request");
+                    return failure(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", error);
+                }
+            },
+        };
         let table = req
             .headers()
             .get_all("accept")
@@ -379,7 +448,11 @@ impl Server {
                     Discovery::OpenApiV2 => resources::openapi_v2(),
                 },
             ),
-            Route::Get(name) => match self.tracker.get(&name) {
+            Route::Get(name) | Route::Details(name) => match self
+                .tracker
+                .get(&name)
+                .map(|o| if redact { resources::redacted(o) } else { o })
+            {
                 Some(object) if table => json_response(
                     StatusCode::OK,
                     &resources::table(std::slice::from_ref(&object), self.tracker.version()),
@@ -392,7 +465,10 @@ impl Server {
                 ),
             },
             Route::List { watch: false } => {
-                let (objects, version) = self.tracker.list();
+                let (mut objects, version) = self.tracker.list();
+                if redact {
+                    objects = objects.into_iter().map(resources::redacted).collect();
+                }
                 let body = if table {
                     resources::table(&objects, version)
                 } else {
@@ -408,10 +484,36 @@ impl Server {
                     .and_then(|v| v.parse::<u64>().ok())
                     .map(Duration::from_secs)
                     .unwrap_or(Duration::from_secs(1800));
-                self.tracker.watch(since, timeout, table)
+                self.tracker.watch(since, timeout, table, redact)
             }
         }
     }
+}
+
+/// `get` on `plugins/details` (of one plugin, or of all).
+fn details_attributes(name: Option<&str>) -> Attributes {
+    Attributes {
+        group: GROUP.into(),
+        verb: "get".into(),
+        resource: resources::RESOURCE.into(),
+        subresource: Some(DETAILS.into()),
+        namespace: None,
+        name: name.map(String::from),
+    }
+}
+
+/// 429 with `Retry-After`, as kube-apiserver's flow control answers.
+fn too_many(refused: &limits::Refused) -> Response<Body> {
+    let mut response = failure(
+        StatusCode::TOO_MANY_REQUESTS,
+        "TooManyRequests",
+        format!("too many previews: {}", refused.why),
+    );
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from(refused.retry_after.as_secs().max(1)),
+    );
+    response
 }
 
 /// The 403 kube-apiserver would give, naming the user and what they lack.
@@ -420,9 +522,14 @@ fn forbidden(user: &UserInfo, attributes: &Attributes) -> Response<Body> {
         group,
         verb,
         resource,
+        subresource,
         namespace,
         name,
     } = attributes;
+    let resource = match subresource {
+        Some(sub) => format!("{resource}/{sub}"),
+        None => resource.clone(),
+    };
     let what = if group.is_empty() {
         resource.clone()
     } else {
@@ -466,6 +573,11 @@ mod tests {
             Some(Route::Get("database".into()))
         );
         assert_eq!(route(&format!("{base}/plugins/a/b"), ""), None);
+        assert_eq!(
+            route(&format!("{base}/plugins/a/details"), ""),
+            Some(Route::Details("a".into()))
+        );
+        assert_eq!(route(&format!("{base}/plugins//details"), ""), None);
         assert_eq!(route(&format!("{base}/other"), ""), None);
         assert_eq!(
             route(&format!("{base}/namespaces/team-a/previews"), ""),

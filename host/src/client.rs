@@ -3,10 +3,13 @@
 //!
 //! client-go gives every client a token-bucket rate limiter (QPS and burst)
 //! and retries throttled requests as the server says; kube-rs leaves both to
-//! the caller. Every client of the host (its own, for watches, Leases and
-//! reviews, and one per plugin, impersonating its ServiceAccount) is built
-//! here, so each gets its own bucket: one busy plugin cannot use up another's
-//! share, and a slow API server cannot hold a worker forever.
+//! the caller. Every client of the host is built here, each with its own
+//! bucket and its own connections: the host's own (watches, reviews), leader
+//! election's (Leases only, so that no other load delays a renewal), the
+//! aggregated API's (its callers' reviews), and one per plugin,
+//! impersonating its ServiceAccount. One busy plugin cannot use up another's
+//! share, a flood of previews cannot cost a replica its Leases, and a slow
+//! API server cannot hold a worker forever.
 //!
 //! Stack, outermost first: retry (backoff with jitter, at least the server's
 //! `Retry-After`) → rate limit → timeout (not for watches, which stay open by

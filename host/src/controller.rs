@@ -164,6 +164,26 @@ impl PreviewHandle {
             .clone()
     }
 
+    /// The kinds a reconcile hands the plugin besides its parent: child
+    /// kinds (whose values a preview shows) and related kinds.
+    pub fn handed_kinds(
+        &self,
+    ) -> (
+        Vec<crate::manifest::ApiResource>,
+        Vec<crate::manifest::ApiResource>,
+    ) {
+        let plugin = self.0.plugin.read().expect("plugin lock");
+        let manifest = plugin.manifest();
+        (
+            manifest.children.clone(),
+            manifest
+                .related
+                .iter()
+                .map(|r| r.resource.clone())
+                .collect(),
+        )
+    }
+
     /// A parent as the controller's cache holds it.
     pub fn live_parent(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
         self.0.sources.parent.get(namespace, name)
@@ -171,11 +191,14 @@ impl PreviewHandle {
 
     /// What one reconcile of `parent` would do now, by the version serving
     /// or by `candidate`, which must watch what the serving one watches
-    /// (the preview reads the serving version's caches).
+    /// (the preview reads the serving version's caches). Of the kinds in
+    /// `withheld` (the caller may not read them) no value is shown, nor the
+    /// plugin's own text (see [`crate::preview`]).
     pub async fn run(
         &self,
         parent: &Object,
         candidate: Option<Plugin>,
+        withheld: &[crate::manifest::ApiResource],
     ) -> Result<serde_json::Value, String> {
         let live = self.0.plugin.read().expect("plugin lock").clone();
         let plugin = match candidate {
@@ -192,10 +215,19 @@ impl PreviewHandle {
             sources: &self.0.sources,
             fence: &self.0.fence,
             field_manager: self.0.writer.field_manager(),
+            withheld,
         };
         crate::preview::preview(&target, parent)
             .await
-            .map_err(|e| format_chain(&e))
+            .map_err(|e| match &e {
+                // A plugin's error text may quote what it was handed.
+                ReconcileError::Call(call) if !withheld.is_empty() => format!(
+                    "the plugin failed ({}) {}",
+                    call.label(),
+                    crate::preview::WITHHELD_TEXT
+                ),
+                _ => format_chain(&e),
+            })
     }
 }
 

@@ -175,8 +175,12 @@ impl Informer {
         self.cache.read().expect("cache lock").get(namespace, name)
     }
 
-    pub fn owned_by(&self, uid: &str) -> Vec<Arc<Object>> {
-        self.cache.read().expect("cache lock").owned_by(uid)
+    /// See [`Cache::owned_by`].
+    pub fn owned_by(&self, namespace: Option<&str>, uid: &str) -> Vec<Arc<Object>> {
+        self.cache
+            .read()
+            .expect("cache lock")
+            .owned_by(namespace, uid)
     }
 
     pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<Object>> {

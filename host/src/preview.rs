@@ -2,12 +2,21 @@
 //! parent would do right now, computed exactly as [`crate::reconcile`] does
 //! (same caches, same request, same fence checks, same write decisions), with
 //! every write left out. Served as `previews` by the aggregated API.
+//!
+//! The caller is not the plugin: a preview shows values of the live cluster
+//! (`diff[].live`) that its caller may not be allowed to read (a Secret the
+//! plugin's ServiceAccount reads for it). The API works out which of the
+//! plugin's child and related kinds the caller may not read ([`Target::
+//! withheld`]); of those kinds, no value is shown (rows keep their action,
+//! kind and name), and neither is text the plugin wrote (its error, its
+//! events' messages), which may quote what it was handed.
 
 use std::collections::HashMap;
 
 use crate::informers::Object;
 use serde_json::{Value, json};
 
+use crate::manifest::ApiResource;
 use crate::plan::{self, ObjectKey};
 use crate::reconcile::{Fence, Inputs, ReconcileError, Sources, child_type, decide, inputs};
 use crate::runtime::Plugin;
@@ -19,6 +28,18 @@ pub struct Target<'a> {
     pub fence: &'a Fence,
     /// The controller's field manager (decides whether a status write is due).
     pub field_manager: &'a str,
+    /// Child and related kinds the caller may not read: their values, and
+    /// the plugin's own text, are left out of the answer.
+    pub withheld: &'a [ApiResource],
+}
+
+/// The name of a kind as RBAC names it, `plural.group` (`plural` for core).
+pub fn rbac_name(kind: &ApiResource) -> String {
+    if kind.group.is_empty() {
+        kind.plural.clone()
+    } else {
+        format!("{}.{}", kind.plural, kind.group)
+    }
 }
 
 /// What one reconcile of `parent` would do: children to create, update
@@ -64,7 +85,14 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
         if create_only {
             row["createOnly"] = json!(true);
         }
-        if !changes.is_empty() {
+        if target.withheld.contains(ty) {
+            if !changes.is_empty() {
+                row["withheld"] = json!(format!(
+                    "the diff is not shown: you may not get {} in {namespace}",
+                    rbac_name(ty)
+                ));
+            }
+        } else if !changes.is_empty() {
             row["diff"] = Value::Array(changes);
         }
         children.push(row);
@@ -82,7 +110,15 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
         .parent_patch
         .as_ref()
         .and_then(|p| plan::parent_patch(&parent, &p.labels, &p.annotations));
-    Ok(json!({
+    let mut events = serde_json::to_value(&desired.events).unwrap_or_default();
+    if !target.withheld.is_empty() {
+        for event in events.as_array_mut().into_iter().flatten() {
+            if event.get("message").is_some() {
+                event["message"] = json!(WITHHELD_TEXT);
+            }
+        }
+    }
+    let mut answer = json!({
         "children": children,
         "status": {
             "changes": status.is_some(),
@@ -90,8 +126,28 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
             "diff": status.map(|s| diff(&parent["status"], s)).unwrap_or_default(),
         },
         "parentPatch": parent_patch,
-        "events": desired.events,
-    }))
+        "events": events,
+    });
+    if !target.withheld.is_empty() {
+        answer["withheld"] = withheld_note(target.withheld, &namespace);
+    }
+    Ok(answer)
+}
+
+/// What replaces text the plugin wrote when the caller may not read all it
+/// was handed.
+pub const WITHHELD_TEXT: &str =
+    "(not shown: the plugin was handed objects you may not read, which its text may quote)";
+
+/// The answer's `withheld`: which kinds the caller may not read, so their
+/// values and the plugin's text are left out.
+pub fn withheld_note(withheld: &[ApiResource], namespace: &str) -> Value {
+    json!({
+        "kinds": withheld.iter().map(rbac_name).collect::<Vec<_>>(),
+        "reason": format!(
+            "you may not read these kinds in {namespace}: their live values, and the plugin's error and event messages, are not shown"
+        ),
+    })
 }
 
 /// Field by field, where `desired` differs from `live`: the fields the

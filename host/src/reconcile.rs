@@ -188,10 +188,13 @@ impl Sources {
         }
     }
 
-    pub(crate) fn observed(&self, uid: &str) -> Vec<Arc<Object>> {
+    /// The children a parent of `namespace` (`None`: cluster-scoped)
+    /// with `uid` controls, from its namespace only (see
+    /// [`View::owned_by`]): a uid is a claim anyone can make.
+    pub(crate) fn observed(&self, namespace: Option<&str>, uid: &str) -> Vec<Arc<Object>> {
         self.children
             .iter()
-            .flat_map(|i| i.owned_by(uid))
+            .flat_map(|i| i.owned_by(namespace, uid))
             .filter(|o| {
                 o.metadata
                     .owner_references
@@ -254,7 +257,12 @@ pub(crate) struct Inputs {
 pub(crate) fn inputs(sources: &Sources, parent_obj: &Object) -> Inputs {
     let parent = parent_obj.to_value();
     let uid = parent_obj.metadata.uid.as_deref().unwrap_or_default();
-    let observed_objects = sources.observed(uid);
+    let namespace = parent_obj
+        .metadata
+        .namespace
+        .as_deref()
+        .filter(|ns| !ns.is_empty());
+    let observed_objects = sources.observed(namespace, uid);
     let observed: Vec<Value> = observed_objects.iter().map(|o| o.to_value()).collect();
     let related = sources
         .related(

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 
+use crate::api::limits::PreviewLimits;
 use crate::cli::{PolicyArgs, RuntimeArgs};
 use crate::client::ClientSettings;
 use crate::controller::Settings;
@@ -51,6 +52,19 @@ pub struct RunArgs {
     /// PEM private key of that certificate.
     #[arg(long, env = "KUBEPLUG_API_KEY")]
     api_key: Option<PathBuf>,
+    /// Previews a user may start per second (sustained) through the
+    /// aggregated API; more get 429 before they cost anything.
+    #[arg(long, default_value_t = PreviewLimits::default().per_user_rate)]
+    preview_rate: f64,
+    /// Previews a user may start at once above that rate.
+    #[arg(long, default_value_t = PreviewLimits::default().per_user_burst)]
+    preview_burst: u32,
+    /// Previews of one user running at once.
+    #[arg(long, default_value_t = PreviewLimits::default().per_user_in_flight)]
+    preview_concurrency: usize,
+    /// Previews running at once, all users together.
+    #[arg(long, default_value_t = PreviewLimits::default().in_flight)]
+    previews_in_flight: usize,
     /// Serve only these namespaces (comma-separated): every plugin's
     /// parents, children and related objects are watched, cached and
     /// written there and nowhere else, so the host needs no cluster-wide
@@ -199,6 +213,19 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     };
     let client = crate::client::build(&config, &client_settings)
         .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
+    // Leader election gets a client of its own: its own connections and
+    // its own rate limit, so that no load on the host's client (reconciles'
+    // reviews, watches, candidate admissions) and none on the aggregated
+    // API's (a flood of previews) can hold a Lease renewal back past the
+    // renew deadline. Its requests are few (a list and a renewal per round).
+    let lease_client = crate::client::build(
+        &config,
+        &ClientSettings {
+            user_agent: format!("{} leader-election", client_settings.user_agent),
+            ..client_settings.clone()
+        },
+    )
+    .context("failed to build the leader-election client")?;
     let plan = memory_plan(args.memory_limit_mib, args.runtime.compiles)?;
     let runtime = Arc::new(args.runtime.bounded_runtime()?.with_memory_plan(plan));
     let metrics = Metrics::new();
@@ -215,7 +242,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         lease
             .validate()
             .map_err(|e| anyhow::anyhow!("invalid leader election timing: {e}"))?;
-        Some(Elector::start(client.clone(), lease, metrics.clone()))
+        Some(Elector::start(lease_client, lease, metrics.clone()))
     } else {
         None
     };
@@ -249,8 +276,8 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             informers: informers.clone(),
             access: Arc::new(Access::new(client.clone(), metrics.clone())),
             client: client.clone(),
-            config,
-            client_settings,
+            config: config.clone(),
+            client_settings: client_settings.clone(),
             policy,
             metrics: metrics.clone(),
             settings,
@@ -316,9 +343,21 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     });
     let api = match args.api_listen {
         Some(listen) => {
+            // The aggregated API's requests (its users' SubjectAccessReviews,
+            // the front proxy's settings, who leads) go out on a client of
+            // their own too: what its callers cause is limited by its own
+            // rate limit, not taken from the reconciles'.
+            let api_client = crate::client::build(
+                &config,
+                &ClientSettings {
+                    user_agent: format!("{} aggregated-api", client_settings.user_agent),
+                    ..client_settings.clone()
+                },
+            )
+            .context("failed to build the aggregated API's client")?;
             let tracker = crate::api::Tracker::new();
             let leases = args.leader_elect.then(|| crate::api::tracker::Leases {
-                client: client.clone(),
+                client: api_client.clone(),
                 namespace: args.lease_namespace.clone(),
             });
             tokio::spawn(
@@ -330,10 +369,16 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 listen,
                 cert: args.api_cert.clone().expect("clap requires --api-cert"),
                 key: args.api_key.clone().expect("clap requires --api-key"),
+                previews: PreviewLimits {
+                    per_user_rate: args.preview_rate,
+                    per_user_burst: args.preview_burst,
+                    per_user_in_flight: args.preview_concurrency,
+                    in_flight: args.previews_in_flight,
+                },
             };
             Some(tokio::spawn(crate::api::serve(
                 settings,
-                client.clone(),
+                api_client,
                 tracker,
                 registry.clone(),
             )))

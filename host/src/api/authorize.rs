@@ -2,7 +2,7 @@
 //! SubjectAccessReview per (user, request) pair, cached briefly as
 //! kube-apiserver's delegating authorizer does.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,8 @@ pub struct Attributes {
     pub group: String,
     pub verb: String,
     pub resource: String,
+    /// A subresource (`details` of `plugins`), or none.
+    pub subresource: Option<String>,
     pub namespace: Option<String>,
     pub name: Option<String>,
 }
@@ -27,8 +29,33 @@ pub struct Attributes {
 /// How long a decision is reused (kube-apiserver: 10 s allowed, 10 s denied).
 const TTL: Duration = Duration::from_secs(10);
 
-/// A decision is for a user, their groups and what they asked.
-type Key = (String, Vec<String>, Attributes);
+/// A decision is for a user as the front proxy named them (name, uid,
+/// groups and extra: RBAC, webhooks and impersonation rules may decide on
+/// any of them) and what they asked.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    name: String,
+    uid: Option<String>,
+    groups: Vec<String>,
+    extra: BTreeMap<String, Vec<String>>,
+    what: Attributes,
+}
+
+impl Key {
+    fn new(user: &UserInfo, what: &Attributes) -> Key {
+        Key {
+            name: user.name.clone(),
+            uid: user.uid.clone(),
+            groups: user.groups.clone(),
+            extra: user.extra.clone(),
+            what: what.clone(),
+        }
+    }
+}
+
+/// Decisions kept at most: the previews' rate limits bound how fast new
+/// keys arrive; this bounds what a burst of them can hold (a few MiB).
+const MAX_ENTRIES: usize = 10_000;
 
 pub struct Authorizer {
     client: kube::Client,
@@ -46,7 +73,7 @@ impl Authorizer {
 
     /// Ok(true) if RBAC allows `user` to do `what`.
     pub async fn allowed(&self, user: &UserInfo, what: &Attributes) -> Result<bool, String> {
-        let key = (user.name.clone(), user.groups.clone(), what.clone());
+        let key = Key::new(user, what);
         if let Some((allowed, at)) = self.cache.lock().expect("authz cache").get(&key)
             && at.elapsed() < TTL
         {
@@ -61,6 +88,7 @@ impl Authorizer {
                 resource_attributes: Some(ResourceAttributes {
                     group: Some(what.group.clone()),
                     resource: Some(what.resource.clone()),
+                    subresource: what.subresource.clone(),
                     verb: Some(what.verb.clone()),
                     namespace: what.namespace.clone(),
                     name: what.name.clone(),
@@ -78,7 +106,55 @@ impl Authorizer {
         let allowed = answer.status.is_some_and(|s| s.allowed);
         let mut cache = self.cache.lock().expect("authz cache");
         cache.retain(|_, (_, at)| at.elapsed() < TTL);
+        if cache.len() >= MAX_ENTRIES {
+            cache.clear();
+        }
         cache.insert(key, (allowed, Instant::now()));
         Ok(allowed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(uid: Option<&str>, extra: &[(&str, &str)]) -> UserInfo {
+        UserInfo {
+            name: "alice".into(),
+            uid: uid.map(String::from),
+            groups: vec!["system:authenticated".into()],
+            extra: extra
+                .iter()
+                .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_decision_is_never_reused_for_another_uid_or_other_extra() {
+        let what = Attributes {
+            group: "kubeplug.io".into(),
+            verb: "get".into(),
+            resource: "plugins".into(),
+            subresource: None,
+            namespace: None,
+            name: None,
+        };
+        let plain = Key::new(&user(None, &[]), &what);
+        assert_eq!(plain, Key::new(&user(None, &[]), &what));
+        assert_ne!(plain, Key::new(&user(Some("u-1"), &[]), &what));
+        assert_ne!(
+            Key::new(&user(Some("u-1"), &[]), &what),
+            Key::new(&user(Some("u-2"), &[]), &what)
+        );
+        assert_ne!(
+            plain,
+            Key::new(&user(None, &[("scopes.example.com", "read")]), &what)
+        );
+        let details = Attributes {
+            subresource: Some("details".into()),
+            ..what.clone()
+        };
+        assert_ne!(plain, Key::new(&user(None, &[]), &details));
     }
 }

@@ -30,9 +30,13 @@ const VERSION: u8 = 0xa0;
 /// 2.5.4.3, commonName.
 const COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
 
-/// The subject's common names of a DER certificate (usually one).
-pub fn subject_common_names(cert: &[u8]) -> Vec<String> {
-    subject(cert).map(common_names).unwrap_or_default()
+/// The subject's common name of a DER certificate, read as kube-apiserver
+/// reads it (Go's `pkix.Name.CommonName`, which `requestheader-allowed-names`
+/// is checked against): one name, the *last* commonName attribute of the
+/// subject whose value is a string. A certificate naming several CNs is
+/// judged by that one alone, never by whichever of them is allowed.
+pub fn subject_common_name(cert: &[u8]) -> Option<String> {
+    subject(cert).and_then(|s| common_names(s).pop())
 }
 
 /// The subject Name of a certificate: the sixth field of the TBSCertificate
@@ -55,7 +59,32 @@ fn subject(cert: &[u8]) -> Option<&[u8]> {
     (tag == SEQUENCE).then_some(subject)
 }
 
-/// Name ::= SEQUENCE OF SET OF SEQUENCE { type OID, value ANY }.
+/// The text of a DER string value, for the string types Go's `asn1`
+/// decodes into a `string`; `None` for any other type.
+fn string(tag: u8, bytes: &[u8]) -> Option<String> {
+    const UTF8: u8 = 0x0c;
+    const NUMERIC: u8 = 0x12;
+    const PRINTABLE: u8 = 0x13;
+    const T61: u8 = 0x14;
+    const IA5: u8 = 0x16;
+    const BMP: u8 = 0x1e;
+    match tag {
+        UTF8 | NUMERIC | PRINTABLE | IA5 => String::from_utf8(bytes.to_vec()).ok(),
+        // Go reads T61String as Latin-1.
+        T61 => Some(bytes.iter().map(|&b| char::from(b)).collect()),
+        BMP if bytes.len().is_multiple_of(2) => String::from_utf16(
+            &bytes
+                .chunks(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                .collect::<Vec<_>>(),
+        )
+        .ok(),
+        _ => None,
+    }
+}
+
+/// Name ::= SEQUENCE OF SET OF SEQUENCE { type OID, value ANY }: every
+/// commonName, in order.
 fn common_names(mut name: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
     while let Some((tag, mut set, rest)) = tlv(name) {
@@ -74,9 +103,10 @@ fn common_names(mut name: &[u8]) -> Vec<String> {
             if oid != COMMON_NAME {
                 continue;
             }
-            // UTF8String, PrintableString, IA5String, ...: all bytes here.
-            if let Some((_, text, _)) = tlv(value) {
-                out.push(String::from_utf8_lossy(text).into_owned());
+            // Go keeps only values it decodes as strings; others leave the
+            // name as it was.
+            if let Some(text) = tlv(value).and_then(|(tag, text, _)| string(tag, text)) {
+                out.push(text);
             }
         }
     }
@@ -96,13 +126,39 @@ mod tests {
     #[test]
     fn reads_the_subject_common_name() {
         let der = decode(CERT);
-        assert_eq!(subject_common_names(&der), vec!["front-proxy-client"]);
+        assert_eq!(
+            subject_common_name(&der).as_deref(),
+            Some("front-proxy-client")
+        );
+    }
+
+    /// `CN=front-proxy-client, CN=mallory` (openssl `-subj
+    /// /CN=front-proxy-client/CN=mallory`), issued by `CN=front-proxy-ca`:
+    /// Go's `Subject.CommonName` is `mallory`, the last one.
+    const TWO_NAMES: &str = "MIIBQjCB6QIUBI3dK4VnEdfc8/byTmnqqUOQvVgwCgYIKoZIzj0EAwIwGTEXMBUGA1UEAwwOZnJvbnQtcHJveHktY2EwHhcNMjYxMjAxMDkyNTUwWhcNMzYxMTI4MDkyNTUwWjAvMRswGQYDVQQDDBJmcm9udC1wcm94eS1jbGllbnQxEDAOBgNVBAMMB21hbGxvcnkwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAAS7mPhscSHQ70NtbhqwDTsIeQCWP9GmM+nsE0XAHPNBcz2/yzXhe062rJQRqx/j38GL+klsHKlIjbV4h4XmKmSJMAoGCCqGSM49BAMCA0gAMEUCIQDNbE4tS9Wq1Was35aHCP6e7Yv6Zk+sPxmZU6lN505NuQIgV/vVCNG3THVjjtZsKCnf/KxsR3qnaoJ5v36oWSHbnbI=";
+
+    #[test]
+    fn of_several_common_names_the_last_one_counts_as_in_go() {
+        let der = decode(TWO_NAMES);
+        assert_eq!(subject_common_name(&der).as_deref(), Some("mallory"));
+    }
+
+    #[test]
+    fn only_string_values_are_names() {
+        // SET { SEQUENCE { OID 2.5.4.3, INTEGER 1 } } then a UTF8String CN.
+        let name = [
+            0x31, 0x0a, 0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x03, 0x02, 0x01, 0x01, //
+            0x31, 0x0a, 0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x01, b'a',
+        ];
+        assert_eq!(common_names(&name), vec!["a"]);
+        let int_last = [name[12..].to_vec(), name[..12].to_vec()].concat();
+        assert_eq!(common_names(&int_last), vec!["a"]);
     }
 
     #[test]
     fn garbage_has_no_name() {
-        assert!(subject_common_names(b"\x30\x82\xff").is_empty());
-        assert!(subject_common_names(&[]).is_empty());
+        assert!(subject_common_name(b"\x30\x82\xff").is_none());
+        assert!(subject_common_name(&[]).is_none());
     }
 
     fn decode(b64: &str) -> Vec<u8> {

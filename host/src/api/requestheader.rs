@@ -85,13 +85,16 @@ impl RequestHeader {
     }
 
     /// The user of a request whose TLS client certificate (already verified
-    /// against [`Self::client_ca`]) has `proxy_names` as common names.
-    pub fn user(&self, proxy_names: &[String], headers: &HeaderMap) -> Result<UserInfo, String> {
+    /// against [`Self::client_ca`]) has `proxy_name` as its subject's common
+    /// name (one, read as kube-apiserver reads it: see
+    /// [`super::der::subject_common_name`]).
+    pub fn user(&self, proxy_name: Option<&str>, headers: &HeaderMap) -> Result<UserInfo, String> {
         if !self.allowed_names.is_empty()
-            && !proxy_names.iter().any(|n| self.allowed_names.contains(n))
+            && !proxy_name.is_some_and(|n| self.allowed_names.iter().any(|a| a == n))
         {
             return Err(format!(
-                "client certificate {proxy_names:?} is not an allowed front proxy"
+                "client certificate with cn={} is not an allowed front proxy",
+                proxy_name.unwrap_or_default()
             ));
         }
         let first = |names: &[String]| {
@@ -176,7 +179,7 @@ mod tests {
         headers.append("x-remote-group", "system:authenticated".parse().unwrap());
         headers.insert("x-remote-extra-scopes%2fa", "x".parse().unwrap());
         let user = settings()
-            .user(&["front-proxy-client".into()], &headers)
+            .user(Some("front-proxy-client"), &headers)
             .unwrap();
         assert_eq!(user.name, "alice");
         assert_eq!(user.groups, vec!["team-a", "system:authenticated"]);
@@ -188,10 +191,11 @@ mod tests {
     fn another_client_certificate_or_no_user_is_refused() {
         let mut headers = HeaderMap::new();
         headers.insert("x-remote-user", "alice".parse().unwrap());
-        assert!(settings().user(&["mallory".into()], &headers).is_err());
+        assert!(settings().user(Some("mallory"), &headers).is_err());
+        assert!(settings().user(None, &headers).is_err());
         assert!(
             settings()
-                .user(&["front-proxy-client".into()], &HeaderMap::new())
+                .user(Some("front-proxy-client"), &HeaderMap::new())
                 .is_err()
         );
     }

@@ -90,6 +90,46 @@ pub fn plugin(row: &Status, leader: Option<&str>) -> Value {
     object
 }
 
+/// Fields of a `Plugin` that carry text a plugin or its file can fill with
+/// anything, including cluster data it was handed: shown only to callers who
+/// may `get` `plugins/details` (as `/plugins` shows them only to loopback
+/// clients).
+const DETAIL_FIELDS: [&str; 3] = ["reason", "lastError", "candidateError"];
+
+/// What `status.withheld` says on a redacted object.
+pub const WITHHELD: &str = "reason, lastError, candidateError, shadow examples and the file's directory are shown to callers who may get plugins/details";
+
+/// `object` as a caller without `get` on `plugins/details` sees it: no
+/// error texts, no shadow examples, the file's name without its directory
+/// (as [`crate::registry::Status::summary`] gives `/plugins` to others than
+/// loopback clients).
+pub fn redacted(mut object: Value) -> Value {
+    if let Some(status) = object["status"].as_object_mut() {
+        for field in DETAIL_FIELDS {
+            status.remove(field);
+        }
+        if let Some(shadow) = status.get_mut("shadow").and_then(Value::as_object_mut) {
+            shadow.remove("examples");
+            if let Some(file) = shadow.get("file").and_then(Value::as_str) {
+                let name = file_name(file);
+                shadow.insert("file".into(), json!(name));
+            }
+        }
+        status.insert("withheld".into(), json!(WITHHELD));
+    }
+    if let Some(file) = object["spec"]["file"].as_str() {
+        object["spec"]["file"] = json!(file_name(file));
+    }
+    object
+}
+
+fn file_name(path: &str) -> String {
+    std::path::Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// `0.2.0: 3/10 differ`, or nothing without a candidate.
 fn shadow_cell(shadow: &Value) -> String {
     match shadow["version"].as_str() {
@@ -200,6 +240,14 @@ pub fn resource_list() -> Value {
             "verbs": ["get", "list", "watch"],
             "categories": ["kubeplug"],
         }, {
+            // The object with its error texts and shadow examples; `get` on
+            // it is what RBAC grants to see them in `plugins` as well.
+            "name": format!("{RESOURCE}/{}", super::DETAILS),
+            "singularName": "",
+            "namespaced": false,
+            "kind": KIND,
+            "verbs": ["get"],
+        }, {
             "name": "previews",
             "singularName": "preview",
             "namespaced": true,
@@ -289,8 +337,8 @@ pub fn openapi() -> Value {
                     }},
                     "status": {"type": "object", "description": "How the plugin is doing on the replica that answered.", "properties": {
                         "state": string("running, degraded (an older version serves, or it cannot see all it needs), rolled-back (the latest version failed its probation; the previous one serves again) or failed (nothing serves)."),
-                        "reason": string("Why it is degraded or failed."),
-                        "lastError": string("The last load error."),
+                        "reason": string("Why it is degraded or failed (shown to callers who may get plugins/details)."),
+                        "lastError": string("The last load error (shown to callers who may get plugins/details)."),
                         "version": string("The version serving."),
                         "digest": string("sha256 of the serving component."),
                         "loadedAt": string("When the serving version was loaded (RFC 3339)."),
@@ -301,6 +349,7 @@ pub fn openapi() -> Value {
                         "queueDepth": integer("Parents waiting in its queue."),
                         "shadow": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "The candidate <plugin>.next.wasm deciding beside the serving version, writing nothing: file, version, digest, since, comparisons, parentsCompared, parentsDiffering, candidateErrors, and examples (parent, differences: what child/status/parentPatch/events/error differs, with field paths and both values)."},
                         "candidateError": string("Why the candidate file cannot run in shadow."),
+                        "withheld": string("Set when reason, lastError, candidateError and shadow examples are left out: they are shown to callers who may get plugins/details."),
                     }},
                 },
             },
@@ -361,4 +410,32 @@ pub fn error(code: u16, reason: &str, message: &str) -> Value {
         "reason": reason,
         "code": code,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redacted_plugin_has_no_error_texts_shadow_examples_or_directories() {
+        let full = json!({
+            "metadata": {"name": "database"},
+            "spec": {"file": "/plugins/team-a/database.wasm"},
+            "status": {
+                "state": "degraded",
+                "reason": "secret: hunter2",
+                "lastError": "hunter2",
+                "candidateError": "hunter2",
+                "shadow": {"file": "/plugins/team-a/database.next.wasm", "parentsDiffering": 1, "examples": [{"parent": "a/b"}]},
+            },
+        });
+        let seen = redacted(full);
+        assert!(!seen.to_string().contains("hunter2"), "{seen}");
+        assert!(!seen.to_string().contains("team-a"), "{seen}");
+        assert_eq!(seen["spec"]["file"], "database.wasm");
+        assert_eq!(seen["status"]["state"], "degraded");
+        assert_eq!(seen["status"]["shadow"]["parentsDiffering"], 1);
+        assert!(seen["status"]["shadow"].get("examples").is_none());
+        assert_eq!(seen["status"]["withheld"], WITHHELD);
+    }
 }

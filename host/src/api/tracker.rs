@@ -146,13 +146,15 @@ impl Tracker {
 
     /// A watch response: from `since` (a list's version) on, or the current
     /// objects as ADDED first; newline-delimited JSON events, each object a
-    /// one-row Table if `table`. Ends after `timeout` (the client watches
-    /// again), or when the watcher falls too far behind.
+    /// one-row Table if `table`, each [`resources::redacted`] if `redact`.
+    /// Ends after `timeout` (the client watches again), or when the watcher
+    /// falls too far behind.
     pub fn watch(
         self: &Arc<Self>,
         since: Option<u64>,
         timeout: Duration,
         table: bool,
+        redact: bool,
     ) -> Response<Body> {
         // Subscribe before reading the state, so no change falls between.
         let mut events = self.events.subscribe();
@@ -176,10 +178,15 @@ impl Tracker {
             http_body_util::channel::Channel::<Bytes, std::convert::Infallible>::new(16);
         tokio::spawn(async move {
             let frame = |event: &Event| {
-                let object = if table {
-                    resources::table(std::slice::from_ref(&event.object), event.version)
+                let object = if redact {
+                    resources::redacted(event.object.clone())
                 } else {
                     event.object.clone()
+                };
+                let object = if table {
+                    resources::table(std::slice::from_ref(&object), event.version)
+                } else {
+                    object
                 };
                 Bytes::from(json!({"type": event.kind, "object": object}).to_string() + "\n")
             };

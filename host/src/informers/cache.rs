@@ -273,12 +273,18 @@ impl Cache {
             .cloned()
     }
 
-    /// Objects with an ownerReference to `uid`.
-    pub fn owned_by(&self, uid: &str) -> Vec<Arc<Object>> {
+    /// Objects in `namespace` (in any, for `None`) with an ownerReference
+    /// to `uid`. A uid is only a claim (anyone who may write an object can
+    /// name any uid in its ownerReferences, and a preview's parent is the
+    /// caller's text), so a namespaced owner's lookup is bound to its own
+    /// namespace, as Kubernetes' garbage collector binds it: a namespaced
+    /// owner's dependents live in its namespace.
+    pub fn owned_by(&self, namespace: Option<&str>, uid: &str) -> Vec<Arc<Object>> {
         self.by_owner
             .get(uid)
             .into_iter()
             .flatten()
+            .filter(|k| namespace.is_none_or(|ns| k.0 == ns))
             .filter_map(|k| self.objects.get(k).cloned())
             .collect()
     }
@@ -385,10 +391,22 @@ mod tests {
         cache.apply(obj("a", "x", Some("u1")));
         cache.apply(obj("a", "y", Some("u1")));
         cache.apply(obj("a", "z", Some("u2")));
-        assert_eq!(cache.owned_by("u1").len(), 2);
+        assert_eq!(cache.owned_by(None, "u1").len(), 2);
         cache.delete(&("a".into(), "x".into()));
-        assert_eq!(cache.owned_by("u1").len(), 1);
-        assert!(cache.owned_by("nobody").is_empty());
+        assert_eq!(cache.owned_by(None, "u1").len(), 1);
+        assert!(cache.owned_by(None, "nobody").is_empty());
+    }
+
+    #[test]
+    fn an_owner_lookup_in_a_namespace_never_returns_another_namespace_s_objects() {
+        let mut cache = Cache::default();
+        cache.apply(obj("a", "x", Some("u1")));
+        cache.apply(obj("b", "spoofed", Some("u1")));
+        let in_a = cache.owned_by(Some("a"), "u1");
+        assert_eq!(in_a.len(), 1);
+        assert_eq!(in_a[0].metadata.namespace.as_deref(), Some("a"));
+        assert!(cache.owned_by(Some("c"), "u1").is_empty());
+        assert_eq!(cache.owned_by(None, "u1").len(), 2);
     }
 
     #[test]
@@ -396,8 +414,8 @@ mod tests {
         let mut cache = Cache::default();
         cache.apply(obj("a", "x", Some("u1")));
         cache.apply(obj("a", "x", Some("u2")));
-        assert!(cache.owned_by("u1").is_empty());
-        assert_eq!(cache.owned_by("u2").len(), 1);
+        assert!(cache.owned_by(None, "u1").is_empty());
+        assert_eq!(cache.owned_by(None, "u2").len(), 1);
     }
 
     #[test]
@@ -424,7 +442,7 @@ mod tests {
         assert_eq!(vanished.len(), 1);
         assert_eq!(vanished[0].metadata.name.as_deref(), Some("gone"));
         assert_eq!(cache.len(), 1);
-        assert!(cache.owned_by("u1").is_empty());
+        assert!(cache.owned_by(None, "u1").is_empty());
     }
 
     #[test]

@@ -42,11 +42,24 @@ impl View {
             .find_map(|i| i.get(namespace, name))
     }
 
-    pub fn owned_by(&self, uid: &str) -> Vec<Arc<Object>> {
-        self.informers
-            .iter()
-            .flat_map(|i| i.owned_by(uid))
-            .collect()
+    /// Objects with an ownerReference to `uid`, bound to the owner's
+    /// namespace: for a namespaced owner (`Some(namespace)`), only objects
+    /// of that namespace (none of a cluster-scoped kind: a namespaced owner
+    /// never owns those); for a cluster-scoped owner (`None`), any. See
+    /// [`super::Cache::owned_by`].
+    pub fn owned_by(&self, namespace: Option<&str>, uid: &str) -> Vec<Arc<Object>> {
+        match namespace {
+            None => self
+                .informers
+                .iter()
+                .flat_map(|i| i.owned_by(None, uid))
+                .collect(),
+            Some(_) if !self.resource().namespaced => Vec::new(),
+            Some(ns) => self
+                .covering(ns)
+                .flat_map(|i| i.owned_by(Some(ns), uid))
+                .collect(),
+        }
     }
 
     /// Objects in `namespace` (all objects of the view when `None`).
