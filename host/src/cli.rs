@@ -585,8 +585,8 @@ fn replay_cmd(
             print(&rendered, args.common.output)
         }
         Call::Finalize => {
-            let mut finalized =
-                render::finalize_request(&plugin, &request).map_err(|e| failed(e, &notes))?;
+            let mut finalized = render::finalize_request(&plugin, &grant, &request)
+                .map_err(|e| failed(e, &notes))?;
             finalized.notes = notes;
             print(&finalized, args.common.output)
         }

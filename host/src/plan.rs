@@ -6,11 +6,14 @@
 //! rewriting an unchanged cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::manifest::{Manifest, Mode};
+use crate::policy::Effective;
+use crate::runtime::{Desired, Finalized};
 
 /// Label set on every child: which plugin owns it. Pruning only ever
 /// considers children carrying this plugin's name.
@@ -74,9 +77,18 @@ pub enum FenceError {
     /// A decorator set a label or annotation its grant does not cover.
     #[error("key {key} is {}", if *.reserved { "reserved (kubeplug, Kubernetes and kubectl own it) and not granted" } else { "not among the granted decorator keys" })]
     KeyNotGranted { key: String, reserved: bool },
-    /// A finalizer the plugin's grant does not cover.
-    #[error("finalizer {finalizer} is not granted")]
-    FinalizerNotGranted { finalizer: String },
+    /// A child carries a finalizer the plugin's grant does not cover:
+    /// nothing would ever remove it, and the child (and its namespace)
+    /// would hang in deletion.
+    #[error(
+        "child {child}: finalizer {finalizer} is not granted (a plugin may use {domain}* unless granted more)"
+    )]
+    FinalizerNotGranted {
+        /// `Kind/name`.
+        child: String,
+        finalizer: String,
+        domain: String,
+    },
 }
 
 /// A [`FenceError`] naming the plugin that crossed its fence.
@@ -262,6 +274,24 @@ pub fn guarded(prepared: &Value, uid: Option<&str>) -> Value {
     child
 }
 
+/// A resourceVersion no stored object has: etcd revisions are signed 64-bit
+/// numbers, this is the largest unsigned one. See [`if_absent`].
+pub const NO_STORED_VERSION: &str = "18446744073709551615";
+
+/// `prepared` (from [`children`]) as an apply that can only create: it
+/// carries a resourceVersion no stored object has, so the API server
+/// creates the object if none of its name exists and refuses the apply
+/// (409 Conflict), writing nothing, if one does, whoever made it and however
+/// recently. (On a create the API server ignores the resourceVersion; the
+/// object's fields are then owned by the plugin's apply, as with any apply.)
+pub fn if_absent(prepared: &Value) -> Value {
+    let mut child = prepared.clone();
+    if let Some(meta) = child["metadata"].as_object_mut() {
+        meta.insert("resourceVersion".into(), NO_STORED_VERSION.into());
+    }
+    child
+}
+
 /// Refuse answers that do not fit the plugin's mode: a parent patch from a
 /// composite plugin (composites own children and status; the parent's
 /// metadata belongs to its author), a status from a decorator (it decorates
@@ -282,6 +312,70 @@ pub fn check_mode(
         }),
         _ => Ok(()),
     }
+}
+
+/// Check a `reconcile` answer against the plugin's fence and `grant`, before
+/// anything is written: the children exactly as they would be applied. The
+/// live host, previews, shadows, `kubeplug render` and `kubeplug test` all
+/// check answers here.
+pub fn fence(
+    manifest: &Manifest,
+    grant: &Effective,
+    parent: &Value,
+    desired: &Desired,
+) -> Result<Vec<Value>, Fenced> {
+    let fenced = |source| Fenced {
+        plugin: manifest.name.clone(),
+        source,
+    };
+    grant.check_answer(manifest, desired).map_err(fenced)?;
+    let children = children(manifest, parent, &desired.children).map_err(fenced)?;
+    check_mode(
+        manifest,
+        desired.parent_patch.is_some(),
+        desired.status.is_some(),
+    )
+    .map_err(fenced)?;
+    Ok(children)
+}
+
+/// Check a `finalize` answer against the plugin's fence and `grant`: the
+/// same quotas as a `reconcile` answer's events (see
+/// [`Effective::check_events`]).
+pub fn fence_finalize(
+    manifest: &Manifest,
+    grant: &Effective,
+    finalized: &Finalized,
+) -> Result<(), Fenced> {
+    grant
+        .check_events(finalized.events.len())
+        .map_err(|source| Fenced {
+            plugin: manifest.name.clone(),
+            source,
+        })
+}
+
+/// Wait before asking a plugin again whether its cleanup is done, when its
+/// `finalize` answer names no time.
+pub const FINALIZE_RETRY: Duration = Duration::from_secs(5);
+
+/// When to reconcile again after an answer asking for `asked`: never sooner
+/// than the plugin's requeue `floor` (a plugin asking for 0 s would spin).
+pub fn requeue_after(asked: Option<Duration>, floor: Duration) -> Option<Duration> {
+    asked.map(|after| after.max(floor))
+}
+
+/// When to call `finalize` again: never once it is done; otherwise after
+/// what it asked for ([`FINALIZE_RETRY`] if nothing), never sooner than the
+/// requeue `floor`.
+pub fn finalize_requeue_after(finalized: &Finalized, floor: Duration) -> Option<Duration> {
+    if finalized.done {
+        return None;
+    }
+    requeue_after(
+        Some(finalized.requeue_after.unwrap_or(FINALIZE_RETRY)),
+        floor,
+    )
 }
 
 /// SHA-256 of an object's canonical JSON (serde_json sorts object keys).

@@ -15,7 +15,7 @@ use crate::informers::{Key, Object, View};
 use crate::manifest::{Manifest, Related};
 use crate::plan::{self, ObjectKey};
 use crate::policy::Effective;
-use crate::runtime::{CallError, Desired, Plugin, Request};
+use crate::runtime::{CallError, Desired, Event, Plugin, Request};
 use crate::shadow::Shadow;
 use crate::telemetry::Metrics;
 
@@ -104,6 +104,28 @@ pub struct Fence {
 }
 
 impl Fence {
+    /// Record `events` on the parent at `key` within its budget (see
+    /// [`EventBudget`]); the rest are dropped and counted. Every event an
+    /// answer causes goes through here: a reconcile's, a finalize's, a
+    /// `ChildClash` warning.
+    pub(crate) async fn record(
+        &self,
+        writer: &Writer,
+        parent: &Object,
+        key: &Key,
+        events: &[Event],
+        action: &str,
+    ) {
+        let allowed = self.events.take(key, events.len());
+        for event in &events[..allowed] {
+            writer.event(parent, event, action).await;
+        }
+        if allowed < events.len() {
+            self.metrics
+                .events_dropped(writer.plugin(), events.len() - allowed);
+        }
+    }
+
     /// Ok if the plugin's ServiceAccount may read everything this reconcile
     /// would hand it in `namespace`: the parent, its children's kinds, the
     /// related kinds.
@@ -307,19 +329,7 @@ pub(crate) fn check(
     parent: &Value,
     desired: Desired,
 ) -> Decided {
-    let to_fenced = |source| plan::Fenced {
-        plugin: manifest.name.clone(),
-        source,
-    };
-    let checked = grant.check_answer(manifest, &desired).map_err(&to_fenced);
-    let prepared = checked
-        .and_then(|()| plan::children(manifest, parent, &desired.children).map_err(&to_fenced))?;
-    plan::check_mode(
-        manifest,
-        desired.parent_patch.is_some(),
-        desired.status.is_some(),
-    )
-    .map_err(&to_fenced)?;
+    let prepared = plan::fence(manifest, grant, parent, &desired)?;
     Ok((desired, prepared))
 }
 
@@ -355,7 +365,7 @@ pub async fn reconcile(
 
     if parent_obj.metadata.deletion_timestamp.is_some() {
         handed.finalize = true;
-        return finalize(plugin, manifest, writer, &parent_obj, &parent, request).await;
+        return finalize(plugin, writer, fence, key, &parent_obj, &parent, request).await;
     }
     if let Some(finalizer) = &manifest.finalizer {
         let mut list = finalizers(&parent);
@@ -416,7 +426,7 @@ pub async fn reconcile(
                 match created {
                     Ok(Created::Applied(applied)) => Ok(*applied),
                     Ok(Created::Clash(owner)) => {
-                        clash(fence, writer, &parent_obj, ty, child, &owner).await;
+                        clash(fence, writer, &parent_obj, key, ty, child, &owner).await;
                         continue;
                     }
                     Err(ReconcileError::Write(error)) => Err(error),
@@ -481,20 +491,14 @@ pub async fn reconcile(
             Err(error) => return Err(error.into()),
         }
     }
-    let allowed = fence.events.take(key, desired.events.len());
-    for event in &desired.events[..allowed] {
-        writer.event(&parent_obj, event, "Reconcile").await;
-    }
-    if allowed < desired.events.len() {
-        fence
-            .metrics
-            .events_dropped(&manifest.name, desired.events.len() - allowed);
-    }
+    fence
+        .record(writer, &parent_obj, key, &desired.events, "Reconcile")
+        .await;
     Ok(Outcome {
-        // A plugin asking for 0 s would spin: never sooner than the floor.
-        requeue_after: desired
-            .requeue_after
-            .map(|after| after.max(fence.grant.quotas.requeue_floor())),
+        requeue_after: plan::requeue_after(
+            desired.requeue_after,
+            fence.grant.quotas.requeue_floor(),
+        ),
     })
 }
 
@@ -506,34 +510,34 @@ enum Created {
     Clash(Option<String>),
 }
 
-/// Create a child only if no object of its name exists, or adopt nothing:
-/// an object this parent does not control is never overwritten, adopted or
-/// pruned. Caveat: between the read and the (unforced) apply another client
-/// may create the object; the apply then conflicts on any field it set
-/// differently and that is reported as a clash too.
+/// Create a child the parent does not control yet, never overwriting,
+/// adopting or pruning an object it does not control. The create is an
+/// apply that can only create ([`plan::if_absent`]): if an object of that
+/// name exists, made by anyone at any time before the request lands, the API
+/// server refuses it and nothing is written. That object is then read: one
+/// this parent controls (not in the cache yet) is updated, guarded by its
+/// uid; any other is a clash.
 async fn create_child(
     writer: &Writer,
     ty: &crate::manifest::ApiResource,
     child: &Value,
     parent_uid: &str,
 ) -> Result<Created, ReconcileError> {
-    match writer.get_child(ty, child).await? {
-        Some(live) => match controller_of(&live) {
-            Some(owner) if owner.uid == parent_uid => {
-                // Ours, not in the cache yet: update it, guarded by its uid.
-                let guarded = plan::guarded(child, live.metadata.uid.as_deref());
-                let applied = writer.apply_child(ty, &guarded, true).await?;
-                Ok(Created::Applied(Box::new(applied)))
-            }
-            owner => Ok(Created::Clash(
-                owner.map(|o| format!("{} {}", o.kind, o.name)),
-            )),
-        },
-        None => match writer.apply_child(ty, child, false).await {
-            Ok(applied) => Ok(Created::Applied(Box::new(applied))),
-            Err(error) if error.conflict() => Ok(Created::Clash(None)),
-            Err(error) => Err(error.into()),
-        },
+    match writer.apply_child(ty, &plan::if_absent(child), false).await {
+        Ok(applied) => return Ok(Created::Applied(Box::new(applied))),
+        Err(error) if error.conflict() => {}
+        Err(error) => return Err(error.into()),
+    }
+    let live = existing(writer, ty, child).await?;
+    match controller_of(&live) {
+        Some(owner) if owner.uid == parent_uid => {
+            let guarded = plan::guarded(child, live.metadata.uid.as_deref());
+            let applied = writer.apply_child(ty, &guarded, true).await?;
+            Ok(Created::Applied(Box::new(applied)))
+        }
+        owner => Ok(Created::Clash(
+            owner.map(|o| format!("{} {}", o.kind, o.name)),
+        )),
     }
 }
 
@@ -550,9 +554,25 @@ async fn create_once(
     if let Some(created) = writer.create_child(ty, child).await? {
         return Ok(Created::Applied(Box::new(created)));
     }
-    let Some(live) = writer.get_child(ty, child).await? else {
-        // Deleted in between: the next reconcile creates it.
-        return Err(WriteError::Create {
+    let live = existing(writer, ty, child).await?;
+    match controller_of(&live) {
+        Some(owner) if owner.uid == parent_uid => Ok(Created::Applied(Box::new(live))),
+        owner => Ok(Created::Clash(
+            owner.map(|o| format!("{} {}", o.kind, o.name)),
+        )),
+    }
+}
+
+/// The object a create was refused for, since it exists. Deleted in
+/// between: a conflict, and the next reconcile creates it.
+async fn existing(
+    writer: &Writer,
+    ty: &crate::manifest::ApiResource,
+    child: &Value,
+) -> Result<DynamicObject, ReconcileError> {
+    match writer.get_child(ty, child).await? {
+        Some(live) => Ok(live),
+        None => Err(WriteError::Create {
             what: ObjectKey::of(child).to_string(),
             source: kube::Error::Api(
                 kube::core::Status::failure("created and deleted concurrently", "Conflict")
@@ -560,13 +580,7 @@ async fn create_once(
                     .boxed(),
             ),
         }
-        .into());
-    };
-    match controller_of(&live) {
-        Some(owner) if owner.uid == parent_uid => Ok(Created::Applied(Box::new(live))),
-        owner => Ok(Created::Clash(
-            owner.map(|o| format!("{} {}", o.kind, o.name)),
-        )),
+        .into()),
     }
 }
 
@@ -586,6 +600,7 @@ async fn clash(
     fence: &Fence,
     writer: &Writer,
     parent: &Object,
+    parent_key: &Key,
     ty: &crate::manifest::ApiResource,
     child: &Value,
     owner: &Option<String>,
@@ -604,7 +619,11 @@ async fn clash(
             ty.kind, key.name, parent.types.kind
         ),
     };
-    writer.event(parent, &event, "Reconcile").await;
+    // Budgeted like the plugin's own events: a plugin naming many objects it
+    // does not control must not flood the parent with warnings either.
+    fence
+        .record(writer, parent, parent_key, &[event], "Reconcile")
+        .await;
 }
 
 /// The declared type of a child that passed the fence (or was observed
@@ -621,17 +640,21 @@ pub(crate) fn child_type<'a>(
         .expect("children are checked against the manifest before writing")
 }
 
-/// Default wait before asking a plugin again whether cleanup is done.
-const FINALIZE_RETRY: Duration = Duration::from_secs(5);
-
+/// Call `finalize` on a parent being deleted that carries the plugin's
+/// finalizer. The answer passes the same fence as a `reconcile` answer: its
+/// events are held to the per-answer quota (over it, nothing is written) and
+/// to the parent's budget, and it is called again no sooner than the
+/// requeue floor.
 async fn finalize(
     plugin: &Plugin,
-    manifest: &Manifest,
     writer: &Writer,
+    fence: &Fence,
+    key: &Key,
     parent_obj: &Object,
     parent: &Value,
     request: Arc<Request>,
 ) -> Result<Outcome, ReconcileError> {
+    let manifest = plugin.manifest();
     let Some(finalizer) = &manifest.finalizer else {
         return Ok(Outcome::default());
     };
@@ -643,12 +666,14 @@ async fn finalize(
         let plugin = plugin.clone();
         call_blocking(move || plugin.finalize(&request)).await?
     };
-    for event in &finalized.events {
-        writer.event(parent_obj, event, "Finalize").await;
-    }
-    if !finalized.done {
+    let grant = &fence.grant;
+    plan::fence_finalize(manifest, grant, &finalized)?;
+    fence
+        .record(writer, parent_obj, key, &finalized.events, "Finalize")
+        .await;
+    if let Some(after) = plan::finalize_requeue_after(&finalized, grant.quotas.requeue_floor()) {
         return Ok(Outcome {
-            requeue_after: Some(finalized.requeue_after.unwrap_or(FINALIZE_RETRY)),
+            requeue_after: Some(after),
         });
     }
     let rest: Vec<String> = list.into_iter().filter(|f| f != finalizer).collect();

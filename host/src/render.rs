@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::manifest::{Manifest, Related};
 use crate::plan;
 use crate::policy::Effective;
-use crate::runtime::{CallError, Desired, Event, Finalized, Plugin, Request};
+use crate::runtime::{CallError, Event, Finalized, Plugin, Request};
 
 /// Used as the parent's uid when its file has none (it was never stored).
 pub const PLACEHOLDER_UID: &str = "00000000-0000-0000-0000-000000000000";
@@ -214,7 +214,7 @@ pub fn render_request(
         .map(|(i, text)| parse(format!("observed[{i}]"), text))
         .collect::<Result<Vec<_>, _>>()?;
     let desired = plugin.reconcile(request)?;
-    let children = fence(manifest, grant, &parent, &desired)?;
+    let children = plan::fence(manifest, grant, &parent, &desired)?;
     let prune = plan::prune(manifest, &observed, &children)
         .into_iter()
         .map(|o| plan::ObjectKey::of(o).to_string())
@@ -230,36 +230,14 @@ pub fn render_request(
         status: plan::status_update(&parent, desired.status.as_ref(), &manifest.field_manager())
             .cloned(),
         parent_patch,
-        requeue_after_seconds: desired
-            .requeue_after
-            .map(|d| d.max(grant.quotas.requeue_floor()).as_secs()),
+        requeue_after_seconds: plan::requeue_after(
+            desired.requeue_after,
+            grant.quotas.requeue_floor(),
+        )
+        .map(|d| d.as_secs()),
         events: desired.events,
         notes: Vec::new(),
     })
-}
-
-/// Check `desired` against the plugin's fence and `grant`, as the host does
-/// before writing anything; the children exactly as they would be applied.
-/// `kubeplug test` checks a fixture's answer through here too.
-pub fn fence(
-    manifest: &Manifest,
-    grant: &Effective,
-    parent: &Value,
-    desired: &Desired,
-) -> Result<Vec<Value>, plan::Fenced> {
-    let fenced = |source| plan::Fenced {
-        plugin: manifest.name.clone(),
-        source,
-    };
-    grant.check_answer(manifest, desired).map_err(fenced)?;
-    let children = plan::children(manifest, parent, &desired.children).map_err(fenced)?;
-    plan::check_mode(
-        manifest,
-        desired.parent_patch.is_some(),
-        desired.status.is_some(),
-    )
-    .map_err(fenced)?;
-    Ok(children)
 }
 
 /// What a plugin answered to `finalize`.
@@ -270,6 +248,8 @@ pub struct RenderedFinalize {
     pub plugin: String,
     /// Whether the host would remove the finalizer.
     pub done: bool,
+    /// When the host would call `finalize` again (the plugin's ask, or 5 s,
+    /// raised to the policy's floor).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requeue_after_seconds: Option<u64>,
     pub events: Vec<Event>,
@@ -277,22 +257,23 @@ pub struct RenderedFinalize {
     pub notes: Vec<String>,
 }
 
-/// Run `plugin`'s `finalize` on `request` exactly as given.
+/// Run `plugin`'s `finalize` on `request` exactly as given, and check the
+/// answer against the fence as the live host does.
 pub fn finalize_request(
     plugin: &Plugin,
+    grant: &Effective,
     request: &Request,
 ) -> Result<RenderedFinalize, RenderError> {
     let manifest = plugin.manifest();
     check_parent(manifest, &parse("parent".into(), &request.parent)?)?;
-    let Finalized {
-        done,
-        requeue_after,
-        events,
-    } = plugin.finalize(request)?;
+    let finalized = plugin.finalize(request)?;
+    plan::fence_finalize(manifest, grant, &finalized)?;
+    let requeue = plan::finalize_requeue_after(&finalized, grant.quotas.requeue_floor());
+    let Finalized { done, events, .. } = finalized;
     Ok(RenderedFinalize {
         plugin: format!("{}@{}", manifest.name, manifest.version),
         done,
-        requeue_after_seconds: requeue_after.map(|d| d.as_secs()),
+        requeue_after_seconds: requeue.map(|d| d.as_secs()),
         events,
         notes: Vec::new(),
     })

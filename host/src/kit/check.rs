@@ -1,7 +1,8 @@
 //! Run one case through a loaded plugin and compare its answer with the
 //! case's `expect`. The request is the case's, verbatim (no filtering of
-//! observed or related objects), and a reconcile answer goes through the
-//! host's own fence checks ([`crate::render::fence`]).
+//! observed or related objects), and a reconcile or finalize answer goes
+//! through the host's own fence checks ([`crate::plan::fence`],
+//! [`crate::plan::fence_finalize`]).
 
 use serde_json::Value;
 
@@ -62,18 +63,20 @@ pub fn answer(case: &Case, subject: Subject<'_>, policy: &Policy) -> Result<Outc
         now: case.now.clone(),
         entropy: case.entropy.clone(),
     };
+    let grant = || {
+        policy
+            .grant(plugin.name())
+            .ok_or_else(|| CaseError::NoGrant(plugin.name().into()))
+    };
     let result = match case.call {
-        Call::Finalize => plugin
-            .finalize(&request)
-            .map(|f| finalized(&mut outcome, f)),
+        Call::Finalize => plugin.finalize(&request).map(|f| {
+            let fenced = crate::plan::fence_finalize(plugin.manifest(), &grant()?, &f);
+            refused(&mut outcome, fenced.err());
+            finalized(&mut outcome, f)
+        }),
         _ => plugin.reconcile(&request).map(|desired| {
-            let grant = policy
-                .grant(plugin.name())
-                .ok_or_else(|| CaseError::NoGrant(plugin.name().into()))?;
-            if let Err(fenced) = crate::render::fence(plugin.manifest(), &grant, parent, &desired) {
-                let reason = format!("{:#}", anyhow::Error::from(fenced));
-                set(&mut outcome, "refused", reason.into());
-            }
+            let fenced = crate::plan::fence(plugin.manifest(), &grant()?, parent, &desired);
+            refused(&mut outcome, fenced.err());
             reconciled(&mut outcome, desired);
             Ok(())
         }),
@@ -85,6 +88,14 @@ pub fn answer(case: &Case, subject: Subject<'_>, policy: &Policy) -> Result<Outc
             Ok(outcome)
         }
         Err(other) => Err(other.into()),
+    }
+}
+
+/// The fence's refusal of the answer, if any, as `kubeplug render` prints it.
+fn refused(outcome: &mut Outcome, fenced: Option<crate::plan::Fenced>) {
+    if let Some(fenced) = fenced {
+        let reason = format!("{:#}", anyhow::Error::from(fenced));
+        set(outcome, "refused", reason.into());
     }
 }
 

@@ -41,7 +41,7 @@ impl Call {
                 "error",
                 "refused",
             ],
-            Call::Finalize => &["done", "requeueAfterSeconds", "events", "error"],
+            Call::Finalize => &["done", "requeueAfterSeconds", "events", "error", "refused"],
             Call::Manifest => &["manifest", "error"],
         }
     }

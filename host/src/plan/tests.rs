@@ -730,3 +730,126 @@ fn a_decorator_may_not_return_a_status() {
         })
     );
 }
+
+// The fence of a whole answer, reconcile or finalize, and when to call again.
+
+fn grant(yaml: &str) -> crate::policy::Effective {
+    use std::io::Write as _;
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(yaml.as_bytes()).unwrap();
+    crate::policy::Policy::load(&[file.path()])
+        .unwrap()
+        .grant("database")
+        .unwrap()
+}
+
+fn events(count: usize) -> Vec<crate::runtime::Event> {
+    let event = crate::runtime::Event {
+        warning: false,
+        reason: "R".into(),
+        message: "m".into(),
+    };
+    vec![event; count]
+}
+
+#[test]
+fn a_finalize_answer_over_the_event_quota_is_refused_like_a_reconcile_answer() {
+    let g = grant("plugins:\n  database:\n    quotas: {eventsPerAnswer: 2}\n");
+    let finalized = |count| Finalized {
+        done: false,
+        requeue_after: None,
+        events: events(count),
+    };
+    assert_eq!(fence_finalize(&composite(), &g, &finalized(2)), Ok(()));
+    let refused = fence_finalize(&composite(), &g, &finalized(5000)).unwrap_err();
+    assert_eq!(
+        crate::controller::format_chain(&refused),
+        "plugin database crossed its fence: 5000 events in one answer, over the quota of 2"
+    );
+    let desired = Desired {
+        events: events(5000),
+        ..Desired::default()
+    };
+    assert_eq!(
+        fence(&composite(), &g, &parent(), &desired)
+            .unwrap_err()
+            .source,
+        refused.source
+    );
+}
+
+#[test]
+fn a_reconcile_answer_with_a_child_carrying_a_foreign_finalizer_is_refused() {
+    let g = grant("plugins:\n  database:\n    children: [Service]\n");
+    let mut child = service("db");
+    child["metadata"]["finalizers"] = json!(["example.com/never"]);
+    let desired = Desired {
+        children: vec![child],
+        ..Desired::default()
+    };
+    assert_eq!(
+        fence(&composite(), &g, &parent(), &desired)
+            .unwrap_err()
+            .source,
+        FenceError::FinalizerNotGranted {
+            child: "Service/db".into(),
+            finalizer: "example.com/never".into(),
+            domain: "database.kubeplug.io/".into(),
+        }
+    );
+}
+
+#[test]
+fn a_requeue_of_zero_is_raised_to_the_floor() {
+    let floor = Duration::from_secs(5);
+    assert_eq!(requeue_after(None, floor), None);
+    assert_eq!(requeue_after(Some(Duration::ZERO), floor), Some(floor));
+    assert_eq!(
+        requeue_after(Some(Duration::from_secs(60)), floor),
+        Some(Duration::from_secs(60))
+    );
+}
+
+#[test]
+fn a_pending_finalize_is_called_again_no_sooner_than_the_floor_and_a_done_one_never() {
+    let floor = Duration::from_secs(10);
+    let answer = |done, requeue_after| Finalized {
+        done,
+        requeue_after,
+        events: Vec::new(),
+    };
+    assert_eq!(
+        finalize_requeue_after(&answer(true, Some(Duration::ZERO)), floor),
+        None
+    );
+    assert_eq!(
+        finalize_requeue_after(&answer(false, Some(Duration::ZERO)), floor),
+        Some(floor)
+    );
+    assert_eq!(
+        finalize_requeue_after(&answer(false, None), Duration::from_secs(1)),
+        Some(FINALIZE_RETRY)
+    );
+    assert_eq!(
+        finalize_requeue_after(&answer(false, Some(Duration::from_secs(60))), floor),
+        Some(Duration::from_secs(60))
+    );
+}
+
+#[test]
+fn a_create_carries_a_resource_version_no_stored_object_has() {
+    let child = prepared(service("db"));
+    let create = if_absent(&child);
+    assert_eq!(
+        create["metadata"]["resourceVersion"], NO_STORED_VERSION,
+        "the API server refuses it (409) if any object of that name exists"
+    );
+    // Above every etcd revision (a signed 64-bit number).
+    assert!(NO_STORED_VERSION.parse::<u64>().unwrap() > i64::MAX as u64);
+    let mut without = create.clone();
+    without["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    assert_eq!(without, child, "nothing else changes");
+}

@@ -346,17 +346,45 @@ fn pattern_matches(pattern: &str, key: &str) -> bool {
     }
 }
 
+/// Does one of `patterns` (exact names or `prefix*`) grant `name`? A
+/// `reserved` name is granted only by its exact name: no pattern unlocks
+/// it, however narrow (`app*` reaches `app.kubernetes.io/name`, `*` reaches
+/// everything).
+fn granted_by(patterns: &[String], name: &str, reserved: bool) -> bool {
+    patterns.iter().any(|p| {
+        if reserved {
+            p == name
+        } else {
+            pattern_matches(p, name)
+        }
+    })
+}
+
+/// Prefixes of label, annotation and finalizer names that Kubernetes,
+/// kubectl and kubeplug own: each domain and its subdomains.
+fn reserved_domain(name: &str) -> bool {
+    const DOMAINS: &[&str] = &["kubeplug.io", "kubernetes.io", "k8s.io"];
+    name.split_once('/').is_some_and(|(prefix, _)| {
+        DOMAINS
+            .iter()
+            .any(|d| prefix == *d || prefix.ends_with(&format!(".{d}")))
+    })
+}
+
 /// Keys the host, Kubernetes or kubectl own: a decorator may not set them
-/// unless a grant names them (a bare `*` does not).
+/// unless a grant names them exactly (no pattern does).
 pub fn reserved_key(key: &str) -> bool {
     const BARE: &[&str] = &["pod-template-hash", "controller-revision-hash"];
-    const DOMAINS: &[&str] = &["kubeplug.io", "kubernetes.io", "k8s.io"];
-    match key.split_once('/') {
-        None => BARE.contains(&key),
-        Some((prefix, _)) => DOMAINS
-            .iter()
-            .any(|d| prefix == *d || prefix.ends_with(&format!(".{d}"))),
-    }
+    reserved_domain(key) || BARE.contains(&key)
+}
+
+/// Finalizers Kubernetes or kubeplug own (the garbage collector's
+/// `foregroundDeletion` and `orphan`, the reserved domains): a plugin may
+/// use them only if its grant names them exactly. Its own domain
+/// ([`derived_finalizer_domain`]) is always its own.
+pub fn reserved_finalizer(finalizer: &str) -> bool {
+    const BARE: &[&str] = &["foregroundDeletion", "orphan"];
+    reserved_domain(finalizer) || BARE.contains(&finalizer)
 }
 
 /// A manifest the grant does not cover: every missing grant, named.
@@ -453,21 +481,22 @@ impl Effective {
         }
     }
 
+    /// May the plugin use `finalizer` (on its parents, or on a child)?
     pub fn finalizer_allowed(&self, finalizer: &str) -> bool {
         finalizer.starts_with(&derived_finalizer_domain(&self.plugin))
-            || self
-                .grant
-                .finalizers
-                .iter()
-                .any(|p| pattern_matches(p, finalizer))
+            || granted_by(
+                &self.grant.finalizers,
+                finalizer,
+                reserved_finalizer(finalizer),
+            )
     }
 
     fn key_allowed(&self, key: &str) -> bool {
         let patterns = &self.grant.decorator_keys;
         if reserved_key(key) {
-            patterns.iter().any(|p| p != "*" && pattern_matches(p, key))
+            granted_by(patterns, key, true)
         } else {
-            patterns.is_empty() || patterns.iter().any(|p| pattern_matches(p, key))
+            patterns.is_empty() || granted_by(patterns, key, false)
         }
     }
 
@@ -490,11 +519,9 @@ impl Effective {
                 });
             }
         }
-        if desired.events.len() > q.events_per_answer {
-            return Err(FenceError::TooManyEvents {
-                count: desired.events.len(),
-                max: q.events_per_answer,
-            });
+        self.check_events(desired.events.len())?;
+        for child in &desired.children {
+            self.check_child_finalizers(child)?;
         }
         if manifest.mode == Mode::Decorator
             && let Some(patch) = &desired.parent_patch
@@ -510,5 +537,42 @@ impl Effective {
             });
         }
         Ok(())
+    }
+
+    /// Check the number of events in one answer (`reconcile` or `finalize`)
+    /// against the plugin's quota.
+    pub fn check_events(&self, count: usize) -> Result<(), FenceError> {
+        let max = self.quotas.events_per_answer;
+        if count > max {
+            return Err(FenceError::TooManyEvents { count, max });
+        }
+        Ok(())
+    }
+
+    /// A child may carry only finalizers the plugin may use: one nothing
+    /// removes would leave the child, and its namespace, hanging in deletion.
+    fn check_child_finalizers(&self, child: &serde_json::Value) -> Result<(), FenceError> {
+        let Some(list) = child["metadata"]["finalizers"].as_array() else {
+            return Ok(());
+        };
+        // A non-string entry is shown as its JSON text, and refused: no
+        // finalizer name is granted that way.
+        let refused = list.iter().find_map(|f| match f.as_str() {
+            Some(name) if self.finalizer_allowed(name) => None,
+            Some(name) => Some(name.to_string()),
+            None => Some(f.to_string()),
+        });
+        match refused {
+            None => Ok(()),
+            Some(finalizer) => Err(FenceError::FinalizerNotGranted {
+                child: format!(
+                    "{}/{}",
+                    child["kind"].as_str().unwrap_or_default(),
+                    child["metadata"]["name"].as_str().unwrap_or_default()
+                ),
+                finalizer,
+                domain: derived_finalizer_domain(&self.plugin),
+            }),
+        }
     }
 }

@@ -7,6 +7,8 @@ use std::io::Write as _;
 use super::*;
 use crate::manifest::{ApiResource, LabelValue, Manifest, Mode, Related};
 use crate::plan::FenceError;
+use serde_json::Value;
+
 use crate::runtime::{Desired, Event, MetadataPatch};
 
 fn res(group: &str, kind: &str, plural: &str, namespaced: bool) -> ApiResource {
@@ -227,6 +229,100 @@ fn reserved_and_ungranted_decorator_keys_are_refused() {
             .check_answer(&m, &patch("app.kubernetes.io/name"))
             .is_err()
     );
+}
+
+#[test]
+fn a_key_pattern_never_unlocks_a_reserved_key_only_its_exact_name_does() {
+    let p = policy(
+        "plugins:\n  pod-annotator:\n    parent: [Pod]\n    decoratorKeys: [\"app*\", \"*\", example.kubernetes.io/granted, \"team.k8s.io/*\"]\n",
+    );
+    let grant = p.grant("pod-annotator").unwrap();
+    let m = decorator();
+    for key in ["app-tier", "app/x", "other.io/x"] {
+        assert!(grant.check_answer(&m, &patch(key)).is_ok(), "{key}");
+    }
+    for key in [
+        "app.kubernetes.io/name",
+        "app.kubeplug.io/plugin",
+        "team.k8s.io/owner",
+        "example.kubernetes.io/other",
+    ] {
+        assert_eq!(
+            grant.check_answer(&m, &patch(key)),
+            Err(FenceError::KeyNotGranted {
+                key: key.into(),
+                reserved: true
+            }),
+            "{key}"
+        );
+    }
+    assert!(
+        grant
+            .check_answer(&m, &patch("example.kubernetes.io/granted"))
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_finalizer_pattern_never_unlocks_a_reserved_finalizer_only_its_exact_name_does() {
+    let p = policy(
+        "plugins:\n  database:\n    parent: [Database.example.com]\n    finalizers: [\"*\", example.kubernetes.io/granted]\n",
+    );
+    let grant = p.grant("database").unwrap();
+    assert!(grant.finalizer_allowed("example.com/cleanup"));
+    assert!(grant.finalizer_allowed("example.kubernetes.io/granted"));
+    assert!(grant.finalizer_allowed("database.kubeplug.io/cleanup"));
+    for reserved in [
+        "kubernetes.io/pvc-protection",
+        "example.kubernetes.io/other",
+        "batch.k8s.io/x",
+        "other.kubeplug.io/x",
+        "foregroundDeletion",
+        "orphan",
+    ] {
+        assert!(!grant.finalizer_allowed(reserved), "{reserved}");
+    }
+}
+
+fn config_map(name: &str, finalizers: Value) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "finalizers": finalizers},
+    })
+}
+
+#[test]
+fn a_child_may_carry_only_finalizers_its_grant_allows() {
+    let p = policy(
+        "plugins:\n  database:\n    parent: [Database.example.com]\n    finalizers: [example.com/cleanup]\n",
+    );
+    let grant = p.grant("database").unwrap();
+    let m = database();
+    let with = |finalizers: Value| Desired {
+        children: vec![config_map("c", finalizers)],
+        ..answer()
+    };
+    let allowed = serde_json::json!(["database.kubeplug.io/keep", "example.com/cleanup"]);
+    assert!(grant.check_answer(&m, &with(allowed)).is_ok());
+    assert!(grant.check_answer(&m, &with(Value::Null)).is_ok());
+    let refused = grant
+        .check_answer(
+            &m,
+            &with(serde_json::json!([
+                "example.com/cleanup",
+                "kubernetes.io/pvc-protection"
+            ])),
+        )
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "child ConfigMap/c: finalizer kubernetes.io/pvc-protection is not granted (a plugin may use database.kubeplug.io/* unless granted more)"
+    );
+    assert!(matches!(
+        grant.check_answer(&m, &with(serde_json::json!([7]))),
+        Err(FenceError::FinalizerNotGranted { finalizer, .. }) if finalizer == "7"
+    ));
 }
 
 #[test]

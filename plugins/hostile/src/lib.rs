@@ -71,6 +71,8 @@
 //!   `example.com/decorated: "true"`.
 //! - `secret-child`: the ok ConfigMap and a `Secret` `<name>-made` with
 //!   `stringData` `k: v`.
+//! - `foreign-finalizer`: the ok ConfigMap carrying the finalizer
+//!   `spec.finalizer` (default `example.com/never`, which nothing removes).
 //!
 //! Blocking and memory (the deadline and the host's memory budget):
 //!
@@ -83,6 +85,16 @@
 //!   empty fields, then the ok ConfigMap.
 //!
 //! `i` counts from 0.
+//!
+//! # Finalize (`spec.finalize` of the parent picks what `finalize` does)
+//!
+//! An annotation `test.kubeplug.io/release: "true"` always releases the
+//! parent (done). Otherwise:
+//!
+//! - absent (and any unknown value): pending, asking again after 1 s.
+//! - `events`: pending, asking again after 0 s, with `spec.count` (default
+//!   5000) Normal events (reason `FinalizeFlood`, message `event <i>`); logs
+//!   `finalize flood` on every call.
 
 use std::collections::BTreeMap;
 
@@ -355,6 +367,16 @@ impl Plugin for Hostile {
                 secret.string_data = Some(BTreeMap::from([("k".into(), "v".into())]));
                 ok(ctx)?.child(&secret)
             }
+            // --- Answer fence (issue 21, class 5): children's finalizers. ---
+            "foreign-finalizer" => {
+                let finalizer = ctx.parent["spec"]["finalizer"]
+                    .as_str()
+                    .unwrap_or("example.com/never");
+                let mut cm = config_map(&format!("{name}-ok"), []);
+                cm.metadata.finalizers = Some(vec![finalizer.into()]);
+                Response::default().child(&cm)
+            }
+            // --- end of the answer-fence block ---
             _ => ok(ctx),
         }
     }
@@ -364,9 +386,20 @@ impl Plugin for Hostile {
             std::thread::sleep(std::time::Duration::from_secs(count(ctx, "seconds", 3600)));
         }
         if ctx.parent["metadata"]["annotations"][RELEASE] == "true" {
-            Ok(FinalizeResponse::done())
-        } else {
-            Ok(FinalizeResponse::pending(1))
+            return Ok(FinalizeResponse::done());
+        }
+        match ctx.parent["spec"]["finalize"].as_str().unwrap_or_default() {
+            // --- Answer fence (issue 21, class 5): a finalize that floods. ---
+            "events" => {
+                kubeplug_sdk::log::info("finalize flood", &[]);
+                let mut response = FinalizeResponse::pending(0);
+                for i in 0..count(ctx, "count", 5000) {
+                    response = response.event(Event::normal("FinalizeFlood", format!("event {i}")));
+                }
+                Ok(response)
+            }
+            // --- end of the answer-fence block ---
+            _ => Ok(FinalizeResponse::pending(1)),
         }
     }
 }

@@ -371,7 +371,7 @@ fn guests_sleeping_for_an_hour_are_stopped_at_their_deadline_and_stall_only_them
             "hostile/gone",
             "--type=merge",
             "-p",
-            r#"{"metadata":{"annotations":{"test.kubeplug.io/release":"true"}},"spec":{"finalize":"no"}}"#,
+            r#"{"metadata":{"annotations":{"test.kubeplug.io/release":"true"}},"spec":{"finalize":"none"}}"#,
         ],
         None,
     );
