@@ -459,6 +459,17 @@ fn one_log_call_with_millions_of_empty_fields_is_read_only_as_far_as_its_budget(
     assert_eq!(desired.children.len(), 1);
 }
 
+/// `calls` reconciles of `parent` on as many threads at once.
+fn at_once(plugin: &Plugin, parent: &Value, calls: usize) -> Vec<Result<Desired, CallError>> {
+    let threads: Vec<_> = (0..calls)
+        .map(|_| {
+            let (plugin, parent) = (plugin.clone(), parent.clone());
+            std::thread::spawn(move || plugin.reconcile(&request(&parent, &[], &[])))
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
 #[test]
 fn calls_wait_for_the_host_memory_budget_and_never_hold_more_than_it() {
     use kubeplug::runtime::MemoryBudget;
@@ -483,15 +494,7 @@ fn calls_wait_for_the_host_memory_budget_and_never_hold_more_than_it() {
     let mut parent = hostile_parent("hold");
     parent["spec"]["mib"] = json!(40);
     parent["spec"]["ms"] = json!(200);
-    let results: Vec<_> = (0..6)
-        .map(|_| {
-            let (plugin, parent) = (plugin.clone(), parent.clone());
-            std::thread::spawn(move || plugin.reconcile(&request(&parent, &[], &[])))
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|t| t.join().unwrap())
-        .collect();
+    let results = at_once(&plugin, &parent, 6);
     let stats = budget.stats();
     assert!(stats.peak <= 90 << 20, "{stats:?}");
     // The first calls grow past their small reservation; later ones reserve
@@ -506,15 +509,7 @@ fn calls_wait_for_the_host_memory_budget_and_never_hold_more_than_it() {
     assert!(results.iter().any(Result::is_ok), "{results:?}");
     assert_eq!(stats.used, 0);
     // Once the plugin is known to need 40 MiB, calls queue for it.
-    let queued: Vec<_> = (0..4)
-        .map(|_| {
-            let (plugin, parent) = (plugin.clone(), parent.clone());
-            std::thread::spawn(move || plugin.reconcile(&request(&parent, &[], &[])))
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|t| t.join().unwrap())
-        .collect();
+    let queued = at_once(&plugin, &parent, 4);
     assert!(queued.iter().all(Result::is_ok), "{queued:?}");
     assert!(budget.stats().waits > 0, "{:?}", budget.stats());
     assert!(budget.stats().peak <= 90 << 20);

@@ -760,3 +760,100 @@ impl Drop for Proxy {
             .output();
     }
 }
+
+/// How long the fence tests wait for a plugin to load or a parent to
+/// converge.
+pub const FENCE_WAIT: Duration = Duration::from_secs(120);
+
+/// A host on `dir` with the seed grants and `policy` (YAML) for the rest.
+pub fn host_with_policy(dir: &PluginDir, policy: &str) -> Host {
+    Host::start_with(dir, &["--policy", &with_policy(dir, policy)])
+}
+
+/// Install the built hostile guest as `<name>.wasm` with `config` (YAML,
+/// under `config:`, its `name` set to `name`).
+pub fn hostile_as(dir: &PluginDir, name: &str, config: &str) {
+    hostile_with(dir, name, config, "");
+}
+
+/// [`hostile_as`] with more settings after `config:` (e.g. `limits:`).
+pub fn hostile_with(dir: &PluginDir, name: &str, config: &str, more: &str) {
+    let indented: String = config.lines().map(|l| format!("  {l}\n")).collect();
+    dir.settings(name, &format!("config:\n  name: {name}\n{indented}{more}"));
+    dir.install("hostile", name);
+}
+
+/// A `Hostile` parent that does `behave` (see plugins/hostile), with more
+/// `spec` lines in `extra` (indented by two spaces).
+pub fn hostile(name: &str, behave: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: {name}\nspec:\n  behave: {behave}\n{extra}"
+    )
+}
+
+/// A one-replica PostgreSQL `Database`.
+pub fn database(name: &str) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: {name}\nspec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n"
+    )
+}
+
+/// Wait until plugin `name` serves.
+pub fn running(host: &Host, name: &str) {
+    eventually(&format!("{name} to load"), FENCE_WAIT, || {
+        host.plugin(name).filter(|p| p["state"] == "running")
+    });
+}
+
+/// Wait until Database `name` is Running.
+pub fn database_runs(ns: &str, name: &str) {
+    eventually(&format!("database {name} to run"), FENCE_WAIT, || {
+        let db = get_json(ns, &format!("database/{name}"))?;
+        (db["status"]["phase"] == "Running").then_some(())
+    });
+}
+
+/// The APIService `v1alpha1.kubeplug.io`.
+pub const APISERVICE: &str = "apiservice/v1alpha1.kubeplug.io";
+
+/// The APIService registered for a test, removed at the end: a registered
+/// group whose server is gone degrades discovery for everyone.
+pub struct Registration;
+
+impl Registration {
+    pub fn new(port: u16, ca: &Path) -> Self {
+        let out = Command::new(repo().join("deploy/apiservice/register-loopback"))
+            .args([&port.to_string(), ca.to_str().expect("utf-8 path")])
+            .output()
+            .expect("register-loopback");
+        assert!(
+            out.status.success(),
+            "register-loopback: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Registration
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        kubectl(&["delete", APISERVICE, "--ignore-not-found"], None);
+    }
+}
+
+/// A CA and a serving certificate (deploy/apiservice/gen-cert) in
+/// `dir/api-certs`.
+pub fn certificates(dir: &Path) -> PathBuf {
+    let certs = dir.join("api-certs");
+    let out = Command::new(repo().join("deploy/apiservice/gen-cert"))
+        .arg(&certs)
+        .output()
+        .expect("gen-cert");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    certs
+}

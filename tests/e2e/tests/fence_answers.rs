@@ -17,30 +17,6 @@ use kubeplug_e2e::*;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
-/// A host on `dir` with the seed grants and `policy` (YAML) for the rest.
-fn host_with_policy(dir: &PluginDir, policy: &str) -> Host {
-    Host::start_with(dir, &["--policy", &with_policy(dir, policy)])
-}
-
-/// Install the built hostile plugin as `<name>.wasm` with `config` (YAML).
-fn hostile_as(dir: &PluginDir, name: &str, config: &str) {
-    let indented: String = config.lines().map(|l| format!("  {l}\n")).collect();
-    dir.settings(name, &format!("config:\n  name: {name}\n{indented}"));
-    dir.install("hostile", name);
-}
-
-fn running(host: &Host, name: &str) {
-    eventually(&format!("{name} to load"), TIMEOUT, || {
-        host.plugin(name).filter(|p| p["state"] == "running")
-    });
-}
-
-fn hostile(name: &str, behave: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: {name}\nspec:\n  behave: {behave}\n{extra}"
-    )
-}
-
 /// Warning events with `reason` on a Hostile parent, eventually one
 /// containing `needle`.
 fn warning(ns: &str, parent: &str, reason: &str, needle: &str) -> String {

@@ -20,19 +20,6 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 /// binding by declared name raced the real file at every start.
 const RESTARTS: usize = 3;
 
-fn database(name: &str) -> String {
-    format!(
-        "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: {name}\nspec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n"
-    )
-}
-
-fn database_runs(ns: &str, name: &str) {
-    eventually(&format!("database {name} to run"), TIMEOUT, || {
-        let db = get_json(ns, &format!("database/{name}"))?;
-        (db["status"]["phase"] == "Running").then_some(())
-    });
-}
-
 /// Copy built plugin `built_name` to `rel` under the plugin directory, with
 /// settings `rel` minus `.wasm` plus `.yaml` when given.
 fn place(dir: &PluginDir, built_name: &str, rel: &str, settings: Option<&str>) {

@@ -33,42 +33,6 @@ plugins:
     children: [ConfigMap]
 ";
 
-/// Install the built hostile plugin as `<name>.wasm` with `settings`
-/// (YAML; `config.name` is set to `name`).
-fn hostile_as(dir: &PluginDir, name: &str, config: &str, limits: &str) {
-    let indented: String = config.lines().map(|l| format!("  {l}\n")).collect();
-    dir.settings(
-        name,
-        &format!("config:\n  name: {name}\n{indented}{limits}"),
-    );
-    dir.install("hostile", name);
-}
-
-fn hostile(name: &str, behave: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: {name}\nspec:\n  behave: {behave}\n{extra}"
-    )
-}
-
-fn database(name: &str) -> String {
-    format!(
-        "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: {name}\nspec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n"
-    )
-}
-
-fn running(host: &Host, name: &str) {
-    eventually(&format!("{name} to load"), TIMEOUT, || {
-        host.plugin(name).filter(|p| p["state"] == "running")
-    });
-}
-
-fn database_runs(ns: &str, name: &str, within: Duration) {
-    eventually(&format!("database {name} to run"), within, || {
-        let db = get_json(ns, &format!("database/{name}"))?;
-        (db["status"]["phase"] == "Running").then_some(())
-    });
-}
-
 fn reconciles(host: &Host, plugin: &str, result: &str) -> f64 {
     host.metric(
         "kubeplug_reconciles_total",
@@ -179,7 +143,7 @@ fn two_plugins_holding_120_mib_per_call_never_take_a_512_mib_host_down() {
     let cgroup = MemoryCgroup::new(limit);
     let dir = PluginDir::with(&["database"]);
     for hog in ["hog-a", "hog-b"] {
-        hostile_as(
+        hostile_with(
             &dir,
             hog,
             &format!("mode: decorator\nbehave: hold\nnamespaces: [{n}]"),
@@ -212,7 +176,7 @@ fn two_plugins_holding_120_mib_per_call_never_take_a_512_mib_host_down() {
     let started = Instant::now();
     apply(n, &database("steady"));
     // A harmless parent is reconciled while the hogs queue for memory.
-    database_runs(n, "steady", TIMEOUT);
+    database_runs(n, "steady");
     let steady_after = started.elapsed();
     eventually(
         "every hog parent answered once by each hog",
@@ -269,13 +233,13 @@ fn guests_sleeping_for_an_hour_are_stopped_at_their_deadline_and_stall_only_them
     let ns = Namespace::new("sleep");
     let n = ns.name.as_str();
     let dir = PluginDir::with(&["database"]);
-    hostile_as(
+    hostile_with(
         &dir,
         "sleeper",
         &format!("finalizer: true\nnamespaces: [{n}]"),
         "limits:\n  timeoutMs: 1000\n",
     );
-    hostile_as(
+    hostile_with(
         &dir,
         "napper",
         &format!("manifest: sleep\nnamespaces: [{n}]"),
@@ -336,7 +300,7 @@ fn guests_sleeping_for_an_hour_are_stopped_at_their_deadline_and_stall_only_them
     );
     assert!(turned < Duration::from_secs(20), "{turned:?}");
     // Other plugins never notice.
-    database_runs(n, "steady", Duration::from_secs(60));
+    database_runs(n, "steady");
 
     // One log call with 1.5 million empty fields: 32 are read, the rest
     // counted, and the host's log grows by a line.

@@ -6,7 +6,7 @@
 //! `kubectl get plugins` shows error texts and shadow examples only to a
 //! caller RBAC allows `get` on `plugins/details`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -14,46 +14,6 @@ use kubeplug_e2e::*;
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
-const APISERVICE: &str = "apiservice/v1alpha1.kubeplug.io";
-
-/// The APIService registered for a test, removed at the end.
-struct Registration;
-
-impl Registration {
-    fn new(port: u16, ca: &Path) -> Self {
-        let out = Command::new(repo().join("deploy/apiservice/register-loopback"))
-            .args([&port.to_string(), ca.to_str().expect("utf-8 path")])
-            .output()
-            .expect("register-loopback");
-        assert!(
-            out.status.success(),
-            "register-loopback: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Registration
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        kubectl(&["delete", APISERVICE, "--ignore-not-found"], None);
-    }
-}
-
-fn certificates(dir: &Path) -> PathBuf {
-    let certs = dir.join("api-certs");
-    let out = Command::new(repo().join("deploy/apiservice/gen-cert"))
-        .arg(&certs)
-        .output()
-        .expect("gen-cert");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    certs
-}
 
 fn host_with_api(dir: &PluginDir, certs: &Path, port: u16, extra: &[&str]) -> Host {
     let listen = format!("127.0.0.1:{port}");

@@ -16,37 +16,6 @@ use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
-/// A host on `dir` with the seed grants and `policy` (YAML) for the rest.
-fn host_with_policy(dir: &PluginDir, policy: &str) -> Host {
-    Host::start_with(dir, &["--policy", &kubeplug_e2e::with_policy(dir, policy)])
-}
-
-/// Install the built hostile plugin as `<name>.wasm` with `config` (YAML).
-fn hostile_as(dir: &PluginDir, name: &str, config: &str) {
-    let indented: String = config.lines().map(|l| format!("  {l}\n")).collect();
-    dir.settings(name, &format!("config:\n  name: {name}\n{indented}"));
-    dir.install("hostile", name);
-}
-
-/// Wait until plugin `name` serves.
-fn running(host: &Host, name: &str) {
-    eventually(&format!("{name} to load"), TIMEOUT, || {
-        host.plugin(name).filter(|p| p["state"] == "running")
-    });
-}
-
-fn hostile(name: &str, behave: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: {name}\nspec:\n  behave: {behave}\n{extra}"
-    )
-}
-
-fn database(name: &str) -> String {
-    format!(
-        "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: {name}\nspec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n"
-    )
-}
-
 /// The `/plugins` row of `<file>.wasm` once it failed to load.
 fn refused(host: &Host, file: &str) -> String {
     let row = eventually(&format!("{file} to be refused"), TIMEOUT, || {
@@ -60,13 +29,6 @@ fn assert_mentions(text: &str, needles: &[&str]) {
     for needle in needles {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
-}
-
-fn database_runs(ns: &str, name: &str) {
-    eventually(&format!("database {name} to run"), TIMEOUT, || {
-        let db = get_json(ns, &format!("database/{name}"))?;
-        (db["status"]["phase"] == "Running").then_some(())
-    });
 }
 
 /// Warning events with `reason` on a Hostile parent, eventually one
