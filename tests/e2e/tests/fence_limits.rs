@@ -342,6 +342,8 @@ fn guests_sleeping_for_an_hour_are_stopped_at_their_deadline_and_stall_only_them
     eventually("gone to be deleted", TIMEOUT, || {
         get_json(n, "hostile/gone").is_none().then_some(())
     });
+    // Leave nothing behind: every parent carries the plugin's finalizer, so
+    // release and delete them all while the host still runs.
     for i in 0..6 {
         kubectl_ok(
             &[
@@ -356,5 +358,25 @@ fn guests_sleeping_for_an_hour_are_stopped_at_their_deadline_and_stall_only_them
             None,
         );
     }
+    kubectl_ok(
+        &[
+            "annotate",
+            "-n",
+            n,
+            "hostile",
+            "--all",
+            "--overwrite",
+            "test.kubeplug.io/release=true",
+        ],
+        None,
+    );
+    kubectl_ok(
+        &["delete", "-n", n, "hostile", "--all", "--wait=false"],
+        None,
+    );
+    eventually("every parent to be gone", TIMEOUT, || {
+        let left = kubectl_ok(&["get", "-n", n, "hostile", "-o", "name"], None);
+        left.trim().is_empty().then_some(())
+    });
     assert!(host.get("/healthz").is_ok_and(|(code, _)| code == 200));
 }
