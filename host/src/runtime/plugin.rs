@@ -833,13 +833,10 @@ fn short_reason(short: &Short) -> String {
 /// wasmtime-wasi's host calls need a Tokio context for their timers.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     match tokio::runtime::Handle::try_current() {
-        Ok(handle) => match handle.runtime_flavor() {
-            tokio::runtime::RuntimeFlavor::CurrentThread => {
-                wasmtime_wasi::runtime::in_tokio(future)
-            }
-            _ => tokio::task::block_in_place(|| handle.block_on(future)),
-        },
-        Err(_) => wasmtime_wasi::runtime::in_tokio(future),
+        Ok(handle) if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread => {
+            tokio::task::block_in_place(|| handle.block_on(future))
+        }
+        _ => wasmtime_wasi::runtime::in_tokio(future),
     }
 }
 
