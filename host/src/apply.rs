@@ -16,10 +16,10 @@ use kube::api::{
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use serde_json::{Value, json};
 
+use crate::contract::Event;
 use crate::informers::{Object, kube_resource};
 use crate::leader::Leadership;
 use crate::manifest::ApiResource;
-use crate::runtime::Event;
 use crate::telemetry::Metrics;
 
 /// Why a write failed.

@@ -16,6 +16,7 @@ pub mod api;
 pub mod apply;
 pub mod cli;
 pub mod client;
+pub mod contract;
 pub mod controller;
 pub mod discovery;
 pub mod finalizers;

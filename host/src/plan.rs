@@ -11,9 +11,9 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::contract::{Desired, Finalized};
 use crate::manifest::{Manifest, Mode};
 use crate::policy::Effective;
-use crate::runtime::{Desired, Finalized};
 
 /// Label set on every child: which plugin owns it. Pruning only ever
 /// considers children carrying this plugin's name.

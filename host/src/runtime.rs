@@ -36,11 +36,14 @@ use wasmtime::{Config, Engine};
 
 pub use budget::{BudgetStats, MemoryBudget};
 pub use cache::{CompileCache, DEFAULT_CACHE_BYTES, Origin};
-pub use compile::{CompileLimits, Compiler};
+pub use compile::Compiler;
 pub use error::{CallError, GuestError, LoadError};
-pub use limits::{LimitSettings, Limits};
 pub use network::NO_NETWORK;
-pub use plugin::{Desired, Event, Finalized, MetadataPatch, Plugin, Request};
+pub use plugin::Plugin;
+// The contract's plain data, re-exported: callers of the runtime name them here.
+pub use crate::contract::{
+    CompileLimits, Desired, Event, Finalized, LimitSettings, Limits, MetadataPatch, Request,
+};
 
 use bindings::{RECONCILER_EXPORT, RECONCILER_INTERFACE};
 use plugin::State;

@@ -743,8 +743,8 @@ fn grant(yaml: &str) -> crate::policy::Effective {
         .unwrap()
 }
 
-fn events(count: usize) -> Vec<crate::runtime::Event> {
-    let event = crate::runtime::Event {
+fn events(count: usize) -> Vec<crate::contract::Event> {
+    let event = crate::contract::Event {
         warning: false,
         reason: "R".into(),
         message: "m".into(),

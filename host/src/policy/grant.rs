@@ -3,9 +3,9 @@
 use serde::Deserialize;
 
 use super::{Effective, SYSTEM_NAMESPACES};
+use crate::contract::Desired;
 use crate::manifest::{ApiResource, Manifest, Mode};
 use crate::plan::FenceError;
-use crate::runtime::Desired;
 
 /// A kind, whatever its version: `Kind.group`, or `Kind` for the core group.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::runtime::{CompileLimits, Limits};
+use crate::contract::{CompileLimits, Limits};
 
 /// Quotas of one plugin. Field names are the policy file's keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,7 +80,7 @@ impl Quotas {
     }
 
     /// The per-call limits these quotas allow (a plugin's settings may
-    /// lower them: [`crate::runtime::LimitSettings::within`]).
+    /// lower them: [`crate::contract::LimitSettings::within`]).
     pub fn limits(&self) -> Limits {
         Limits {
             timeout: Duration::from_millis(self.call_timeout_ms),

@@ -9,7 +9,7 @@ use crate::manifest::{ApiResource, LabelValue, Manifest, Mode, Related};
 use crate::plan::FenceError;
 use serde_json::Value;
 
-use crate::runtime::{Desired, Event, MetadataPatch};
+use crate::contract::{Desired, Event, MetadataPatch};
 
 fn res(group: &str, kind: &str, plural: &str, namespaced: bool) -> ApiResource {
     ApiResource::new(group, "v1", kind, plural, namespaced)

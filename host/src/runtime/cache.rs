@@ -29,8 +29,9 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::LoadError;
-use super::compile::{CompileLimits, Compiler, compile_in_child};
+use super::compile::{Compiler, compile_in_child};
 use super::share::Slots;
+use crate::contract::CompileLimits;
 
 /// The wasmtime release the host is built with: equal to the `=` pin in
 /// `host/Cargo.toml`. Part of every artefact's name; the engine's

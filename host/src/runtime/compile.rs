@@ -23,23 +23,7 @@ use wasmparser::{Encoding, Parser, Payload};
 
 use super::LoadError;
 use super::bindings::{RECONCILER_EXPORT, RECONCILER_INTERFACE};
-
-/// Bounds on compiling one component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CompileLimits {
-    pub timeout: Duration,
-    /// Resident memory of the compiler process.
-    pub memory_bytes: u64,
-}
-
-impl Default for CompileLimits {
-    fn default() -> Self {
-        CompileLimits {
-            timeout: Duration::from_secs(60),
-            memory_bytes: 1 << 30,
-        }
-    }
-}
+use crate::contract::CompileLimits;
 
 /// Where compiles run.
 #[derive(Debug, Clone, Default)]

@@ -1,6 +1,5 @@
 //! A loaded plugin and the calls into it: one fresh `Store` per call.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -15,7 +14,8 @@ use super::bindings::{self, log, types};
 use super::budget::{MemoryBudget, Short};
 use super::cache::Origin;
 use super::error::{CallError, GuestError, LoadError};
-use super::limits::{Limiter, Limits};
+use super::limits::Limiter;
+use crate::contract::{Desired, Event, Finalized, Limits, MetadataPatch, Request};
 use crate::manifest::{self, Manifest};
 
 /// How much of a guest's stderr (where Rust panics print) is kept per call.
@@ -207,19 +207,6 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
-/// Everything the host observed for one parent, as JSON text. The texts
-/// are shared with the informer caches (one serialization per object and
-/// resourceVersion) and lowered into the guest straight from there.
-#[derive(Debug, Clone, Default)]
-pub struct Request {
-    pub parent: Arc<str>,
-    pub observed: Vec<Arc<str>>,
-    pub related: Vec<Arc<str>>,
-    /// RFC 3339 UTC.
-    pub now: String,
-    pub entropy: Vec<u8>,
-}
-
 /// `wit/plugin.wit`'s `request`, borrowing every text: lowering it copies
 /// each string once, into guest memory, and nowhere else. (The generated
 /// `types::Request` owns its strings, which would mean copying each cached
@@ -233,55 +220,6 @@ struct WitRequest<'a> {
     config: &'a str,
     now: &'a str,
     entropy: &'a [u8],
-}
-
-impl Request {
-    /// A request stamped with the current time and fresh entropy.
-    pub fn new(parent: Arc<str>, observed: Vec<Arc<str>>, related: Vec<Arc<str>>) -> Self {
-        Request {
-            parent,
-            observed,
-            related,
-            now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            entropy: rand::random::<[u8; 32]>().to_vec(),
-        }
-    }
-}
-
-/// A Kubernetes Event the plugin asked for.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Event {
-    pub warning: bool,
-    pub reason: String,
-    pub message: String,
-}
-
-/// Labels and annotations to merge into the parent.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct MetadataPatch {
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
-}
-
-/// A plugin's answer to `reconcile`, parsed.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Desired {
-    /// Each is a JSON object with `apiVersion`, `kind` and `metadata.name`.
-    pub children: Vec<Value>,
-    pub status: Option<Value>,
-    pub parent_patch: Option<MetadataPatch>,
-    #[serde(skip)]
-    pub requeue_after: Option<Duration>,
-    pub events: Vec<Event>,
-}
-
-/// A plugin's answer to `finalize`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finalized {
-    pub done: bool,
-    pub requeue_after: Option<Duration>,
-    pub events: Vec<Event>,
 }
 
 /// What an answer costs the host once copied out of the guest: its strings,
