@@ -15,11 +15,13 @@
 //! Guest failures become a typed [`CallError`] naming the plugin and the
 //! cause; nothing a plugin does can take the host process down.
 
+mod answer;
 mod bindings;
 pub mod budget;
 mod cache;
 pub mod compile;
 mod error;
+mod guest_log;
 mod limits;
 mod network;
 mod plugin;
@@ -153,7 +155,7 @@ impl Runtime {
         // Toolchains import wasi:http by default (componentize-js): linked,
         // and every request refused (see `network`).
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        plugin::add_log_to_linker(&mut linker)?;
+        guest_log::add_to_linker(&mut linker)?;
         let ticker = EpochTicker::spawn(engine.clone());
         Ok(Runtime {
             engine,

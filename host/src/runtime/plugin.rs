@@ -4,42 +4,28 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde_json::Value;
-use wasmtime::component::{Linker, ResourceTable, WasmList, WasmStr};
-use wasmtime::{Engine, Store, StoreContextMut, Trap};
+use wasmtime::component::ResourceTable;
+use wasmtime::{Engine, Store, Trap};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::bindings::{self, log, types};
+use super::answer::{
+    AnswerBytes, api_resource, events, guest_error, host_manifest, parse_response,
+};
+use super::bindings::{self, types};
 use super::budget::{MemoryBudget, Short};
 use super::cache::Origin;
-use super::error::{CallError, GuestError, LoadError};
+use super::error::{CallError, LoadError};
+use super::guest_log::LOG_BUDGET;
 use super::limits::Limiter;
-use crate::contract::{Desired, Event, Finalized, Limits, MetadataPatch, Request};
+use crate::contract::{Desired, Finalized, Limits, Request};
 use crate::manifest::{self, Manifest};
 
 /// How much of a guest's stderr (where Rust panics print) is kept per call.
 const STDERR_CAPTURE: usize = 16 << 10;
-/// Log calls a guest may make per call; the rest are dropped, so a chatty or
-/// hostile plugin cannot flood the host's logs. Bytes are capped too
-/// ([`Limits::log_bytes`]).
-const LOG_BUDGET: u32 = 200;
-/// Longest log message or field value kept, in bytes.
-const LOG_MESSAGE_MAX: usize = 4 << 10;
-/// Fields of one log call kept; the rest are counted, never read.
-const LOG_FIELDS_MAX: usize = 32;
-/// What a field costs against [`Limits::log_bytes`] beyond its key and
-/// value, so that empty fields are not free.
-const LOG_FIELD_OVERHEAD: usize = 8;
 /// How long a call waits for the host's memory budget before it gives up
 /// (and is retried later like any transient failure).
 const MEMORY_WAIT: Duration = Duration::from_secs(30);
-/// What each item of a list in an answer (a child, an event, a label)
-/// costs against `responseBytes` beyond its text.
-const ITEM_BYTES: usize = 16;
-/// Longest error text of a guest kept, in bytes.
-const GUEST_ERROR_MAX: usize = 16 << 10;
-
 /// Per-call host state, owned by the call's `Store`.
 pub struct State {
     wasi: WasiCtx,
@@ -47,15 +33,10 @@ pub struct State {
     limiter: Limiter,
     /// `wasi:http`, refusing every request ([`super::network`]).
     http: super::network::Http,
-    plugin: Arc<str>,
-    log_budget: u32,
+    pub(super) plugin: Arc<str>,
+    pub(super) log_budget: u32,
     /// Log bytes this call may still write.
-    log_bytes: usize,
-}
-
-/// `text` cut to at most `max` bytes, on a character boundary.
-fn clipped(text: &str, max: usize) -> &str {
-    &text[..text.floor_char_boundary(max)]
+    pub(super) log_bytes: usize,
 }
 
 impl WasiView for State {
@@ -74,81 +55,6 @@ impl wasmtime_wasi_http::WasiHttpView for State {
             table: &mut self.table,
             hooks: &mut self.http.hooks,
         }
-    }
-}
-
-/// Link `kubeplug:plugin/log` by hand rather than through the generated
-/// bindings: those copy every string and field out of the guest before the
-/// host sees the call, so one call with millions of empty fields would cost
-/// the host hundreds of MiB. Here the message and fields stay in guest
-/// memory and only what the call's log budget allows is read.
-pub(super) fn add_log_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
-    linker.instance("kubeplug:plugin/log@0.1.0")?.func_wrap(
-        "log",
-        |mut store: StoreContextMut<'_, State>,
-         (level, message, fields): (log::Level, WasmStr, WasmList<(WasmStr, WasmStr)>)| {
-            let line = read_log(&mut store, &message, &fields)?;
-            if let Some((message, fields)) = line {
-                emit_log(&store.data().plugin, level, &message, &fields);
-            }
-            Ok(())
-        },
-    )
-}
-
-/// The part of one log call the budget allows, copied out of the guest;
-/// `None` once the budget is spent.
-fn read_log(
-    store: &mut StoreContextMut<'_, State>,
-    message: &WasmStr,
-    fields: &WasmList<(WasmStr, WasmStr)>,
-) -> wasmtime::Result<Option<(String, String)>> {
-    let (budget, mut bytes) = (store.data().log_budget, store.data().log_bytes);
-    if budget == 0 || bytes == 0 {
-        return Ok(None);
-    }
-    let message = clipped(&message.to_str(&*store)?, LOG_MESSAGE_MAX.min(bytes)).to_string();
-    bytes -= message.len();
-    let mut shown = Vec::new();
-    let mut read = 0;
-    let kept = fields
-        .iter(&mut *store)?
-        .take(LOG_FIELDS_MAX)
-        .collect::<wasmtime::Result<Vec<_>>>()?;
-    for (k, v) in kept {
-        let cost = LOG_FIELD_OVERHEAD.min(bytes);
-        bytes -= cost;
-        if bytes == 0 {
-            break;
-        }
-        read += 1;
-        let k = k.to_str(&*store)?;
-        let k = clipped(&k, bytes).to_string();
-        bytes -= k.len();
-        let v = v.to_str(&*store)?;
-        let v = clipped(&v, LOG_MESSAGE_MAX.min(bytes)).to_string();
-        bytes -= v.len();
-        shown.push(format!("{k}={v}"));
-    }
-    if read < fields.len() {
-        shown.push(format!("({} more fields dropped)", fields.len() - read));
-    }
-    if bytes == 0 {
-        shown.push("(log quota of this call reached; the rest is dropped)".into());
-    }
-    let state = store.data_mut();
-    state.log_budget -= 1;
-    state.log_bytes = bytes;
-    Ok(Some((message, shown.join(" "))))
-}
-
-fn emit_log(plugin: &str, level: log::Level, message: &str, fields: &str) {
-    match level {
-        log::Level::Trace => tracing::trace!(target: "plugin", plugin, fields, "{message}"),
-        log::Level::Debug => tracing::debug!(target: "plugin", plugin, fields, "{message}"),
-        log::Level::Info => tracing::info!(target: "plugin", plugin, fields, "{message}"),
-        log::Level::Warn => tracing::warn!(target: "plugin", plugin, fields, "{message}"),
-        log::Level::Error => tracing::error!(target: "plugin", plugin, fields, "{message}"),
     }
 }
 
@@ -220,175 +126,6 @@ struct WitRequest<'a> {
     config: &'a str,
     now: &'a str,
     entropy: &'a [u8],
-}
-
-/// What an answer costs the host once copied out of the guest: its strings,
-/// plus [`ITEM_BYTES`] per list item so that millions of empty items are
-/// not free. Counted against `responseBytes` before anything is parsed.
-trait AnswerBytes {
-    fn bytes(&self) -> usize;
-}
-
-fn events_bytes(events: &[types::Event]) -> usize {
-    events
-        .iter()
-        .map(|e| ITEM_BYTES + e.reason.len() + e.message.len())
-        .sum()
-}
-
-impl AnswerBytes for types::Response {
-    fn bytes(&self) -> usize {
-        let patch = self.parent_patch.as_ref().map_or(0, |p| {
-            p.labels
-                .iter()
-                .chain(&p.annotations)
-                .map(|(k, v)| ITEM_BYTES + k.len() + v.len())
-                .sum()
-        });
-        self.children
-            .iter()
-            .map(|c| ITEM_BYTES + c.len())
-            .sum::<usize>()
-            + self.status.as_ref().map_or(0, String::len)
-            + events_bytes(&self.events)
-            + patch
-    }
-}
-
-impl AnswerBytes for types::FinalizeResponse {
-    fn bytes(&self) -> usize {
-        events_bytes(&self.events)
-    }
-}
-
-impl AnswerBytes for types::Error {
-    fn bytes(&self) -> usize {
-        match self {
-            types::Error::InvalidConfig(m)
-            | types::Error::InvalidInput(m)
-            | types::Error::Failed(m) => m.len(),
-        }
-    }
-}
-
-fn events(events: Vec<types::Event>) -> Vec<Event> {
-    events
-        .into_iter()
-        .map(|e| Event {
-            warning: e.warning,
-            reason: e.reason,
-            message: e.message,
-        })
-        .collect()
-}
-
-/// The guest's own error, its text clipped to [`GUEST_ERROR_MAX`].
-fn guest_error(e: types::Error) -> GuestError {
-    let clip = |mut m: String| {
-        m.truncate(m.floor_char_boundary(GUEST_ERROR_MAX));
-        m
-    };
-    match e {
-        types::Error::InvalidConfig(m) => GuestError::InvalidConfig(clip(m)),
-        types::Error::InvalidInput(m) => GuestError::InvalidInput(clip(m)),
-        types::Error::Failed(m) => GuestError::Failed(clip(m)),
-    }
-}
-
-fn api_resource(r: types::ApiResource) -> manifest::ApiResource {
-    manifest::ApiResource {
-        group: r.group,
-        version: r.version,
-        kind: r.kind,
-        plural: r.plural,
-        namespaced: r.namespaced,
-    }
-}
-
-fn host_manifest(m: types::PluginManifest) -> Manifest {
-    Manifest {
-        name: m.name,
-        version: m.version,
-        parent: api_resource(m.parent),
-        mode: match m.mode {
-            types::Mode::Composite => manifest::Mode::Composite,
-            types::Mode::Decorator => manifest::Mode::Decorator,
-        },
-        children: m.children.into_iter().map(api_resource).collect(),
-        related: m
-            .related
-            .into_iter()
-            .map(|r| manifest::Related {
-                resource: api_resource(r.resource),
-                match_labels: r
-                    .match_labels
-                    .into_iter()
-                    .map(|l| {
-                        let value = match l.value {
-                            types::LabelValue::Literal(s) => manifest::LabelValue::Literal(s),
-                            types::LabelValue::ParentName => manifest::LabelValue::ParentName,
-                        };
-                        (l.key, value)
-                    })
-                    .collect(),
-            })
-            .collect(),
-        namespaces: m.namespaces,
-        finalizer: m.finalizer,
-        resync_seconds: m.resync_seconds,
-        excluded_namespaces: Vec::new(),
-        metadata_only: Vec::new(),
-    }
-}
-
-/// Parse one child: a JSON object that names its type and itself.
-fn parse_child(index: usize, text: &str) -> Result<Value, String> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| format!("child #{index} is not JSON: {e}"))?;
-    let Value::Object(_) = &value else {
-        return Err(format!("child #{index} is not a JSON object"));
-    };
-    for field in ["apiVersion", "kind"] {
-        if value[field].as_str().is_none_or(str::is_empty) {
-            return Err(format!("child #{index} has no {field}"));
-        }
-    }
-    if value["metadata"]["name"].as_str().is_none_or(str::is_empty) {
-        return Err(format!("child #{index} has no metadata.name"));
-    }
-    Ok(value)
-}
-
-fn parse_response(r: types::Response) -> Result<Desired, String> {
-    let children = r
-        .children
-        .iter()
-        .enumerate()
-        .map(|(i, c)| parse_child(i, c))
-        .collect::<Result<Vec<_>, _>>()?;
-    let status = match r.status {
-        None => None,
-        Some(text) => {
-            let v: Value =
-                serde_json::from_str(&text).map_err(|e| format!("status is not JSON: {e}"))?;
-            if !v.is_object() {
-                return Err("status is not a JSON object".into());
-            }
-            Some(v)
-        }
-    };
-    Ok(Desired {
-        children,
-        status,
-        parent_patch: r.parent_patch.map(|p| MetadataPatch {
-            labels: p.labels.into_iter().collect(),
-            annotations: p.annotations.into_iter().collect(),
-        }),
-        requeue_after: r
-            .requeue_after_seconds
-            .map(|s| Duration::from_secs(s.into())),
-        events: events(r.events),
-    })
 }
 
 impl Plugin {
