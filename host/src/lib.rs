@@ -4,6 +4,8 @@
 //! Where to start:
 //! - [`runtime`]: load a `.wasm` plugin and call it safely.
 //! - [`manifest`]: what a plugin declares, and the fence the host enforces.
+//! - [`admission`]: whether the live host would serve a plugin, and as what
+//!   (pure; shared by `run`, `render`, `inspect` and `kubeplug test`).
 //! - [`plan`]: turn a plugin's answer into the exact objects to write (pure).
 //! - [`render`]: run a plugin on files, no cluster (`kubeplug render`).
 //! - [`informers`] → [`controller`] (queue, workers) → [`reconcile`] →
@@ -12,6 +14,7 @@
 //! - [`replay`]: failed calls kept with their inputs, fetched with
 //!   `kubeplug replay` and rerun with `kubeplug render --request`.
 
+pub mod admission;
 pub mod api;
 pub mod apply;
 pub mod cli;

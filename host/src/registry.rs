@@ -42,8 +42,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::admission::{Admission, AdmitError, Placed};
 use crate::controller::{self, Controller, Identity, Settings};
-use crate::discovery::Scopes;
+use crate::discovery::Discovered;
 use crate::identity::{self, Access};
 use crate::informers::Informers;
 use crate::manifest::Mode;
@@ -228,18 +229,29 @@ fn warn_orphaned_finalizer(plugin: &Plugin) {
     }
 }
 
-/// Why a load failed, and whether to try the same content again.
-struct Failure {
-    error: String,
-    /// Worth retrying without a change (e.g. a CRD not installed yet).
-    retry: bool,
+/// Why a load failed.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Admit(#[from] AdmitError),
+    #[error("{}", controller::format_chain(.0))]
+    Load(crate::runtime::LoadError),
+    #[error("loader panicked: {0}")]
+    Panicked(tokio::task::JoinError),
+    #[error("cannot ask the API server about the plugin's kinds: {0}")]
+    Discovery(kube::Error),
+    #[error("cannot make a client for plugin {plugin}: {source}")]
+    Client { plugin: String, source: kube::Error },
 }
 
-impl From<String> for Failure {
-    fn from(error: String) -> Self {
-        Failure {
-            error,
-            retry: false,
+impl Failure {
+    /// Worth retrying without a change (e.g. a CRD not installed yet, the
+    /// API server unreachable).
+    fn retryable(&self) -> bool {
+        match self {
+            Failure::Admit(error) => error.retryable(),
+            Failure::Discovery(_) => true,
+            Failure::Load(_) | Failure::Panicked(_) | Failure::Client { .. } => false,
         }
     }
 }
@@ -391,9 +403,10 @@ impl Registry {
         let rollback = candidate.settings.rollback;
         match self.admit(path, candidate).await {
             Ok((plugin, identity)) => self.serve(path, key, plugin, identity, rollback),
-            Err(Failure { error, retry }) => {
+            Err(failure) => {
+                let error = failure.to_string();
                 self.revoke_if_revalidating(path, &error);
-                self.failed(path, (!retry).then_some(key), error)
+                self.failed(path, (!failure.retryable()).then_some(key), error)
             }
         }
     }
@@ -425,8 +438,9 @@ impl Registry {
         }
     }
 
-    /// Compile within the policy's quotas, call `manifest()`, resolve it
-    /// through discovery and check it against the plugin's grant.
+    /// Compile within the policy's quotas, call `manifest()`, and put it
+    /// through the one admission ([`crate::admission`]) with the kinds the
+    /// API server serves.
     async fn admit(
         &self,
         path: &Path,
@@ -437,25 +451,16 @@ impl Registry {
         // The plugin the file's location is bound to: its grant, pins and
         // quotas, whatever the file will say its name is.
         let bound = candidate.bound.clone();
-        let no_grant = |name: &str| {
-            format!(
-                "plugin {name} has no grant in the policy, which is strict: ask the platform team to add one"
-            )
-        };
+        let admission = Admission::new(&policy)
+            .placed(Placed {
+                name: &bound,
+                rel: self.layout.root.rel(path),
+            })
+            .within(w.namespaces.as_deref());
         // Strict mode, pins: checked before compiling, so a file that may
         // not serve costs nothing.
-        if policy.strict && policy.grant(&bound).is_none() {
-            return Err(no_grant(&bound).into());
-        }
         let digest = hex::encode(Sha256::digest(&candidate.bytes));
-        let pins = policy.pins_for_file(&bound);
-        if !pins.is_empty() && !pins.contains(&digest) {
-            return Err(format!(
-                "digest sha256:{digest} is not pinned for plugin {bound} by the policy"
-            )
-            .into());
-        }
-        let quotas = policy.quotas_for_file(&bound);
+        let quotas = admission.before_compile(&bound, &digest)?;
         let runtime = w.runtime.clone();
         let label = path.display().to_string();
         let settings = candidate.settings;
@@ -474,53 +479,32 @@ impl Registry {
         .await;
         let plugin = match loaded {
             Ok(Ok(plugin)) => plugin,
-            Ok(Err(error)) => return Err(controller::format_chain(&error).into()),
-            Err(error) => return Err(format!("loader panicked: {error}").into()),
+            Ok(Err(error)) => return Err(Failure::Load(error)),
+            Err(error) => return Err(Failure::Panicked(error)),
         };
-        let name = plugin.name().to_string();
-        if name != bound {
-            return Err(placement::name_mismatch(
-                &policy,
-                self.layout.root.rel(path),
-                &bound,
-                &name,
-            )
-            .into());
-        }
-        let Some(grant) = policy.grant(&name) else {
-            return Err(no_grant(&name).into());
-        };
-        let scopes = Scopes::discover(&w.client, plugin.manifest())
+        // Name and grant first: a file that may not serve costs the API
+        // server nothing.
+        admission.grant(plugin.manifest())?;
+        let served = Discovered::discover(&w.client, plugin.manifest())
             .await
-            .map_err(|e| Failure {
-                error: format!("cannot ask the API server about the plugin's kinds: {e}"),
-                retry: true,
-            })?;
-        let resolved = scopes
-            .resolve(plugin.manifest())
-            .map_err(|problems| Failure {
-                // A CRD may be installed later: try again on the next scan.
-                retry: problems.iter().any(|p| p.contains("not served")),
-                error: format!("plugin {name} refused: {}", problems.join("; ")),
-            })?;
-        let admitted = grant
-            .admit(&resolved, plugin.digest())
-            .map_err(|refusal| refusal.to_string())?;
-        let admitted = match &w.namespaces {
-            Some(bound) => admitted
-                .bound_to(bound)
-                .map_err(|why| format!("plugin {name} refused: {why}"))?,
-            None => admitted,
-        };
-        let limits = settings.limits.within(grant.quotas.limits());
-        let client = identity::client_for(&w.config, &grant, &w.client_settings)
-            .map_err(|e| format!("cannot make a client for plugin {name}: {e}"))?;
+            .map_err(Failure::Discovery)?;
+        let admitted =
+            admission.admit(plugin.manifest(), plugin.digest(), settings.limits, &served)?;
+        let client = identity::client_for(&w.config, &admitted.grant, &w.client_settings).map_err(
+            |source| Failure::Client {
+                plugin: plugin.name().to_string(),
+                source,
+            },
+        )?;
         let identity = Identity {
-            grant,
+            grant: admitted.grant,
             client,
             access: w.access.clone(),
         };
-        Ok((plugin.admitted(admitted, limits), identity))
+        Ok((
+            plugin.admitted(admitted.manifest, admitted.limits),
+            identity,
+        ))
     }
 
     /// Refuse a plugin whose name another file already serves, or whose
@@ -861,7 +845,7 @@ impl Registry {
     /// the plugin served from `live`.
     async fn shadow(&self, live: &Path, next: &Path, candidate: Candidate) {
         let key = candidate.key.clone();
-        let admitted = self.admit(next, candidate).await.map_err(|f| f.error);
+        let admitted = self.admit(next, candidate).await.map_err(|f| f.to_string());
         let files = self.files.lock().expect("registry lock");
         let Some(serving) = files.get(live).and_then(|e| e.serving.as_ref()) else {
             return;
@@ -947,7 +931,10 @@ impl Registry {
         let candidate = self
             .layout
             .read(&next, &Place::Candidate(plugin.to_string()))?;
-        let (loaded, _) = self.admit(&next, candidate).await.map_err(|f| f.error)?;
+        let (loaded, _) = self
+            .admit(&next, candidate)
+            .await
+            .map_err(|f| f.to_string())?;
         if loaded.name() != plugin {
             return Err(format!(
                 "{} is plugin {}, not {plugin}",
