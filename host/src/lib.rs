@@ -10,7 +10,8 @@
 //! - [`render`]: run a plugin on files, no cluster (`kubeplug render`).
 //! - [`informers`] → [`controller`] (queue, workers) → [`reconcile`] →
 //!   [`apply`]: the operator (`kubeplug run`).
-//! - [`shadow`], [`rollback`]: safe rollouts of new plugin versions.
+//! - [`shadow`], [`rollback`], [`rollout`]: safe rollouts of new plugin
+//!   versions.
 //! - [`replay`]: failed calls kept with their inputs, fetched with
 //!   `kubeplug replay` and rerun with `kubeplug render --request`.
 
@@ -37,6 +38,7 @@ pub mod registry;
 pub mod render;
 pub mod replay;
 pub mod rollback;
+pub mod rollout;
 pub mod run;
 pub mod runtime;
 pub mod shadow;

@@ -50,6 +50,7 @@ use crate::informers::Informers;
 use crate::manifest::Mode;
 use crate::policy::PolicyFiles;
 use crate::rollback::RollbackSettings;
+pub use crate::rollout::State;
 use crate::runtime::{LimitSettings, Plugin, PluginOptions, Runtime};
 use crate::shadow::{Shadow, ShadowStatus};
 use crate::telemetry::Metrics;
@@ -72,23 +73,6 @@ pub struct PluginSettings {
     pub limits: LimitSettings,
     /// When a new version of this plugin is rolled back automatically.
     pub rollback: RollbackSettings,
-}
-
-/// A plugin's state, as reported by `/plugins` and metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum State {
-    /// Serving its latest file.
-    Running,
-    /// Serving an older version (the latest file failed to load), or
-    /// unable to watch a kind it needs (RBAC, a missing CRD): see `reason`.
-    Degraded,
-    /// Nothing serving: the file failed to load.
-    Failed,
-    /// The latest file loaded but failed its probation: the previous
-    /// version serves again (see [`crate::rollback`]); `reason` says why.
-    #[serde(rename = "rolled-back")]
-    RolledBack,
 }
 
 /// One row of `/plugins`.
@@ -581,7 +565,7 @@ impl Registry {
             &manifest.name,
             &manifest.version,
             plugin.digest(),
-            "running",
+            State::Running,
         );
         let loaded_at = now_rfc3339();
         match entry.serving.take() {
@@ -661,7 +645,7 @@ impl Registry {
                     &s.name,
                     &p.manifest().version,
                     p.digest(),
-                    "degraded",
+                    State::Degraded,
                 );
                 tracing::error!(plugin = %s.name, file = %path.display(), %error, "new plugin version refused; the previous version keeps serving");
             }
@@ -686,12 +670,12 @@ impl Registry {
                     .serving
                     .as_ref()
                     .and_then(|s| s.controller.rolled_back());
-                let state = match (&entry.serving, &entry.last_error) {
-                    (Some(_), None) if rolled_back.is_some() => State::RolledBack,
-                    (Some(_), None) if !stuck => State::Running,
-                    (Some(_), _) => State::Degraded,
-                    (None, _) => State::Failed,
-                };
+                let state = State::of(
+                    entry.serving.is_some(),
+                    entry.last_error.is_some(),
+                    rolled_back.is_some(),
+                    stuck,
+                );
                 let rolled_back = rolled_back.map(|back| {
                     format!(
                         "version {} (sha256:{}) was rolled back at {}: {}; the previous version serves, and the file is not loaded again until it changes",
@@ -979,15 +963,12 @@ impl Registry {
             else {
                 continue;
             };
-            let state = match status.state {
-                State::Running => "running",
-                State::Degraded => "degraded",
-                State::RolledBack => "rolled-back",
-                State::Failed => continue,
-            };
+            if status.state == State::Failed {
+                continue;
+            }
             self.wiring
                 .metrics
-                .plugin_info(name, version, digest, state);
+                .plugin_info(name, version, digest, status.state);
         }
     }
 
