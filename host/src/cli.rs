@@ -7,10 +7,11 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use crate::policy::{Effective, Policy};
+use crate::kit;
+use crate::policy::Policy;
 use crate::render;
 use crate::replay::{Call, Capture};
-use crate::runtime::{CONTRACT, Compiler, LimitSettings, Limits, Plugin, PluginOptions, Runtime};
+use crate::runtime::{CONTRACT, Compiler, LimitSettings, Limits, Runtime};
 
 #[derive(Parser)]
 #[command(
@@ -247,7 +248,8 @@ struct InspectArgs {
 #[derive(Args)]
 #[command(after_help = "\
 Exit status: 0 when every case passes, 1 when one fails, 2 when a fixture \
-cannot be read or the plugin cannot be loaded.
+cannot be read or the plugin cannot be loaded (or the live host would refuse \
+it under --policy).
 
 --update replaces the `expect` block of each failing case and keeps the rest \
 of the file as written. A file where that cannot be done safely (a case in \
@@ -268,6 +270,10 @@ struct TestArgs {
     /// `config` [default: {}].
     #[arg(long)]
     config: Option<PathBuf>,
+    /// CustomResourceDefinitions (YAML/JSON) that tell the scope of custom
+    /// kinds, as the live host learns it from the API server. Repeatable.
+    #[arg(long)]
+    crd: Vec<PathBuf>,
     #[command(flatten)]
     policy: PolicyArgs,
     #[command(flatten)]
@@ -354,6 +360,7 @@ fn test_cmd(args: TestArgs) -> ExitCode {
             config,
             limits,
             policy,
+            crds: read_crds(&args.crd)?,
         };
         let runtime = args.runtime.bounded_runtime()?;
         Ok(crate::kit::run(&runtime, &args.dir, &options)?)
@@ -399,70 +406,13 @@ pub fn read_config(path: &Path) -> anyhow::Result<serde_json::Value> {
     }
 }
 
-/// Load one plugin file for an offline command with `config` and `limits`,
-/// within `policy`'s quotas (compiled in a bounded child process, as the
-/// host does).
-fn load(
-    path: &Path,
-    config: Option<serde_json::Value>,
-    limits: LimitSettings,
-    args: &OfflineArgs,
-    policy: &Policy,
-) -> anyhow::Result<Plugin> {
-    let runtime = &args.runtime;
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default();
-    let quotas = policy.quotas_for_file(stem);
-    runtime
-        .bounded_runtime()?
-        .load(
-            &bytes,
-            PluginOptions {
-                config,
-                limits: limits.within(quotas.limits()),
-                compile: quotas.compile(),
-                label: Some(path.display().to_string()),
-            },
-        )
-        .with_context(|| format!("cannot load plugin {}", path.display()))
-}
-
-/// The grant the live host would give `plugin` under `policy`, and the
-/// plugin as the host would admit it (scopes resolved offline: built-in
-/// kinds and `crds`).
-fn admit(
-    plugin: Plugin,
-    policy: &Policy,
-    crds: &[serde_json::Value],
-    limits: LimitSettings,
-) -> anyhow::Result<(Plugin, Effective, Vec<String>)> {
-    let name = plugin.name().to_string();
-    let grant = policy.grant(&name).with_context(|| {
-        format!(
-            "the live host would refuse plugin {name}: the policy is strict and has no grant for it"
-        )
-    })?;
-    let scopes = crate::discovery::Scopes::offline(crds);
-    let notes = std::cell::RefCell::new(Vec::new());
-    let resolved = plugin
-        .manifest()
-        .resolve(|r| {
-            scopes.lookup(r).or_else(|| {
-                notes.borrow_mut().push(format!(
-                    "the scope of {r} is the plugin's own claim (the live host asks the API server; pass --crd to check it here)"
-                ));
-                Some((r.plural.clone(), r.namespaced))
-            })
-        })
-        .map_err(|problems| anyhow::anyhow!("the live host would refuse plugin {name}: {}", problems.join("; ")))?;
-    let admitted = grant
-        .admit(&resolved, plugin.digest())
-        .map_err(|refusal| anyhow::anyhow!("the live host would refuse this plugin: {refusal}"))?;
-    let limits = limits.within(grant.quotas.limits());
-    Ok((plugin.admitted(admitted, limits), grant, notes.into_inner()))
+/// Every object of the `--crd` files.
+fn read_crds(paths: &[PathBuf]) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut crds = Vec::new();
+    for path in paths {
+        crds.extend(render::read_objects(path)?);
+    }
+    Ok(crds)
 }
 
 fn print<T: Serialize>(value: &T, format: Format) -> anyhow::Result<()> {
@@ -476,17 +426,19 @@ fn print<T: Serialize>(value: &T, format: Format) -> anyhow::Result<()> {
 
 fn render_cmd(args: RenderArgs) -> anyhow::Result<()> {
     let policy = args.policy.load()?;
-    let mut crds = Vec::new();
-    for path in &args.crd {
-        crds.extend(render::read_objects(path)?);
-    }
+    let crds = read_crds(&args.crd)?;
     if let Some(file) = &args.request {
         return replay_cmd(&args, file, &policy, &crds);
     }
     let config = args.common.config.as_deref().map(read_config).transpose()?;
     let limits = args.common.runtime.limits();
-    let plugin = load(&args.plugin, config, limits, &args.common, &policy)?;
-    let (plugin, grant, notes) = admit(plugin, &policy, &crds, limits)?;
+    let runtime = args.common.runtime.bounded_runtime()?;
+    let plugin = kit::load::compile(&runtime, &args.plugin, config, limits, &policy)?;
+    let kit::load::Loaded {
+        plugin,
+        grant,
+        notes,
+    } = kit::load::admit(&plugin, &policy, &crds, limits)?;
     let parent = args
         .parent
         .as_deref()
@@ -546,8 +498,13 @@ fn replay_cmd(
         timeout_ms: Some(u64::try_from(capture.limits.timeout.as_millis()).unwrap_or(u64::MAX)),
         memory_bytes: Some(capture.limits.memory_bytes),
     });
-    let plugin = load(&args.plugin, Some(config), limits, &args.common, policy)?;
-    let (plugin, grant, mut notes) = admit(plugin, policy, crds, limits)?;
+    let runtime = args.common.runtime.bounded_runtime()?;
+    let plugin = kit::load::compile(&runtime, &args.plugin, Some(config), limits, policy)?;
+    let kit::load::Loaded {
+        plugin,
+        grant,
+        mut notes,
+    } = kit::load::admit(&plugin, policy, crds, limits)?;
     if plugin.name() != capture.plugin {
         notes.push(format!(
             "the capture is of plugin {}, this is plugin {}",
@@ -605,13 +562,10 @@ struct Inspection<'a> {
 fn inspect_cmd(args: InspectArgs) -> anyhow::Result<()> {
     let config = args.common.config.as_deref().map(read_config).transpose()?;
     let limits = args.common.runtime.limits();
-    let plugin = load(
-        &args.plugin,
-        config,
-        limits,
-        &args.common,
-        &Policy::default(),
-    )?;
+    // The manifest as the plugin declares it: compiled as the host would,
+    // admitted by no policy.
+    let runtime = args.common.runtime.bounded_runtime()?;
+    let plugin = kit::load::compile(&runtime, &args.plugin, config, limits, &Policy::default())?;
     print(
         &Inspection {
             contract: CONTRACT,

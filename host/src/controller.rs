@@ -26,7 +26,9 @@ use crate::policy::Effective;
 use crate::queue::Queue;
 use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources};
 use crate::replay::{Call, Capture, Ring};
-use crate::rollback::{self, Probation, RollbackSettings};
+use crate::rollback::RollbackSettings;
+pub use crate::rollout::RolledBack;
+use crate::rollout::{Judged, Rollout, State};
 use crate::runtime::{Event, Plugin};
 use crate::shadow::Shadow;
 use crate::telemetry::Metrics;
@@ -81,7 +83,7 @@ struct Shared {
     /// A candidate version deciding beside the live one (see [`crate::shadow`]).
     shadow: RwLock<Option<Arc<Shadow>>>,
     /// The latest upgrade's probation, or its rollback (see [`crate::rollback`]).
-    rollout: Mutex<Rollout>,
+    rollout: Mutex<Rollout<Plugin, Key>>,
     /// Requests of recent failed calls, for replays (see [`crate::replay`]).
     replays: Arc<Ring>,
     queue: Arc<Queue<Key>>,
@@ -95,40 +97,6 @@ struct Shared {
     overdue: Mutex<overdue::Overdue>,
     leadership: Leadership,
     counts: Counts,
-}
-
-/// Where the latest upgrade stands.
-#[derive(Default)]
-struct Rollout {
-    probation: Option<OnProbation>,
-    rolled_back: Option<RolledBack>,
-}
-
-/// A new version being judged, and the version to put back.
-struct OnProbation {
-    new: Plugin,
-    previous: Plugin,
-    /// Content key of the new version's file.
-    key: String,
-    probation: Probation,
-    /// A few parents the new version failed on (they get an Event if it is
-    /// rolled back).
-    failed_on: Vec<Key>,
-}
-
-/// How many parents get an Event about a rollback.
-const ROLLBACK_EVENTS: usize = 5;
-
-/// A version that was rolled back.
-#[derive(Debug, Clone)]
-pub struct RolledBack {
-    pub version: String,
-    pub digest: String,
-    /// Content key of its file: the registry does not load it again.
-    pub key: String,
-    pub reason: String,
-    /// RFC 3339.
-    pub at: String,
 }
 
 /// Reconciles finished by this controller (all versions of the plugin),
@@ -426,17 +394,11 @@ impl Controller {
             &mut *self.shared.plugin.write().expect("plugin lock"),
             plugin.clone(),
         );
-        {
-            let mut rollout = self.shared.rollout.lock().expect("rollout lock");
-            rollout.rolled_back = None;
-            rollout.probation = rollback.enabled.then(|| OnProbation {
-                new: plugin,
-                previous,
-                key,
-                probation: Probation::new(rollback),
-                failed_on: Vec::new(),
-            });
-        }
+        self.shared
+            .rollout
+            .lock()
+            .expect("rollout lock")
+            .start(plugin, previous, key, rollback);
         self.shared.failures.lock().expect("failures lock").clear();
         // The live version changed: what the shadow compared no longer holds.
         let shadow = self.shared.shadow.read().expect("shadow lock").clone();
@@ -457,8 +419,8 @@ impl Controller {
             .rollout
             .lock()
             .expect("rollout lock")
-            .rolled_back
-            .clone()
+            .rolled_back()
+            .cloned()
     }
 
     /// Run `shadow`'s candidate beside the live version from now on (`None`:
@@ -540,52 +502,50 @@ impl Controller {
 async fn judge(shared: &Shared, plugin: &Plugin, key: &Key, fault: bool) {
     let (message, failed_on) = {
         let mut rollout = shared.rollout.lock().expect("rollout lock");
-        let Some(on) = rollout.probation.as_mut().filter(|p| p.new.same(plugin)) else {
-            return;
-        };
-        if fault && on.failed_on.len() < ROLLBACK_EVENTS && !on.failed_on.contains(key) {
-            on.failed_on.push(key.clone());
-        }
-        match on.probation.record(fault) {
-            rollback::Verdict::Judging => return,
-            rollback::Verdict::Passed => {
+        match rollout.record(|new| new.same(plugin), key, fault) {
+            Judged::Judging => return,
+            Judged::Passed => {
                 tracing::info!(plugin = %plugin.name(), version = %plugin.manifest().version, "new version passed its probation");
-                rollout.probation = None;
                 return;
             }
-            rollback::Verdict::RollBack(reason) => {
-                let on = rollout.probation.take().expect("checked above");
-                *shared.plugin.write().expect("plugin lock") = on.previous.clone();
-                let manifest = on.new.manifest();
+            Judged::RollBack {
+                new,
+                previous,
+                key,
+                reason,
+                failed_on,
+            } => {
+                *shared.plugin.write().expect("plugin lock") = previous.clone();
+                let manifest = new.manifest();
                 let back = RolledBack {
                     version: manifest.version.clone(),
-                    digest: on.new.digest().to_string(),
-                    key: on.key,
+                    digest: new.digest().to_string(),
+                    key,
                     reason,
                     at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 };
-                let previous = on.previous.manifest();
+                let previous_manifest = previous.manifest();
                 tracing::warn!(
                     plugin = %manifest.name,
                     version = %manifest.version,
                     digest = %back.digest,
-                    previous_version = %previous.version,
+                    previous_version = %previous_manifest.version,
                     reason = %back.reason,
                     "new version rolled back; the previous version serves again, and this file is not loaded again until it changes"
                 );
                 shared.metrics.rolled_back(&manifest.name);
                 shared.metrics.plugin_info(
                     &manifest.name,
-                    &previous.version,
-                    on.previous.digest(),
-                    "rolled-back",
+                    &previous_manifest.version,
+                    previous.digest(),
+                    State::RolledBack,
                 );
                 let message = format!(
                     "plugin {} {} was rolled back to {}: {}",
-                    manifest.name, back.version, previous.version, back.reason
+                    manifest.name, back.version, previous_manifest.version, back.reason
                 );
-                rollout.rolled_back = Some(back);
-                (message, on.failed_on)
+                rollout.rolled_back_to_previous(back);
+                (message, failed_on)
             }
         }
     };

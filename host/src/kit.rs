@@ -2,6 +2,7 @@
 //! files (docs/fixtures.md) with no cluster, and `kubeplug new` scaffolds a
 //! plugin project from templates built into the binary.
 //!
+//! - [`load`]: a plugin file compiled and admitted as the live host would;
 //! - [`fixture`]: parse case files; [`outcome`]: the canonical answer both
 //!   sides of a comparison share;
 //! - [`check`]: run one case and compare, [`diff`]: show where they part;
@@ -11,6 +12,7 @@
 pub mod check;
 pub mod diff;
 pub mod fixture;
+pub mod load;
 pub mod outcome;
 pub mod scaffold;
 pub mod suite;

@@ -4,14 +4,18 @@
 //! Where to start:
 //! - [`runtime`]: load a `.wasm` plugin and call it safely.
 //! - [`manifest`]: what a plugin declares, and the fence the host enforces.
+//! - [`admission`]: whether the live host would serve a plugin, and as what
+//!   (pure; shared by `run`, `render`, `inspect` and `kubeplug test`).
 //! - [`plan`]: turn a plugin's answer into the exact objects to write (pure).
 //! - [`render`]: run a plugin on files, no cluster (`kubeplug render`).
 //! - [`informers`] → [`controller`] (queue, workers) → [`reconcile`] →
 //!   [`apply`]: the operator (`kubeplug run`).
-//! - [`shadow`], [`rollback`]: safe rollouts of new plugin versions.
+//! - [`shadow`], [`rollback`], [`rollout`]: safe rollouts of new plugin
+//!   versions.
 //! - [`replay`]: failed calls kept with their inputs, fetched with
 //!   `kubeplug replay` and rerun with `kubeplug render --request`.
 
+pub mod admission;
 pub mod api;
 pub mod apply;
 pub mod cli;
@@ -35,6 +39,7 @@ pub mod registry;
 pub mod render;
 pub mod replay;
 pub mod rollback;
+pub mod rollout;
 pub mod run;
 pub mod runtime;
 pub mod shadow;

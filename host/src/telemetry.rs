@@ -21,6 +21,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::rollout::State;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabels {
     plugin: String,
@@ -374,12 +376,12 @@ impl Metrics {
     }
 
     /// Record which version of `plugin` is current, replacing the old series.
-    pub fn plugin_info(&self, plugin: &str, version: &str, digest: &str, state: &str) {
+    pub fn plugin_info(&self, plugin: &str, version: &str, digest: &str, state: State) {
         let labels = InfoLabels {
             plugin: plugin.into(),
             version: version.into(),
             digest: digest.into(),
-            state: state.into(),
+            state: state.as_str().into(),
         };
         let mut current = self.inner.info_current.lock().expect("metrics lock");
         if let Some(old) = current.insert(plugin.to_string(), labels.clone()) {

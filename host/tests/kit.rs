@@ -1,7 +1,8 @@
 //! The plugin author's loop as a user runs it: `kubeplug new` scaffolds a
 //! Rust plugin, its `./build` builds it, `kubeplug test` passes on its
 //! fixture and fails with a diff once the fixture expects something else.
-//! Also `kubeplug test` on the shipped plugins and its exit codes.
+//! Also `kubeplug test` on the shipped plugins, its exit codes, and the
+//! admission it shares with the live host.
 
 mod common;
 
@@ -296,4 +297,53 @@ fn a_fence_refusal_fails_the_case_with_the_hosts_reason_unless_expected() {
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("trapped"), "{shown}");
     assert_eq!(std::fs::read_to_string(&fixture).unwrap(), hostile("panic"));
+}
+
+#[test]
+fn test_refuses_a_plugin_the_live_host_would_refuse_under_the_same_policy() {
+    let database = |extra: &[PathBuf]| {
+        let mut args = vec![
+            "test".into(),
+            repo("plugins/database").into_os_string(),
+            "--plugin".into(),
+            plugin_path("database").into_os_string(),
+        ];
+        args.extend(extra.iter().map(|p| p.clone().into_os_string()));
+        kubeplug(args)
+    };
+    // No policy: the default grant names no sensitive kind, and database
+    // writes Secrets. The live host refuses it; so does `kubeplug test`.
+    let refused = database(&[]);
+    let shown = text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{shown}");
+    assert!(
+        shown.contains("the live host would refuse plugin "),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "plugin database asks for more than it may (it has no entry in the policy; the default grant applies): child kind Secret (sensitive kinds must be named)"
+        ),
+        "{shown}"
+    );
+    assert!(!shown.contains("test result"), "no case ran: {shown}");
+
+    // The shipped policy grants it; without its CRD the parent's scope is
+    // the plugin's claim, and the report says so.
+    let granted = database(&["--policy".into(), repo("deploy/base/policy.yaml")]);
+    let shown = text(&granted);
+    assert_eq!(granted.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("note: the scope of Database.example.com/v1 is the plugin's own claim"),
+        "{shown}"
+    );
+    let checked = database(&[
+        "--policy".into(),
+        repo("deploy/base/policy.yaml"),
+        "--crd".into(),
+        repo("crds/databases.example.com.yaml"),
+    ]);
+    let shown = text(&checked);
+    assert_eq!(checked.status.code(), Some(0), "{shown}");
+    assert!(!shown.contains("note:"), "{shown}");
 }

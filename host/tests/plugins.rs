@@ -21,14 +21,35 @@ fn fixtures(name: &str) {
     fixtures_with(name, plugin_path(name));
 }
 
+/// The default grant for every plugin but database, whose Secrets no
+/// default grant covers: granted what the shipped policy
+/// (deploy/base/policy.yaml) grants it.
+const FIXTURE_POLICY: &str = "\
+plugins:
+  database:
+    parent: [Database.example.com]
+    children: [StatefulSet.apps, Service, Secret]
+    related: [Pod]
+";
+
 /// Run `plugins/<name>/fixtures/` against the component at `wasm` (a port
-/// of the plugin to another language).
+/// of the plugin to another language), admitted with the shipped CRDs as
+/// the live host would admit it under [`FIXTURE_POLICY`].
 fn fixtures_with(name: &str, wasm: PathBuf) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../plugins")
-        .join(name);
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = repo.join("plugins").join(name);
+    let tmp = tempfile::tempdir().unwrap();
+    let policy_file = tmp.path().join("policy.yaml");
+    std::fs::write(&policy_file, FIXTURE_POLICY).unwrap();
+    let policy = kubeplug::policy::Policy::load(&[policy_file]).expect("the fixture policy");
+    let mut crds = Vec::new();
+    for crd in ["databases.example.com.yaml", "myapps.example.com.yaml"] {
+        crds.extend(kubeplug::render::read_objects(&repo.join("crds").join(crd)).expect("a CRD"));
+    }
     let options = kit::Options {
         plugin: Some(wasm),
+        policy,
+        crds,
         ..Default::default()
     };
     let report = kit::run(runtime(), &dir, &options)

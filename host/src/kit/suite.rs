@@ -9,8 +9,11 @@ use serde_json::Value;
 
 use super::check::{self, CaseError, FieldDiff, Subject};
 use super::fixture::{self, Case, FixtureError};
+use crate::admission::{Admission, AdmitError, Offline};
 use crate::policy::Policy;
-use crate::runtime::{CallError, GuestError, Limits, LoadError, Plugin, PluginOptions, Runtime};
+use crate::runtime::{
+    CallError, GuestError, LimitSettings, Limits, LoadError, Plugin, PluginOptions, Runtime,
+};
 
 /// What a run needs besides the directory.
 #[derive(Debug, Clone, Default)]
@@ -21,8 +24,13 @@ pub struct Options {
     pub update: bool,
     /// The configuration of cases that give none (`{}` when `None`).
     pub config: Option<Value>,
-    /// Whose grant the fence checks apply (quotas, decorator keys).
+    /// The policy the plugin is admitted under, as the live host would
+    /// admit it, and whose grant the fence checks apply (quotas, decorator
+    /// keys).
     pub policy: Policy,
+    /// CustomResourceDefinitions that tell the scope of custom kinds to the
+    /// admission (see [`crate::admission::Offline`]).
+    pub crds: Vec<Value>,
     /// Limits of every call (the host's defaults unless the caller says).
     pub limits: Limits,
 }
@@ -50,6 +58,10 @@ pub enum SuiteError {
         #[source]
         source: LoadError,
     },
+    /// The plugin as loaded with a case's configuration is one the live
+    /// host would not serve.
+    #[error("the live host would refuse plugin {path}: {error}")]
+    Refused { path: String, error: AdmitError },
     #[error("cannot write {path}")]
     Write {
         path: String,
@@ -83,6 +95,8 @@ pub struct CaseResult {
 #[derive(Debug)]
 pub struct Report {
     pub plugin: PathBuf,
+    /// What the admission took on trust (see [`crate::admission::Admitted`]).
+    pub notes: Vec<String>,
     pub results: Vec<CaseResult>,
 }
 
@@ -104,6 +118,9 @@ impl Report {
             "running {count} case{plural} with {}",
             self.plugin.display()
         );
+        for note in &self.notes {
+            let _ = writeln!(out, "note: {note}");
+        }
         for r in &self.results {
             let word = match r.verdict {
                 Verdict::Passed => "ok",
@@ -195,12 +212,15 @@ pub fn find_plugin(dir: &Path) -> Result<PathBuf, SuiteError> {
     }
 }
 
-/// The plugin loaded once per configuration the cases use.
+/// The plugin loaded and admitted once per configuration the cases use.
 struct Loader<'a> {
     runtime: &'a Runtime,
     path: &'a Path,
     bytes: Vec<u8>,
     limits: Limits,
+    policy: &'a Policy,
+    served: Offline,
+    notes: Vec<String>,
     loaded: HashMap<String, Result<Plugin, GuestError>>,
 }
 
@@ -215,7 +235,10 @@ impl Loader<'_> {
                 ..Default::default()
             };
             let loaded = match self.runtime.load(&self.bytes, options) {
-                Ok(plugin) => Ok(plugin),
+                Ok(plugin) => {
+                    self.admit(&plugin)?;
+                    Ok(plugin)
+                }
                 // A configuration the plugin refuses is its answer.
                 Err(LoadError::Manifest(CallError::Guest { error, .. })) => Err(error),
                 Err(source) => {
@@ -231,6 +254,29 @@ impl Loader<'_> {
             Ok(plugin) => Subject::Loaded(plugin),
             Err(error) => Subject::Refused(error),
         })
+    }
+
+    /// Refuse the plugin the live host would refuse. The cases still run on
+    /// the plugin as it declares itself (a `manifest` case expects the
+    /// manifest as declared), with the limits they were given.
+    fn admit(&mut self, plugin: &Plugin) -> Result<(), SuiteError> {
+        let admitted = Admission::new(self.policy)
+            .admit(
+                plugin.manifest(),
+                plugin.digest(),
+                LimitSettings::default(),
+                &self.served,
+            )
+            .map_err(|error| SuiteError::Refused {
+                path: self.path.display().to_string(),
+                error,
+            })?;
+        for note in admitted.notes {
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -259,6 +305,9 @@ pub fn run(runtime: &Runtime, dir: &Path, options: &Options) -> Result<Report, S
         path: &path,
         bytes,
         limits: options.limits,
+        policy: &options.policy,
+        served: Offline::from_crds(&options.crds),
+        notes: Vec::new(),
         loaded: HashMap::new(),
     };
     let default_config = options
@@ -296,11 +345,13 @@ pub fn run(runtime: &Runtime, dir: &Path, options: &Options) -> Result<Report, S
             verdict,
         });
     }
+    let notes = loader.notes;
     for (file, expects) in updates {
         rewrite(&file, &expects)?;
     }
     Ok(Report {
         plugin: path,
+        notes,
         results,
     })
 }

@@ -225,16 +225,6 @@ pub(super) fn place(root: &Root, policy: &Policy, files: &[PathBuf]) -> Vec<Plac
         .collect()
 }
 
-/// Why the file at `rel`, bound to `bound`, may not serve as the plugin its
-/// manifest names (`declared`).
-pub(super) fn name_mismatch(policy: &Policy, rel: &Path, bound: &str, declared: &str) -> String {
-    format!(
-        "{} is where plugin {bound} is placed, but the file declares plugin {declared} (whose file is {}): refused, it runs as nobody",
-        rel.display(),
-        policy.location(declared).describe(declared)
-    )
-}
-
 /// Plugin `name`'s settings: `<name>.yaml` (or `.yml`, `.json`; a
 /// candidate's `<name>.next.yaml`) in `settings` when the host has a
 /// settings directory, else beside its file `wasm`. Only the plugin bound to

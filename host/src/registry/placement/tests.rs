@@ -418,13 +418,4 @@ fn a_plugin_file_over_the_size_limit_or_not_webassembly_is_refused_unquoted() {
     assert_eq!(MAX_PLUGIN_BYTES, 64 * 1024 * 1024);
 }
 
-#[test]
-fn a_declared_name_other_than_the_bound_one_is_refused_naming_both_locations() {
-    let policy = policy("plugins:\n  pod-labeler: {path: team-b/}\n");
-    assert_eq!(
-        name_mismatch(&policy, Path::new("myapp.wasm"), "myapp", "pod-labeler"),
-        "myapp.wasm is where plugin myapp is placed, but the file declares plugin pod-labeler (whose file is team-b/pod-labeler.wasm): refused, it runs as nobody"
-    );
-}
-
 use std::collections::BTreeMap;
