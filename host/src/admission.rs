@@ -17,9 +17,9 @@ pub mod offline;
 
 use std::path::Path;
 
+use crate::contract::{LimitSettings, Limits};
 use crate::manifest::{ApiResource, Manifest};
 use crate::policy::{Effective, Policy, Quotas, Refusal};
-use crate::runtime::{LimitSettings, Limits};
 
 pub use offline::Offline;
 

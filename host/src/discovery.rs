@@ -62,3 +62,65 @@ impl Served for Discovered {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The offline table of built-in kinds (pure, written out) says what
+    /// k8s-openapi's types say.
+    #[test]
+    fn the_offline_builtin_kinds_match_k8s_openapi() {
+        use k8s_openapi::api::{
+            admissionregistration::v1 as admission, apps::v1 as apps,
+            autoscaling::v2 as autoscaling, batch::v1 as batch, coordination::v1 as coordination,
+            core::v1 as core, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+        };
+        fn of<K: k8s_openapi::Resource>()
+        -> (&'static str, &'static str, &'static str, &'static str, bool)
+        where
+            K::Scope: 'static,
+        {
+            let namespaced = std::any::TypeId::of::<K::Scope>()
+                == std::any::TypeId::of::<k8s_openapi::NamespaceResourceScope>();
+            (
+                K::GROUP,
+                K::VERSION,
+                K::KIND,
+                K::URL_PATH_SEGMENT,
+                namespaced,
+            )
+        }
+        let expected = [
+            of::<core::Pod>(),
+            of::<core::Service>(),
+            of::<core::ConfigMap>(),
+            of::<core::Secret>(),
+            of::<core::ServiceAccount>(),
+            of::<core::PersistentVolumeClaim>(),
+            of::<core::PersistentVolume>(),
+            of::<core::Namespace>(),
+            of::<core::Node>(),
+            of::<core::Endpoints>(),
+            of::<core::Event>(),
+            of::<core::LimitRange>(),
+            of::<core::ResourceQuota>(),
+            of::<apps::Deployment>(),
+            of::<apps::StatefulSet>(),
+            of::<apps::DaemonSet>(),
+            of::<apps::ReplicaSet>(),
+            of::<batch::Job>(),
+            of::<batch::CronJob>(),
+            of::<networking::Ingress>(),
+            of::<networking::NetworkPolicy>(),
+            of::<policy::PodDisruptionBudget>(),
+            of::<autoscaling::HorizontalPodAutoscaler>(),
+            of::<coordination::Lease>(),
+            of::<rbac::Role>(),
+            of::<rbac::RoleBinding>(),
+            of::<rbac::ClusterRole>(),
+            of::<rbac::ClusterRoleBinding>(),
+            of::<admission::ValidatingWebhookConfiguration>(),
+            of::<admission::MutatingWebhookConfiguration>(),
+        ];
+        assert_eq!(crate::admission::offline::BUILTIN, &expected[..]);
+    }
+}

@@ -67,60 +67,103 @@ impl Served for Offline {
     }
 }
 
-fn of<K: k8s_openapi::Resource>() -> ApiResource
-where
-    K::Scope: 'static,
-{
-    let namespaced = std::any::TypeId::of::<K::Scope>()
-        == std::any::TypeId::of::<k8s_openapi::NamespaceResourceScope>();
-    ApiResource::new(
-        K::GROUP,
-        K::VERSION,
-        K::KIND,
-        K::URL_PATH_SEGMENT,
-        namespaced,
-    )
-}
+/// The built-in kinds a plugin is likely to name: (group, version, kind,
+/// plural, namespaced). Written out so that the pure core compiles no
+/// Kubernetes types; `discovery`'s tests check every row against
+/// k8s-openapi's.
+pub const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
+    ("", "v1", "Pod", "pods", true),
+    ("", "v1", "Service", "services", true),
+    ("", "v1", "ConfigMap", "configmaps", true),
+    ("", "v1", "Secret", "secrets", true),
+    ("", "v1", "ServiceAccount", "serviceaccounts", true),
+    (
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        true,
+    ),
+    ("", "v1", "PersistentVolume", "persistentvolumes", false),
+    ("", "v1", "Namespace", "namespaces", false),
+    ("", "v1", "Node", "nodes", false),
+    ("", "v1", "Endpoints", "endpoints", true),
+    ("", "v1", "Event", "events", true),
+    ("", "v1", "LimitRange", "limitranges", true),
+    ("", "v1", "ResourceQuota", "resourcequotas", true),
+    ("apps", "v1", "Deployment", "deployments", true),
+    ("apps", "v1", "StatefulSet", "statefulsets", true),
+    ("apps", "v1", "DaemonSet", "daemonsets", true),
+    ("apps", "v1", "ReplicaSet", "replicasets", true),
+    ("batch", "v1", "Job", "jobs", true),
+    ("batch", "v1", "CronJob", "cronjobs", true),
+    ("networking.k8s.io", "v1", "Ingress", "ingresses", true),
+    (
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        true,
+    ),
+    (
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+    ),
+    (
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        true,
+    ),
+    ("coordination.k8s.io", "v1", "Lease", "leases", true),
+    ("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        true,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        false,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        false,
+    ),
+];
 
-/// The built-in kinds a plugin is likely to name.
-fn builtin() -> Vec<ApiResource> {
-    use k8s_openapi::api::{
-        admissionregistration::v1 as admission, apps::v1 as apps, autoscaling::v2 as autoscaling,
-        batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
-        networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
-    };
-    vec![
-        of::<core::Pod>(),
-        of::<core::Service>(),
-        of::<core::ConfigMap>(),
-        of::<core::Secret>(),
-        of::<core::ServiceAccount>(),
-        of::<core::PersistentVolumeClaim>(),
-        of::<core::PersistentVolume>(),
-        of::<core::Namespace>(),
-        of::<core::Node>(),
-        of::<core::Endpoints>(),
-        of::<core::Event>(),
-        of::<core::LimitRange>(),
-        of::<core::ResourceQuota>(),
-        of::<apps::Deployment>(),
-        of::<apps::StatefulSet>(),
-        of::<apps::DaemonSet>(),
-        of::<apps::ReplicaSet>(),
-        of::<batch::Job>(),
-        of::<batch::CronJob>(),
-        of::<networking::Ingress>(),
-        of::<networking::NetworkPolicy>(),
-        of::<policy::PodDisruptionBudget>(),
-        of::<autoscaling::HorizontalPodAutoscaler>(),
-        of::<coordination::Lease>(),
-        of::<rbac::Role>(),
-        of::<rbac::RoleBinding>(),
-        of::<rbac::ClusterRole>(),
-        of::<rbac::ClusterRoleBinding>(),
-        of::<admission::ValidatingWebhookConfiguration>(),
-        of::<admission::MutatingWebhookConfiguration>(),
-    ]
+fn builtin() -> impl Iterator<Item = ApiResource> {
+    BUILTIN
+        .iter()
+        .map(|&(group, version, kind, plural, namespaced)| {
+            ApiResource::new(group, version, kind, plural, namespaced)
+        })
 }
 
 #[cfg(test)]
