@@ -33,6 +33,7 @@ pub mod reconcile;
 pub mod registry;
 pub mod render;
 pub mod replay;
+pub mod report;
 pub mod rollback;
 pub mod run;
 pub mod runtime;
