@@ -6,7 +6,6 @@
 //! The plugin behind a controller can be swapped while it runs
 //! ([`Controller::upgrade`]): calls in flight finish on the old version.
 
-pub mod budget;
 mod overdue;
 pub mod routes;
 
@@ -19,12 +18,18 @@ use tracing::Instrument;
 
 use crate::apply::{WriteError, Writer};
 use crate::identity::Access;
-use crate::informers::{Handler, Informers, Key, Object, Scope, Subscription};
+use crate::informers::{Handler, Informers, Key, Scope, Subscription};
 use crate::leader::{Elector, Leadership};
-use crate::manifest::Manifest;
 use crate::policy::Effective;
 use crate::queue::Queue;
-use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources};
+use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources, budget};
+// Re-exported so `registry` keeps its path while it is being split; new
+// code imports it from `crate::report`.
+pub use crate::report::format_chain;
+// Likewise re-exported for `registry`: their homes are `manifest` and
+// `preview`.
+pub use crate::manifest::same_shape;
+pub use crate::preview::PreviewHandle;
 use crate::replay::{Call, Capture, Ring};
 use crate::rollback::RollbackSettings;
 pub use crate::rollout::RolledBack;
@@ -99,6 +104,20 @@ struct Shared {
     counts: Counts,
 }
 
+impl crate::preview::Serving for Shared {
+    fn plugin(&self) -> Plugin {
+        self.plugin.read().expect("plugin lock").clone()
+    }
+
+    fn sources(&self) -> &Sources {
+        &self.sources
+    }
+
+    fn fence(&self) -> &Fence {
+        &self.fence
+    }
+}
+
 /// Reconciles finished by this controller (all versions of the plugin),
 /// for the aggregated API's `plugins` objects.
 #[derive(Default)]
@@ -113,104 +132,6 @@ pub struct Controller {
     tasks: Vec<JoinHandle<()>>,
     _subscriptions: Vec<Subscription>,
     elector: Option<Arc<Elector>>,
-}
-
-/// A running controller, as a dry run sees it: its caches, its fence and
-/// the plugin version serving; never its writer.
-#[derive(Clone)]
-pub struct PreviewHandle(Arc<Shared>);
-
-impl PreviewHandle {
-    /// The parent kind.
-    pub fn parent_kind(&self) -> crate::manifest::ApiResource {
-        self.0
-            .plugin
-            .read()
-            .expect("plugin lock")
-            .manifest()
-            .parent
-            .clone()
-    }
-
-    /// The kinds a reconcile hands the plugin besides its parent: child
-    /// kinds (whose values a preview shows) and related kinds.
-    pub fn handed_kinds(
-        &self,
-    ) -> (
-        Vec<crate::manifest::ApiResource>,
-        Vec<crate::manifest::ApiResource>,
-    ) {
-        let plugin = self.0.plugin.read().expect("plugin lock");
-        let manifest = plugin.manifest();
-        (
-            manifest.children.clone(),
-            manifest
-                .related
-                .iter()
-                .map(|r| r.resource.clone())
-                .collect(),
-        )
-    }
-
-    /// A parent as the controller's cache holds it.
-    pub fn live_parent(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
-        self.0.sources.parent.get(namespace, name)
-    }
-
-    /// What one reconcile of `parent` would do now, by the version serving
-    /// or by `candidate`, which must watch what the serving one watches
-    /// (the preview reads the serving version's caches). Of the kinds in
-    /// `withheld` (the caller may not read them) no value is shown, nor the
-    /// plugin's own text (see [`crate::preview`]).
-    pub async fn run(
-        &self,
-        parent: &Object,
-        candidate: Option<Plugin>,
-        withheld: &[crate::manifest::ApiResource],
-    ) -> Result<serde_json::Value, String> {
-        let live = self.0.plugin.read().expect("plugin lock").clone();
-        let plugin = match candidate {
-            Some(candidate) if !same_shape(candidate.manifest(), live.manifest()) => {
-                return Err(
-                    "the candidate's manifest asks for other kinds, namespaces or finalizer than the serving version's; a preview runs on the serving version's caches".into(),
-                );
-            }
-            Some(candidate) => candidate,
-            None => live,
-        };
-        let target = crate::preview::Target {
-            plugin: &plugin,
-            sources: &self.0.sources,
-            fence: &self.0.fence,
-            field_manager: self.0.writer.field_manager(),
-            withheld,
-        };
-        crate::preview::preview(&target, parent)
-            .await
-            .map_err(|e| match &e {
-                // A plugin's error text may quote what it was handed.
-                ReconcileError::Call(call) if !withheld.is_empty() => format!(
-                    "the plugin failed ({}) {}",
-                    call.label(),
-                    crate::preview::WITHHELD_TEXT
-                ),
-                _ => format_chain(&e),
-            })
-    }
-}
-
-/// True if `a` and `b` need the same watches and routes, so that swapping
-/// the plugin behind a running controller is enough.
-pub fn same_shape(a: &Manifest, b: &Manifest) -> bool {
-    a.name == b.name
-        && a.parent == b.parent
-        && a.mode == b.mode
-        && a.children == b.children
-        && a.related == b.related
-        && a.namespaces == b.namespaces
-        && a.excluded_namespaces == b.excluded_namespaces
-        && a.metadata_only == b.metadata_only
-        && a.finalizer == b.finalizer
 }
 
 /// Who a controller writes as and what it may do: the plugin's grant and a
@@ -445,7 +366,7 @@ impl Controller {
 
     /// What a preview of this plugin needs (see [`crate::preview`]).
     pub fn preview_handle(&self) -> PreviewHandle {
-        PreviewHandle(self.shared.clone())
+        PreviewHandle::new(self.shared.clone())
     }
 
     /// Reconciles finished by this replica, and how many of them failed.
@@ -725,18 +646,6 @@ async fn worker(shared: Arc<Shared>) {
         shared.metrics.queue_depth(&name, shared.queue.len());
         shared.queue.done(&key);
     }
-}
-
-/// An error and its sources on one line, for logs and Event notes.
-pub fn format_chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

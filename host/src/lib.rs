@@ -38,6 +38,7 @@ pub mod reconcile;
 pub mod registry;
 pub mod render;
 pub mod replay;
+pub mod report;
 pub mod rollback;
 pub mod rollout;
 pub mod run;

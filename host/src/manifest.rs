@@ -90,6 +90,18 @@ impl Related {
             .collect()
     }
 
+    /// Do `labels` (an object's) match the selector for the parent named
+    /// `parent_name`?
+    pub fn selects(
+        &self,
+        labels: Option<&std::collections::BTreeMap<String, String>>,
+        parent_name: &str,
+    ) -> bool {
+        self.selector(parent_name)
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)).is_some_and(|have| have == v))
+    }
+
     /// The label key whose value names the parent, if the selector has one.
     pub fn parent_name_key(&self) -> Option<&str> {
         self.match_labels
@@ -351,6 +363,20 @@ impl Manifest {
     pub fn field_manager(&self) -> String {
         format!("kubeplug/{}", self.name)
     }
+}
+
+/// True if `a` and `b` need the same watches and routes, so that swapping
+/// the plugin behind a running controller is enough.
+pub fn same_shape(a: &Manifest, b: &Manifest) -> bool {
+    a.name == b.name
+        && a.parent == b.parent
+        && a.mode == b.mode
+        && a.children == b.children
+        && a.related == b.related
+        && a.namespaces == b.namespaces
+        && a.excluded_namespaces == b.excluded_namespaces
+        && a.metadata_only == b.metadata_only
+        && a.finalizer == b.finalizer
 }
 
 #[cfg(test)]

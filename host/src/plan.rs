@@ -1,6 +1,7 @@
 //! From a plugin's answer to the exact writes: pure functions, no I/O.
 //!
-//! Both `kubeplug render` and the operator go through here, so what `render`
+//! [`decide`] is the one decision: the operator, previews, shadows,
+//! `kubeplug render` and `kubeplug test` all go through it, so what `render`
 //! prints is what the operator applies. Everything that decides whether a
 //! write is needed lives here too, which is what keeps a restarted host from
 //! rewriting an unchanged cluster.
@@ -14,6 +15,12 @@ use sha2::{Digest, Sha256};
 use crate::contract::{Desired, Finalized};
 use crate::manifest::{Manifest, Mode};
 use crate::policy::Effective;
+
+mod decide;
+pub mod diff;
+
+pub use decide::{Action, Plan, Step, decide};
+use diff::pointer_escape;
 
 /// Label set on every child: which plugin owns it. Pruning only ever
 /// considers children carrying this plugin's name.
@@ -316,8 +323,9 @@ pub fn check_mode(
 
 /// Check a `reconcile` answer against the plugin's fence and `grant`, before
 /// anything is written: the children exactly as they would be applied. The
+/// one fence check of a `reconcile` answer: [`decide`] makes it, and the
 /// live host, previews, shadows, `kubeplug render` and `kubeplug test` all
-/// check answers here.
+/// decide through there.
 pub fn fence(
     manifest: &Manifest,
     grant: &Effective,
@@ -420,10 +428,6 @@ pub fn needs_apply(prepared: &Value, observed: Option<&Value>) -> bool {
         &format!("/metadata/annotations/{}", pointer_escape(APPLIED_HASH)),
     );
     want != have || !is_subset(prepared, observed)
-}
-
-fn pointer_escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// Observed children to delete: those this plugin labelled as its own that

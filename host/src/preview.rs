@@ -11,23 +11,104 @@
 //! kind and name), and neither is text the plugin wrote (its error, its
 //! events' messages), which may quote what it was handed.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
-use crate::informers::Object;
 use serde_json::{Value, json};
 
-use crate::manifest::ApiResource;
-use crate::plan::{self, ObjectKey};
+use crate::informers::Object;
+use crate::manifest::{ApiResource, same_shape};
+use crate::plan::diff::Fields;
+use crate::plan::{self, Action};
 use crate::reconcile::{Fence, Inputs, ReconcileError, Sources, child_type, decide, inputs};
+use crate::report::format_chain;
 use crate::runtime::Plugin;
+
+/// What a running controller lends a dry run: the plugin version serving,
+/// its caches and its fence; never its writer. The controller implements
+/// it, so previews never import the controller.
+pub trait Serving: Send + Sync {
+    /// The plugin version serving now.
+    fn plugin(&self) -> Plugin;
+    fn sources(&self) -> &Sources;
+    fn fence(&self) -> &Fence;
+}
+
+/// A running controller, as a dry run sees it (see [`Serving`]).
+#[derive(Clone)]
+pub struct PreviewHandle(Arc<dyn Serving>);
+
+impl PreviewHandle {
+    pub fn new(serving: Arc<dyn Serving>) -> Self {
+        PreviewHandle(serving)
+    }
+
+    /// The parent kind.
+    pub fn parent_kind(&self) -> ApiResource {
+        self.0.plugin().manifest().parent.clone()
+    }
+
+    /// The kinds a reconcile hands the plugin besides its parent: child
+    /// kinds (whose values a preview shows) and related kinds.
+    pub fn handed_kinds(&self) -> (Vec<ApiResource>, Vec<ApiResource>) {
+        let plugin = self.0.plugin();
+        let manifest = plugin.manifest();
+        (
+            manifest.children.clone(),
+            manifest
+                .related
+                .iter()
+                .map(|r| r.resource.clone())
+                .collect(),
+        )
+    }
+
+    /// A parent as the controller's cache holds it.
+    pub fn live_parent(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
+        self.0.sources().parent.get(namespace, name)
+    }
+
+    /// What one reconcile of `parent` would do now, by the version serving
+    /// or by `candidate`, which must watch what the serving one watches
+    /// (the preview reads the serving version's caches). Of the kinds in
+    /// `withheld` (the caller may not read them) no value is shown, nor the
+    /// plugin's own text (see the module doc).
+    pub async fn run(
+        &self,
+        parent: &Object,
+        candidate: Option<Plugin>,
+        withheld: &[ApiResource],
+    ) -> Result<Value, String> {
+        let live = self.0.plugin();
+        let plugin = match candidate {
+            Some(candidate) if !same_shape(candidate.manifest(), live.manifest()) => {
+                return Err(
+                    "the candidate's manifest asks for other kinds, namespaces or finalizer than the serving version's; a preview runs on the serving version's caches".into(),
+                );
+            }
+            Some(candidate) => candidate,
+            None => live,
+        };
+        let target = Target {
+            plugin: &plugin,
+            sources: self.0.sources(),
+            fence: self.0.fence(),
+            withheld,
+        };
+        preview(&target, parent).await.map_err(|e| match &e {
+            // A plugin's error text may quote what it was handed.
+            ReconcileError::Call(call) if !withheld.is_empty() => {
+                format!("the plugin failed ({}) {WITHHELD_TEXT}", call.label(),)
+            }
+            _ => format_chain(&e),
+        })
+    }
+}
 
 /// What the preview runs on: the plugin's controller parts.
 pub struct Target<'a> {
     pub plugin: &'a Plugin,
     pub sources: &'a Sources,
     pub fence: &'a Fence,
-    /// The controller's field manager (decides whether a status write is due).
-    pub field_manager: &'a str,
     /// Child and related kinds the caller may not read: their values, and
     /// the plugin's own text, are left out of the answer.
     pub withheld: &'a [ApiResource],
@@ -55,34 +136,30 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
         observed,
         request,
     } = inputs(target.sources, parent_obj);
-    let (desired, prepared) = decide(
+    let plan = decide(
         target.plugin,
         target.fence,
         &parent,
-        std::sync::Arc::new(request),
+        &observed,
+        Arc::new(request),
     )
     .await?;
 
-    let by_key: HashMap<ObjectKey, &Value> =
-        observed.iter().map(|o| (ObjectKey::of(o), o)).collect();
     let mut children = Vec::new();
-    for child in &prepared {
+    for step in &plan.children {
+        let child = &step.child;
         let ty = child_type(manifest, child);
-        let create_only = plan::create_only(child);
-        let live = by_key.get(&ObjectKey::of(child)).copied();
-        let (action, changes) = match live {
-            None => ("create", Vec::new()),
-            Some(_) if create_only => ("unchanged", Vec::new()),
-            Some(live) if !plan::needs_apply(child, Some(live)) => ("unchanged", Vec::new()),
-            Some(live) => ("update", diff(live, child)),
+        let changes = match &step.action {
+            Action::Update { live, .. } => diff(live, child),
+            _ => Vec::new(),
         };
         let mut row = json!({
-            "action": action,
+            "action": step.action.label(),
             "apiVersion": child["apiVersion"],
             "kind": ty.kind,
             "name": child["metadata"]["name"],
         });
-        if create_only {
+        if plan::create_only(child) {
             row["createOnly"] = json!(true);
         }
         if target.withheld.contains(ty) {
@@ -97,7 +174,7 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
         }
         children.push(row);
     }
-    for gone in plan::prune(manifest, &observed, &prepared) {
+    for gone in &plan.prune {
         children.push(json!({
             "action": "prune",
             "apiVersion": gone["apiVersion"],
@@ -105,11 +182,8 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
             "name": gone["metadata"]["name"],
         }));
     }
-    let status = plan::status_update(&parent, desired.status.as_ref(), target.field_manager);
-    let parent_patch = desired
-        .parent_patch
-        .as_ref()
-        .and_then(|p| plan::parent_patch(&parent, &p.labels, &p.annotations));
+    let desired = &plan.answer;
+    let status = plan.status.as_ref();
     let mut events = serde_json::to_value(&desired.events).unwrap_or_default();
     if !target.withheld.is_empty() {
         for event in events.as_array_mut().into_iter().flatten() {
@@ -125,7 +199,7 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
             "desired": desired.status,
             "diff": status.map(|s| diff(&parent["status"], s)).unwrap_or_default(),
         },
-        "parentPatch": parent_patch,
+        "parentPatch": plan.parent_patch,
         "events": events,
     });
     if !target.withheld.is_empty() {
@@ -151,29 +225,13 @@ pub fn withheld_note(withheld: &[ApiResource], namespace: &str) -> Value {
 }
 
 /// Field by field, where `desired` differs from `live`: the fields the
-/// apply would set, each with its path, the live value and the desired one.
-/// Lists are compared whole (their path names the list).
+/// apply would set (see [`Fields::After`]), each with its JSON Pointer, the
+/// live value and the desired one. Lists are compared whole.
 pub fn diff(live: &Value, desired: &Value) -> Vec<Value> {
-    let mut out = Vec::new();
-    walk(live, desired, String::new(), &mut out);
-    out
-}
-
-fn walk(live: &Value, desired: &Value, path: String, out: &mut Vec<Value>) {
-    match desired {
-        Value::Object(fields) => {
-            for (key, want) in fields {
-                let at = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                walk(live.get(key).unwrap_or(&Value::Null), want, at, out);
-            }
-        }
-        want if want != live => out.push(json!({"path": path, "live": live, "desired": want})),
-        _ => {}
-    }
+    plan::diff::diff(live, desired, Fields::After)
+        .into_iter()
+        .map(|c| json!({"path": c.path, "live": c.before, "desired": c.after}))
+        .collect()
 }
 
 #[cfg(test)]
@@ -187,8 +245,8 @@ mod tests {
         assert_eq!(
             diff(&live, &desired),
             vec![
-                json!({"path": "spec.replicas", "live": 1, "desired": 3}),
-                json!({"path": "spec.serviceName", "live": null, "desired": "a"}),
+                json!({"path": "/spec/replicas", "live": 1, "desired": 3}),
+                json!({"path": "/spec/serviceName", "live": null, "desired": "a"}),
             ]
         );
         assert!(diff(&desired, &desired).is_empty());

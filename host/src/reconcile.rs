@@ -1,6 +1,7 @@
 //! One reconcile: gather inputs → call the plugin → check the fence → write.
 
-use std::collections::HashMap;
+pub mod budget;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,15 +10,16 @@ use kube::core::DynamicObject;
 use serde_json::{Value, json};
 
 use crate::apply::{WriteError, Writer};
-use crate::controller::budget::EventBudget;
 use crate::identity::{Access, AccessError};
 use crate::informers::{Key, Object, View};
 use crate::manifest::{Manifest, Related};
-use crate::plan::{self, ObjectKey};
+use crate::plan::{self, Action, ObjectKey, Plan};
 use crate::policy::Effective;
-use crate::runtime::{CallError, Desired, Event, Plugin, Request};
+use crate::report::format_chain;
+use crate::runtime::{CallError, Event, Plugin, Request};
 use crate::shadow::Shadow;
 use crate::telemetry::Metrics;
+use budget::EventBudget;
 
 /// Why a reconcile failed. Each is retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -80,9 +82,6 @@ impl ReconcileError {
         }
     }
 }
-
-/// A plugin's checked answer and its children prepared for applying.
-pub(crate) type Decided = Result<(Desired, Vec<Value>), ReconcileError>;
 
 /// What a reconcile handed the plugin, kept so that a failure can be
 /// replayed offline (see [`crate::replay`]).
@@ -242,7 +241,7 @@ impl Sources {
                 };
                 candidates
                     .into_iter()
-                    .filter(|o| crate::controller::routes::matches(related, o, name))
+                    .filter(|o| related.selects(o.metadata.labels.as_ref(), name))
             })
             .collect()
     }
@@ -306,31 +305,26 @@ pub(crate) fn inputs(sources: &Sources, parent_obj: &Object) -> Inputs {
     }
 }
 
-/// Call the plugin and check its answer against its fence: the answer, and
-/// its children prepared for applying.
+/// Call the plugin and decide what its answer writes for `parent`, whose
+/// controlled children are `observed` (see [`plan::decide`]).
 pub(crate) async fn decide(
     plugin: &Plugin,
     fence: &Fence,
     parent: &Value,
+    observed: &[Value],
     request: Arc<Request>,
-) -> Decided {
+) -> Result<Plan, ReconcileError> {
     let desired = {
         let plugin = plugin.clone();
         call_blocking(move || plugin.reconcile(&request)).await?
     };
-    check(plugin.manifest(), &fence.grant, parent, desired)
-}
-
-/// Check a plugin's answer against its fence: the answer, and its children
-/// prepared for applying.
-pub(crate) fn check(
-    manifest: &Manifest,
-    grant: &Effective,
-    parent: &Value,
-    desired: Desired,
-) -> Decided {
-    let prepared = plan::fence(manifest, grant, parent, &desired)?;
-    Ok((desired, prepared))
+    Ok(plan::decide(
+        plugin.manifest(),
+        &fence.grant,
+        parent,
+        observed,
+        desired,
+    )?)
 }
 
 /// Reconcile the parent at `key` with `plugin`, and with `shadow`'s
@@ -359,7 +353,7 @@ pub async fn reconcile(
         observed,
         request,
     } = inputs(sources, &parent_obj);
-    let uid = parent_obj.metadata.uid.clone().unwrap_or_default();
+    let parent_uid = parent_obj.metadata.uid.clone().unwrap_or_default();
     let request = Arc::new(request);
     handed.request = Some(request.clone());
 
@@ -379,49 +373,51 @@ pub async fn reconcile(
         }
     }
 
-    let decided = decide(plugin, fence, &parent, request.clone()).await;
+    let decided = decide(plugin, fence, &parent, &observed, request.clone()).await;
     if let Some(shadow) = shadow {
         // The candidate decides on the same request in the background; this
         // reconcile goes on at once.
         let live = match &decided {
-            Ok((desired, children)) => Ok((desired.clone(), children.clone())),
-            Err(error) => Err(crate::controller::format_chain(error)),
+            Ok(plan) => Ok(plan.clone()),
+            Err(error) => Err(format_chain(error)),
         };
-        let (grant, parent) = (fence.grant.clone(), parent.clone());
+        let (grant, parent, handed) = (fence.grant.clone(), parent.clone(), request.clone());
         let job = crate::shadow::Job {
             key: key.clone(),
             request,
             live,
             check: Box::new(move |plugin, desired| {
-                check(plugin.manifest(), &grant, &parent, desired)
-                    .map_err(|error| crate::controller::format_chain(&error))
+                // Parsed again here, off the reconcile's path: a waiting
+                // comparison holds only the request's texts.
+                let observed = handed
+                    .observed
+                    .iter()
+                    .filter_map(|text| serde_json::from_str(text).ok())
+                    .collect::<Vec<Value>>();
+                plan::decide(plugin.manifest(), &grant, &parent, &observed, desired)
+                    .map_err(|error| format_chain(&error))
             }),
         };
         shadow.submit(job, &fence.metrics);
     }
-    let (desired, prepared) = decided?;
+    let plan = decided?;
 
-    let by_key: HashMap<ObjectKey, &Value> =
-        observed.iter().map(|o| (ObjectKey::of(o), o)).collect();
-    for child in &prepared {
+    for step in &plan.children {
+        let child = &step.child;
         let ty = child_type(manifest, child);
-        let create_only = plan::create_only(child);
-        let written = match by_key.get(&ObjectKey::of(child)) {
-            // Created once, never re-applied (e.g. generated credentials).
-            Some(_) if create_only => continue,
-            Some(current) if !plan::needs_apply(child, Some(current)) => continue,
+        let written = match &step.action {
+            Action::Unchanged => continue,
             // Ours (controlled by this parent): update, guarded by its uid.
-            Some(current) => {
-                let uid = current["metadata"]["uid"].as_str();
+            Action::Update { uid, .. } => {
                 writer
-                    .apply_child(ty, &plan::guarded(child, uid), true)
+                    .apply_child(ty, &plan::guarded(child, uid.as_deref()), true)
                     .await
             }
-            None => {
-                let created = if create_only {
-                    create_once(writer, ty, child, &uid).await
+            create @ (Action::Create | Action::CreateOnce) => {
+                let created = if *create == Action::CreateOnce {
+                    create_once(writer, ty, child, &parent_uid).await
                 } else {
-                    create_child(writer, ty, child, &uid).await
+                    create_child(writer, ty, child, &parent_uid).await
                 };
                 match created {
                     Ok(Created::Applied(applied)) => Ok(*applied),
@@ -452,7 +448,7 @@ pub async fn reconcile(
             Err(error) => return Err(error.into()),
         }
     }
-    for gone in plan::prune(manifest, &observed, &prepared) {
+    for gone in &plan.prune {
         let ty = child_type(manifest, gone);
         writer.delete_child(ty, gone).await?;
         tracing::info!(
@@ -461,9 +457,7 @@ pub async fn reconcile(
             "child pruned"
         );
     }
-    if let Some(status) =
-        plan::status_update(&parent, desired.status.as_ref(), writer.field_manager())
-    {
+    if let Some(status) = &plan.status {
         match writer.apply_status(&manifest.parent, &parent, status).await {
             Ok(()) => tracing::info!("status written"),
             // Deleted after the cache last saw it: nothing left to report.
@@ -471,16 +465,12 @@ pub async fn reconcile(
             Err(error) => return Err(error.into()),
         }
     }
-    if let Some(patch) = desired
-        .parent_patch
-        .as_ref()
-        .and_then(|p| plan::parent_patch(&parent, &p.labels, &p.annotations))
-    {
+    if let Some(patch) = &plan.parent_patch {
         // Guarded by the resourceVersion the plugin saw: an answer computed
         // from a stale cache (e.g. "not stamped yet" while our own stamp is
         // still on its way through the watch) must not be written. On a
         // conflict the newer version is on its way and reconciles again.
-        let mut patch = patch;
+        let mut patch = patch.clone();
         patch["metadata"]["resourceVersion"] = parent["metadata"]["resourceVersion"].clone();
         match writer.patch_parent(&manifest.parent, &parent, &patch).await {
             Ok(()) => tracing::info!("parent patched"),
@@ -492,13 +482,10 @@ pub async fn reconcile(
         }
     }
     fence
-        .record(writer, &parent_obj, key, &desired.events, "Reconcile")
+        .record(writer, &parent_obj, key, &plan.answer.events, "Reconcile")
         .await;
     Ok(Outcome {
-        requeue_after: plan::requeue_after(
-            desired.requeue_after,
-            fence.grant.quotas.requeue_floor(),
-        ),
+        requeue_after: plan.requeue_after,
     })
 }
 

@@ -214,28 +214,19 @@ pub fn render_request(
         .map(|(i, text)| parse(format!("observed[{i}]"), text))
         .collect::<Result<Vec<_>, _>>()?;
     let desired = plugin.reconcile(request)?;
-    let children = plan::fence(manifest, grant, &parent, &desired)?;
-    let prune = plan::prune(manifest, &observed, &children)
-        .into_iter()
-        .map(|o| plan::ObjectKey::of(o).to_string())
-        .collect();
-    let parent_patch = desired
-        .parent_patch
-        .as_ref()
-        .and_then(|p| plan::parent_patch(&parent, &p.labels, &p.annotations));
+    let plan = plan::decide(manifest, grant, &parent, &observed, desired)?;
     Ok(Rendered {
         plugin: format!("{}@{}", manifest.name, manifest.version),
-        children,
-        prune,
-        status: plan::status_update(&parent, desired.status.as_ref(), &manifest.field_manager())
-            .cloned(),
-        parent_patch,
-        requeue_after_seconds: plan::requeue_after(
-            desired.requeue_after,
-            grant.quotas.requeue_floor(),
-        )
-        .map(|d| d.as_secs()),
-        events: desired.events,
+        children: plan.children.into_iter().map(|step| step.child).collect(),
+        prune: plan
+            .prune
+            .iter()
+            .map(|o| plan::ObjectKey::of(o).to_string())
+            .collect(),
+        status: plan.status,
+        parent_patch: plan.parent_patch,
+        requeue_after_seconds: plan.requeue_after.map(|d| d.as_secs()),
+        events: plan.answer.events,
         notes: Vec::new(),
     })
 }
@@ -277,62 +268,4 @@ pub fn finalize_request(
         events,
         notes: Vec::new(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-    use crate::controller::format_chain;
-    use crate::plan::FenceError;
-    use crate::reconcile::ReconcileError;
-    use crate::runtime::GuestError;
-
-    /// What `kubeplug render` prints after `error: ` (see `cli::main`).
-    fn printed(error: RenderError) -> String {
-        format!("{:#}", anyhow::Error::from(error))
-    }
-
-    #[test]
-    fn render_prints_a_failure_as_the_host_logs_it() {
-        let calls = || {
-            let plugin = "database".to_string();
-            vec![
-                CallError::Guest {
-                    plugin: plugin.clone(),
-                    error: GuestError::InvalidInput("spec.replicas: expected a number".into()),
-                },
-                CallError::Trap {
-                    plugin: plugin.clone(),
-                    message: "wasm trap: unreachable; guest stderr: panicked at x".into(),
-                },
-                CallError::Deadline {
-                    plugin: plugin.clone(),
-                    timeout: Duration::from_millis(2500),
-                },
-                CallError::MemoryCap {
-                    plugin,
-                    limit_bytes: 1 << 20,
-                },
-            ]
-        };
-        for (host, render) in calls().into_iter().zip(calls()) {
-            let logged = format_chain(&ReconcileError::Call(host));
-            assert_eq!(printed(RenderError::Call(render)), logged);
-        }
-        let fenced = || plan::Fenced {
-            plugin: "database".into(),
-            source: FenceError::Duplicate {
-                kind: "Service".into(),
-                name: "db".into(),
-            },
-        };
-        let logged = format_chain(&ReconcileError::Fence(fenced()));
-        assert_eq!(
-            logged,
-            "plugin database crossed its fence: child Service/db is returned twice"
-        );
-        assert_eq!(printed(RenderError::Fence(fenced())), logged);
-    }
 }

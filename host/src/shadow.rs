@@ -25,7 +25,9 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::informers::Key;
-use crate::plan::ObjectKey;
+use crate::plan::diff::{Fields, diff};
+use crate::plan::{ObjectKey, Plan};
+use crate::report::format_chain;
 use crate::runtime::{Desired, Plugin, Request};
 use crate::telemetry::Metrics;
 
@@ -43,9 +45,9 @@ const EXAMPLES: usize = 5;
 /// How many differences of one parent an example keeps.
 const DIFFERENCES_PER_EXAMPLE: usize = 20;
 
-/// One version's decision for a parent: its answer and the children as they
-/// would be applied, or why it failed.
-pub type Decision<'a> = Result<(&'a Desired, &'a [Value]), String>;
+/// One version's decision for a parent: its [`Plan`], or why it failed
+/// (as logged).
+pub type Decision = Result<Plan, String>;
 
 /// A candidate version running in shadow of the live one.
 pub struct Shadow {
@@ -115,9 +117,11 @@ impl Waiting {
 pub struct Job {
     pub key: Key,
     pub request: Arc<Request>,
-    pub live: LiveDecision,
-    /// Checks the candidate's answer against the live version's fence and
-    /// prepares its children as the live version's were.
+    /// The live version's decision, owned (the comparison outlives the
+    /// reconcile).
+    pub live: Decision,
+    /// Decides the candidate's answer as the live version's was: the same
+    /// fence, parent and observed children.
     pub check: Check,
 }
 
@@ -133,15 +137,28 @@ impl Job {
             .map(|t| t.len())
             .sum();
         let live = match &self.live {
-            Ok((desired, children)) => {
-                desired.children.iter().map(value_bytes).sum::<usize>()
-                    + desired.status.as_ref().map_or(0, value_bytes)
-                    + desired
+            Ok(plan) => {
+                let answer = &plan.answer;
+                answer.children.iter().map(value_bytes).sum::<usize>()
+                    + answer.status.as_ref().map_or(0, value_bytes)
+                    + answer
                         .events
                         .iter()
                         .map(|e| e.reason.len() + e.message.len())
                         .sum::<usize>()
-                    + children.iter().map(value_bytes).sum::<usize>()
+                    + plan
+                        .children
+                        .iter()
+                        .map(|step| {
+                            value_bytes(&step.child)
+                                + match &step.action {
+                                    crate::plan::Action::Update { live, .. } => value_bytes(live),
+                                    _ => 0,
+                                }
+                        })
+                        .sum::<usize>()
+                    + plan.prune.iter().map(value_bytes).sum::<usize>()
+                    + plan.status.as_ref().map_or(0, value_bytes)
             }
             Err(error) => error.len(),
         };
@@ -167,7 +184,7 @@ pub fn value_bytes(value: &Value) -> usize {
 }
 
 /// See [`Job::check`].
-pub type Check = Box<dyn FnOnce(&Plugin, Desired) -> LiveDecision + Send>;
+pub type Check = Box<dyn FnOnce(&Plugin, Desired) -> Decision + Send>;
 
 #[derive(Default)]
 struct Stats {
@@ -312,15 +329,10 @@ impl Shadow {
         let call = tokio::task::spawn_blocking(move || plugin.reconcile(&request)).await;
         let candidate = match call {
             Ok(Ok(desired)) => check(&self.plugin, desired),
-            Ok(Err(error)) => Err(crate::controller::format_chain(&error)),
+            Ok(Err(error)) => Err(format_chain(&error)),
             Err(error) => Err(format!("the candidate's call was cancelled: {error}")),
         };
-        fn borrow(d: &LiveDecision) -> Decision<'_> {
-            d.as_ref()
-                .map(|(desired, children)| (desired, children.as_slice()))
-                .map_err(Clone::clone)
-        }
-        let verdict = self.record(&key, borrow(&live), borrow(&candidate));
+        let verdict = self.record(&key, &live, &candidate);
         let name = self.plugin.name();
         metrics.shadow_compared(name, verdict.label());
         metrics.shadow_parents(name, Some(self.counts()));
@@ -366,8 +378,8 @@ impl Shadow {
     }
 
     /// Record the comparison of both decisions for the parent at `key`.
-    pub fn record(&self, key: &Key, live: Decision<'_>, candidate: Decision<'_>) -> Verdict {
-        let differences = compare(live.clone(), candidate.clone());
+    pub fn record(&self, key: &Key, live: &Decision, candidate: &Decision) -> Verdict {
+        let differences = compare(live, candidate);
         let fingerprint = (!differences.is_empty()).then(|| fingerprint(&differences));
         let mut stats = self.stats.lock().expect("shadow lock");
         stats.comparisons += 1;
@@ -389,7 +401,10 @@ impl Shadow {
                     stats.examples.insert(key.clone(), kept);
                 }
                 match candidate {
-                    Err(error) if candidate_failed => Verdict::CandidateFailed { error, new },
+                    Err(error) if candidate_failed => Verdict::CandidateFailed {
+                        error: error.clone(),
+                        new,
+                    },
                     _ => Verdict::Differs {
                         count: differences.len(),
                         first: summary(&differences[0]),
@@ -437,10 +452,6 @@ impl Shadow {
         }
     }
 }
-
-/// The live version's decision, owned (the comparison outlives the
-/// reconcile), or its error as logged.
-pub type LiveDecision = Result<(Desired, Vec<Value>), String>;
 
 impl ShadowStatus {
     /// The status without examples (they hold cluster data).
@@ -499,14 +510,16 @@ fn fingerprint(differences: &[Value]) -> u64 {
 
 /// What differs between the live decision and the candidate's, as a list of
 /// `{what, ...}` objects (`what`: `error`, `child`, `status`, `parentPatch`,
-/// `events`, `requeueAfterSeconds`); empty if both decided alike.
-pub fn compare(live: Decision<'_>, candidate: Decision<'_>) -> Vec<Value> {
-    let ((live, live_children), (cand, cand_children)) = match (live, candidate) {
-        (Ok(live), Ok(candidate)) if live == candidate => return Vec::new(),
+/// `events`, `requeueAfterSeconds`); empty if both decided alike. Both
+/// decided on the same request, so what the plans write follows from what
+/// is compared: the answers and their prepared children.
+pub fn compare(live: &Decision, candidate: &Decision) -> Vec<Value> {
+    let (live, cand) = match (live, candidate) {
+        (Ok(live), Ok(candidate)) if compared(live) == compared(candidate) => return Vec::new(),
         (Ok(live), Ok(candidate)) => (live, candidate),
         (Err(a), Err(b)) if a == b => return Vec::new(),
         (live, candidate) => {
-            let text = |d: Decision<'_>| match d {
+            let text = |d: &Decision| match d {
                 Ok(_) => Value::String("answered".into()),
                 Err(error) => json!({"error": error}),
             };
@@ -516,20 +529,20 @@ pub fn compare(live: Decision<'_>, candidate: Decision<'_>) -> Vec<Value> {
         }
     };
     let mut out = Vec::new();
-    let index = |children: &[Value]| -> BTreeMap<ObjectKey, Value> {
-        children
+    let index = |plan: &Plan| -> BTreeMap<ObjectKey, Value> {
+        plan.children
             .iter()
-            .map(|c| (ObjectKey::of(c), c.clone()))
+            .map(|step| (ObjectKey::of(&step.child), step.child.clone()))
             .collect()
     };
-    let (live_by_key, cand_by_key) = (index(live_children), index(cand_children));
+    let (live_by_key, cand_by_key) = (index(live), index(cand));
     let row = |key: &ObjectKey, change: &str| json!({"what": "child", "change": change, "kind": key.kind, "name": key.name, "namespace": key.namespace});
     for (key, child) in &cand_by_key {
         match live_by_key.get(key) {
             None => out.push(row(key, "added")),
             Some(live) if live != child => {
                 let mut changed = row(key, "changed");
-                changed["diff"] = Value::Array(diff(live, child));
+                changed["diff"] = changes(live, child);
                 out.push(changed);
             }
             Some(_) => {}
@@ -538,11 +551,12 @@ pub fn compare(live: Decision<'_>, candidate: Decision<'_>) -> Vec<Value> {
     for key in live_by_key.keys().filter(|k| !cand_by_key.contains_key(k)) {
         out.push(row(key, "removed"));
     }
+    let (live, cand) = (&live.answer, &cand.answer);
     let null = Value::Null;
     if live.status != cand.status {
         out.push(json!({
             "what": "status",
-            "diff": diff(live.status.as_ref().unwrap_or(&null), cand.status.as_ref().unwrap_or(&null)),
+            "diff": changes(live.status.as_ref().unwrap_or(&null), cand.status.as_ref().unwrap_or(&null)),
         }));
     }
     if live.parent_patch != cand.parent_patch {
@@ -562,36 +576,22 @@ pub fn compare(live: Decision<'_>, candidate: Decision<'_>) -> Vec<Value> {
     out
 }
 
-/// Field by field, where two objects differ, in both directions (a field
-/// only one has shows `null` on the other side). Lists are compared whole.
-pub fn diff(live: &Value, candidate: &Value) -> Vec<Value> {
-    let mut out = Vec::new();
-    walk(live, candidate, String::new(), &mut out);
-    out
+/// What a comparison looks at in a plan: the answer and the children as
+/// they would be applied.
+fn compared(plan: &Plan) -> (&Desired, Vec<&Value>) {
+    (
+        &plan.answer,
+        plan.children.iter().map(|s| &s.child).collect(),
+    )
 }
 
-fn walk(live: &Value, candidate: &Value, path: String, out: &mut Vec<Value>) {
-    match (live, candidate) {
-        (Value::Object(a), Value::Object(b)) => {
-            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-            for key in keys {
-                let at = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                let null = Value::Null;
-                walk(
-                    a.get(key).unwrap_or(&null),
-                    b.get(key).unwrap_or(&null),
-                    at,
-                    out,
-                );
-            }
-        }
-        (a, b) if a != b => out.push(json!({"path": path, "live": a, "candidate": b})),
-        _ => {}
-    }
+/// Field by field, where two objects differ, in both directions (see
+/// [`Fields::Both`]), as `{path, live, candidate}` rows.
+fn changes(live: &Value, candidate: &Value) -> Value {
+    diff(live, candidate, Fields::Both)
+        .into_iter()
+        .map(|c| json!({"path": c.path, "live": c.before, "candidate": c.after}))
+        .collect()
 }
 
 #[cfg(test)]
@@ -610,26 +610,45 @@ mod tests {
         }
     }
 
+    /// A decision of `answer` whose children are `children`, as prepared.
+    fn decided(answer: &Desired, children: &[Value]) -> Decision {
+        let children = children
+            .iter()
+            .map(|child| crate::plan::Step {
+                child: child.clone(),
+                action: crate::plan::Action::Create,
+            })
+            .collect();
+        Ok(Plan {
+            answer: answer.clone(),
+            children,
+            prune: Vec::new(),
+            status: answer.status.clone(),
+            parent_patch: None,
+            requeue_after: answer.requeue_after,
+        })
+    }
+
     #[test]
     fn the_same_answer_has_no_differences() {
         let d = desired(json!({"phase": "Running"}));
         let children = [sts("postgres:16")];
-        assert!(compare(Ok((&d, &children)), Ok((&d, &children))).is_empty());
-        assert!(compare(Err("x".into()), Err("x".into())).is_empty());
+        assert!(compare(&decided(&d, &children), &decided(&d, &children)).is_empty());
+        assert!(compare(&Err("x".into()), &Err("x".into())).is_empty());
     }
 
     #[test]
     fn a_changed_image_names_the_list_and_both_values() {
         let d = desired(json!({"phase": "Running"}));
         let (live, cand) = ([sts("postgres:16")], [sts("mirror/postgres:16")]);
-        let found = compare(Ok((&d, &live)), Ok((&d, &cand)));
+        let found = compare(&decided(&d, &live), &decided(&d, &cand));
         assert_eq!(found.len(), 1);
         assert_eq!(found[0]["change"], "changed");
         assert_eq!(found[0]["kind"], "StatefulSet");
         let diff = &found[0]["diff"][0];
-        assert_eq!(diff["path"], "spec.template.spec.containers");
+        assert_eq!(diff["path"], "/spec/template/spec/containers");
         assert_eq!(diff["candidate"][0]["image"], "mirror/postgres:16");
-        assert!(summary(&found[0]).contains("spec.template.spec.containers"));
+        assert!(summary(&found[0]).contains("/spec/template/spec/containers"));
     }
 
     #[test]
@@ -647,7 +666,7 @@ mod tests {
                 json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db", "namespace": "a"}}),
             ],
         );
-        let found = compare(Ok((&live, &a)), Ok((&cand, &b)));
+        let found = compare(&decided(&live, &a), &decided(&cand, &b));
         let whats: Vec<String> = found
             .iter()
             .map(|d| format!("{} {}", d["what"], d["change"]))
@@ -663,13 +682,13 @@ mod tests {
         );
         assert_eq!(
             found[2]["diff"],
-            json!([{"path": "extra", "live": null, "candidate": 1}, {"path": "phase", "live": "Running", "candidate": "Pending"}])
+            json!([{"path": "/extra", "live": null, "candidate": 1}, {"path": "/phase", "live": "Running", "candidate": "Pending"}])
         );
-        let failed = compare(Ok((&live, &a)), Err("plugin x trapped".into()));
+        let failed = compare(&decided(&live, &a), &Err("plugin x trapped".into()));
         assert_eq!(failed[0]["candidate"]["error"], "plugin x trapped");
     }
 
-    fn unused_check(_: &Plugin, _: Desired) -> LiveDecision {
+    fn unused_check(_: &Plugin, _: Desired) -> Decision {
         Err("unused".into())
     }
 
@@ -679,7 +698,7 @@ mod tests {
         Job {
             key: ("a".into(), name.into()),
             request: Arc::new(Request::new(parent, Vec::new(), Vec::new())),
-            live: Ok((live, Vec::new())),
+            live: decided(&live, &[]),
             check: Box::new(unused_check),
         }
     }

@@ -177,7 +177,7 @@ impl Server {
         &self,
         user: &UserInfo,
         namespace: &str,
-        handle: &crate::controller::PreviewHandle,
+        handle: &crate::preview::PreviewHandle,
     ) -> Result<Vec<ApiResource>, String> {
         let (children, related) = handle.handed_kinds();
         let mut out: Vec<ApiResource> = Vec::new();

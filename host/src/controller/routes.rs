@@ -33,15 +33,6 @@ pub fn owner_key(manifest: &Manifest, object: &Object) -> Option<Key> {
         .then(|| (namespace, owner.name.clone()))
 }
 
-/// Does `object` match `related`'s selector for the parent named `parent`?
-pub fn matches(related: &Related, object: &Object, parent: &str) -> bool {
-    let labels = object.metadata.labels.as_ref();
-    related
-        .selector(parent)
-        .iter()
-        .all(|(k, v)| labels.and_then(|l| l.get(k)).is_some_and(|have| have == v))
-}
-
 /// A changed related object: the parents whose selector matches it. When the
 /// selector names the parent (`ParentName`), that label gives the parent
 /// directly; otherwise every parent in the namespace is a candidate.
@@ -176,8 +167,8 @@ mod tests {
         let pod = object("ns", &[("app", "database"), ("instance", "db1")], None);
         let keys = related_keys(&m, &pods_related(), &pod, |_| vec!["other".into()]);
         assert_eq!(keys, vec![("ns".to_string(), "db1".to_string())]);
-        assert!(matches(&pods_related(), &pod, "db1"));
-        assert!(!matches(&pods_related(), &pod, "db2"));
+        assert!(pods_related().selects(pod.metadata.labels.as_ref(), "db1"));
+        assert!(!pods_related().selects(pod.metadata.labels.as_ref(), "db2"));
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! Run one case through a loaded plugin and compare its answer with the
 //! case's `expect`. The request is the case's, verbatim (no filtering of
 //! observed or related objects), and a reconcile or finalize answer goes
-//! through the host's own fence checks ([`crate::plan::fence`],
-//! [`crate::plan::fence_finalize`]).
+//! through the host's own decision ([`crate::plan::decide`],
+//! [`crate::plan::fence_finalize`]): what the fence refuses there, a case
+//! sees refused.
 
 use serde_json::Value;
 
 use super::diff;
 use super::fixture::Case;
 use super::outcome::{Call, Outcome, error_value, events_value};
+use crate::plan;
 use crate::policy::Policy;
 use crate::runtime::{CallError, Desired, Finalized, GuestError, Plugin, Request};
 
@@ -70,13 +72,21 @@ pub fn answer(case: &Case, subject: Subject<'_>, policy: &Policy) -> Result<Outc
     };
     let result = match case.call {
         Call::Finalize => plugin.finalize(&request).map(|f| {
-            let fenced = crate::plan::fence_finalize(plugin.manifest(), &grant()?, &f);
+            let fenced = plan::fence_finalize(plugin.manifest(), &grant()?, &f);
             refused(&mut outcome, fenced.err());
             finalized(&mut outcome, f)
         }),
         _ => plugin.reconcile(&request).map(|desired| {
-            let fenced = crate::plan::fence(plugin.manifest(), &grant()?, parent, &desired);
-            refused(&mut outcome, fenced.err());
+            // The case expects the answer as the plugin gave it; the plan
+            // only says whether the fence lets it through.
+            let planned = plan::decide(
+                plugin.manifest(),
+                &grant()?,
+                parent,
+                &case.observed,
+                desired.clone(),
+            );
+            refused(&mut outcome, planned.err());
             reconciled(&mut outcome, desired);
             Ok(())
         }),
@@ -92,7 +102,7 @@ pub fn answer(case: &Case, subject: Subject<'_>, policy: &Policy) -> Result<Outc
 }
 
 /// The fence's refusal of the answer, if any, as `kubeplug render` prints it.
-fn refused(outcome: &mut Outcome, fenced: Option<crate::plan::Fenced>) {
+fn refused(outcome: &mut Outcome, fenced: Option<plan::Fenced>) {
     if let Some(fenced) = fenced {
         let reason = format!("{:#}", anyhow::Error::from(fenced));
         set(outcome, "refused", reason.into());

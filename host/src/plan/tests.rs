@@ -1,5 +1,6 @@
 //! Unit tests of [`super`]: the fence, the prepared children, and every
-//! decision about whether to write. No wasm engine, no cluster.
+//! decision about whether to write. No wasm engine, no cluster. The
+//! fixtures marked `pub(super)` are shared with [`super::decide`]'s tests.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +23,7 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
 
 /// A composite plugin like `database`: Databases own StatefulSets, Services
 /// and Secrets.
-fn composite() -> Manifest {
+pub(super) fn composite() -> Manifest {
     Manifest {
         name: "database".into(),
         version: "0.1.0".into(),
@@ -43,7 +44,7 @@ fn composite() -> Manifest {
 }
 
 /// A decorator plugin like `pod-annotator`.
-fn decorator() -> Manifest {
+pub(super) fn decorator() -> Manifest {
     Manifest {
         name: "pod-annotator".into(),
         parent: resource("", "v1", "Pod", "pods"),
@@ -53,7 +54,7 @@ fn decorator() -> Manifest {
     }
 }
 
-fn parent() -> Value {
+pub(super) fn parent() -> Value {
     json!({
         "apiVersion": "example.com/v1",
         "kind": "Database",
@@ -68,7 +69,7 @@ fn parent() -> Value {
     })
 }
 
-fn service(name: &str) -> Value {
+pub(super) fn service(name: &str) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -78,7 +79,7 @@ fn service(name: &str) -> Value {
 }
 
 /// Prepare one child, expecting the fence to let it through.
-fn prepared(child: Value) -> Value {
+pub(super) fn prepared(child: Value) -> Value {
     children(&composite(), &parent(), &[child])
         .expect("child passes the fence")
         .remove(0)
@@ -86,7 +87,7 @@ fn prepared(child: Value) -> Value {
 
 /// What the API server hands back after applying `prepared`: the same
 /// object plus fields it owns and defaults it fills in.
-fn as_served(prepared: &Value) -> Value {
+pub(super) fn as_served(prepared: &Value) -> Value {
     let mut served = prepared.clone();
     let meta = served["metadata"].as_object_mut().unwrap();
     meta.insert("uid".into(), "c0ffee00-0000-4000-8000-000000000002".into());
@@ -476,7 +477,7 @@ fn list_items_compare_in_order() {
 
 // prune.
 
-fn observed_child(kind: &str, name: &str, plugin: Option<&str>) -> Value {
+pub(super) fn observed_child(kind: &str, name: &str, plugin: Option<&str>) -> Value {
     let api_version = if kind == "StatefulSet" {
         "apps/v1"
     } else {
@@ -640,7 +641,7 @@ fn a_first_status_is_written() {
 
 // parent_patch.
 
-fn pod() -> Value {
+pub(super) fn pod() -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -733,7 +734,7 @@ fn a_decorator_may_not_return_a_status() {
 
 // The fence of a whole answer, reconcile or finalize, and when to call again.
 
-fn grant(yaml: &str) -> crate::policy::Effective {
+pub(super) fn grant(yaml: &str) -> crate::policy::Effective {
     use std::io::Write as _;
     let mut file = tempfile::NamedTempFile::new().unwrap();
     file.write_all(yaml.as_bytes()).unwrap();
@@ -743,7 +744,7 @@ fn grant(yaml: &str) -> crate::policy::Effective {
         .unwrap()
 }
 
-fn events(count: usize) -> Vec<crate::contract::Event> {
+pub(super) fn events(count: usize) -> Vec<crate::contract::Event> {
     let event = crate::contract::Event {
         warning: false,
         reason: "R".into(),
@@ -763,7 +764,7 @@ fn a_finalize_answer_over_the_event_quota_is_refused_like_a_reconcile_answer() {
     assert_eq!(fence_finalize(&composite(), &g, &finalized(2)), Ok(()));
     let refused = fence_finalize(&composite(), &g, &finalized(5000)).unwrap_err();
     assert_eq!(
-        crate::controller::format_chain(&refused),
+        crate::report::format_chain(&refused),
         "plugin database crossed its fence: 5000 events in one answer, over the quota of 2"
     );
     let desired = Desired {

@@ -457,7 +457,7 @@ fn a_preview_shows_what_a_change_would_do_and_writes_nothing() {
     assert!(
         sts["diff"].as_array().is_some_and(|d| d
             .iter()
-            .any(|c| c["path"] == "spec.replicas" && c["live"] == 1 && c["desired"] == 3)),
+            .any(|c| c["path"] == "/spec/replicas" && c["live"] == 1 && c["desired"] == 3)),
         "{answer:#}"
     );
     for kind in ["Service", "Secret"] {

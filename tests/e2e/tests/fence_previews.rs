@@ -132,7 +132,7 @@ fn a_preview_shows_no_live_values_of_kinds_its_caller_may_not_read() {
     assert!(
         sts["diff"].as_array().is_some_and(|d| d
             .iter()
-            .any(|c| c["path"] == "spec.replicas" && c["live"] == 1)),
+            .any(|c| c["path"] == "/spec/replicas" && c["live"] == 1)),
         "{admin:#}"
     );
     assert!(admin["status"].get("withheld").is_none(), "{admin:#}");

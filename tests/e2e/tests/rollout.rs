@@ -155,7 +155,7 @@ fn a_candidate_in_shadow_writes_nothing_reports_its_differences_and_ships_when_p
     let examples = differing["examples"].to_string();
     assert!(
         examples.contains(&format!("{MIRROR}/postgres:16.4.0"))
-            && examples.contains("spec.template.spec.containers"),
+            && examples.contains("/spec/template/spec/containers"),
         "the examples name the new image: {differing:#}"
     );
     let compared = differing["parentsCompared"].as_f64().unwrap();

@@ -1,0 +1,133 @@
+//! The one decision: a plugin's answer, checked against its fence, turned
+//! into a [`Plan`] of exactly what one reconcile of its parent writes.
+//!
+//! The operator executes a plan (`reconcile`), a preview and
+//! `kubeplug render` print one, a shadow compares two, `kubeplug test`
+//! checks a fixture's answer with one. Pure: observed objects are plain
+//! JSON, so nothing here needs a cluster, a cache or a Wasm engine.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{Fenced, ObjectKey};
+use crate::manifest::Manifest;
+use crate::policy::Effective;
+use crate::contract::Desired;
+
+/// What one reconcile writes, decided from a checked answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The answer as the plugin gave it (it passed the fence): what shadows
+    /// compare, with [`Plan::children`]' prepared objects.
+    pub answer: Desired,
+    /// Every desired child, prepared for applying (see
+    /// [`super::children`]), with what to do about it.
+    pub children: Vec<Step>,
+    /// Observed children to delete (see [`super::prune`]).
+    pub prune: Vec<Value>,
+    /// The status to write; `None`: none asked, or the parent has it (see
+    /// [`super::status_update`]).
+    pub status: Option<Value>,
+    /// The merge patch of the parent's labels and annotations; `None`:
+    /// nothing would change (see [`super::parent_patch`]).
+    pub parent_patch: Option<Value>,
+    /// When to reconcile again: the plugin's ask raised to its floor.
+    pub requeue_after: Option<Duration>,
+}
+
+/// One desired child and what to do about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// The child exactly as it would be applied.
+    pub child: Value,
+    pub action: Action,
+}
+
+/// What to do about a desired child, given the observed ones.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Not observed: create it, never overwriting an object of that name
+    /// made by anyone (see [`super::if_absent`]).
+    Create,
+    /// Create-only ([`super::CREATE_ONLY`]) and not observed: create it
+    /// once; it is never re-applied.
+    CreateOnce,
+    /// Observed and not as desired: apply it, guarded by the observed uid
+    /// (see [`super::guarded`]).
+    Update {
+        uid: Option<String>,
+        /// The observed child it updates, for showing what changes.
+        live: Value,
+    },
+    /// Observed and as desired, or create-only and observed: no write.
+    Unchanged,
+}
+
+impl Action {
+    /// The action as previews name it.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Action::Create | Action::CreateOnce => "create",
+            Action::Update { .. } => "update",
+            Action::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// Check `answer` against the plugin's fence and `grant` (see
+/// [`super::fence`]), then decide every write it takes for `parent`, whose
+/// controlled children are `observed`. The fence's refusal is an `Err`, and
+/// then nothing may be written.
+pub fn decide(
+    manifest: &Manifest,
+    grant: &Effective,
+    parent: &Value,
+    observed: &[Value],
+    answer: Desired,
+) -> Result<Plan, Fenced> {
+    let prepared = super::fence(manifest, grant, parent, &answer)?;
+    let by_key: HashMap<ObjectKey, &Value> =
+        observed.iter().map(|o| (ObjectKey::of(o), o)).collect();
+    let prune = super::prune(manifest, observed, &prepared)
+        .into_iter()
+        .cloned()
+        .collect();
+    let children = prepared
+        .into_iter()
+        .map(|child| {
+            let create_only = super::create_only(&child);
+            let action = match by_key.get(&ObjectKey::of(&child)) {
+                None if create_only => Action::CreateOnce,
+                None => Action::Create,
+                // Created once, never re-applied (e.g. generated credentials).
+                Some(_) if create_only => Action::Unchanged,
+                Some(live) if !super::needs_apply(&child, Some(live)) => Action::Unchanged,
+                Some(live) => Action::Update {
+                    uid: live["metadata"]["uid"].as_str().map(String::from),
+                    live: (*live).clone(),
+                },
+            };
+            Step { child, action }
+        })
+        .collect();
+    let status =
+        super::status_update(parent, answer.status.as_ref(), &manifest.field_manager()).cloned();
+    let parent_patch = answer
+        .parent_patch
+        .as_ref()
+        .and_then(|p| super::parent_patch(parent, &p.labels, &p.annotations));
+    let requeue_after = super::requeue_after(answer.requeue_after, grant.quotas.requeue_floor());
+    Ok(Plan {
+        answer,
+        children,
+        prune,
+        status,
+        parent_patch,
+        requeue_after,
+    })
+}
+
+#[cfg(test)]
+mod tests;
