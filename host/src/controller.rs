@@ -21,16 +21,11 @@ use crate::identity::Access;
 use crate::informers::{Handler, Informers, Key, Scope, Subscription};
 use crate::leader::{Elector, Leadership};
 use crate::policy::Effective;
+use crate::preview::PreviewHandle;
 use crate::queue::Queue;
 use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources, budget};
-// Re-exported so `registry` keeps its path while it is being split; new
-// code imports it from `crate::report`.
-pub use crate::report::format_chain;
-// Likewise re-exported for `registry`: their homes are `manifest` and
-// `preview`.
-pub use crate::manifest::same_shape;
-pub use crate::preview::PreviewHandle;
 use crate::replay::{Call, Capture, Ring};
+use crate::report::format_chain;
 use crate::rollback::RollbackSettings;
 pub use crate::rollout::RolledBack;
 use crate::rollout::{Judged, Rollout, State};

@@ -50,7 +50,7 @@ use std::time::Duration;
 use dashmap::DashSet;
 use serde::Deserialize;
 
-use crate::controller::{self, Controller, Settings};
+use crate::controller::{Controller, Settings};
 use crate::identity::Access;
 use crate::informers::Informers;
 use crate::policy::PolicyFiles;
@@ -198,7 +198,7 @@ impl Registry {
     }
 
     /// The running controller of `plugin`, for a dry run.
-    pub fn preview_handle(&self, plugin: &str) -> Option<controller::PreviewHandle> {
+    pub fn preview_handle(&self, plugin: &str) -> Option<crate::preview::PreviewHandle> {
         let files = self.files();
         files
             .values()

@@ -12,9 +12,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Fenced, ObjectKey};
+use crate::contract::Desired;
 use crate::manifest::Manifest;
 use crate::policy::Effective;
-use crate::contract::Desired;
 
 /// What one reconcile writes, decided from a checked answer.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Candidate, Registry};
 use crate::admission::{Admission, AdmitError, Placed};
-use crate::controller::{self, Identity};
+use crate::controller::Identity;
 use crate::discovery::Discovered;
 use crate::identity;
 use crate::runtime::{Plugin, PluginOptions};
@@ -18,7 +18,7 @@ use crate::runtime::{Plugin, PluginOptions};
 pub(super) enum Failure {
     #[error(transparent)]
     Admit(#[from] AdmitError),
-    #[error("{}", controller::format_chain(.0))]
+    #[error("{}", crate::report::format_chain(.0))]
     Load(crate::runtime::LoadError),
     #[error("loader panicked: {0}")]
     Panicked(tokio::task::JoinError),

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use super::placement::{Place, pair_of};
 use super::{Candidate, Registry};
-use crate::controller;
 use crate::runtime::Plugin;
 use crate::shadow::Shadow;
 
@@ -125,7 +124,9 @@ impl Registry {
                 plugin.name(),
                 current.name()
             )),
-            Ok((plugin, _)) if !controller::same_shape(plugin.manifest(), current.manifest()) => {
+            Ok((plugin, _))
+                if !crate::manifest::same_shape(plugin.manifest(), current.manifest()) =>
+            {
                 Some(format!(
                     "the candidate {} asks for other kinds, namespaces or finalizer than the serving version; a shadow runs on the serving version's caches (preview it, or promote it directly)",
                     plugin.manifest().version

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Candidate, FileEntry, Registry, Serving, now_rfc3339};
-use crate::controller::{self, Controller, Identity};
+use crate::controller::{Controller, Identity};
 use crate::manifest::Mode;
 use crate::rollback::RollbackSettings;
 use crate::rollout::State;
@@ -142,7 +142,7 @@ impl Registry {
                 entry.serving = Some(old);
             }
             Some(old)
-                if controller::same_shape(old.controller.plugin().manifest(), &manifest)
+                if crate::manifest::same_shape(old.controller.plugin().manifest(), &manifest)
                     && old.controller.grant() == &identity.grant =>
             {
                 tracing::info!(plugin = %manifest.name, version = %manifest.version, digest = %plugin.digest(), "upgrading plugin in place");

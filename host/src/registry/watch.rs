@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Registry, SETTLE};
-use crate::controller;
 
 impl Registry {
     /// Watch the directory and sync on every change until the task ends.
@@ -56,7 +55,7 @@ impl Registry {
                     self.revalidate_all();
                 }
                 Err(error) => {
-                    tracing::error!(error = %controller::format_chain(&error), "policy unreadable; the previous one stays in force")
+                    tracing::error!(error = %crate::report::format_chain(&error), "policy unreadable; the previous one stays in force")
                 }
             }
             again = self.sync().await;

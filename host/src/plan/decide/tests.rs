@@ -7,11 +7,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::contract::MetadataPatch;
 use crate::plan::tests::{
     as_served, composite, decorator, events, grant, observed_child, parent, pod, prepared, service,
 };
 use crate::plan::{CREATE_ONLY, FenceError, PLUGIN_LABEL};
-use crate::contract::MetadataPatch;
 
 /// The database plugin's grant: its Services, StatefulSets and Secrets.
 fn database_grant() -> Effective {
