@@ -562,7 +562,7 @@ async fn judge(shared: &Shared, plugin: &Plugin, key: &Key, fault: bool) {
                     digest: on.new.digest().to_string(),
                     key: on.key,
                     reason,
-                    at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    at: format!("{:.0}", jiff::Timestamp::now()),
                 };
                 let previous = on.previous.manifest();
                 tracing::warn!(

@@ -245,7 +245,7 @@ impl From<String> for Failure {
 }
 
 fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    format!("{:.0}", jiff::Timestamp::now())
 }
 
 /// A file ready to load: its bytes, settings and content key.

@@ -150,7 +150,7 @@ impl Capture {
             digest: plugin.digest().into(),
             call,
             parent: parent_key(namespace, name),
-            at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            at: format!("{:.3}", jiff::Timestamp::now()),
             error: error.into(),
             reason: reason.into(),
             // The runtime made this text from JSON; it parses.
@@ -215,6 +215,15 @@ pub(crate) mod tests {
             },
             redacted: vec![],
         }
+    }
+
+    #[test]
+    fn capture_times_keep_milliseconds_and_call_times_whole_seconds() {
+        let t = jiff::Timestamp::new(1_795_975_200, 5_000_000).unwrap();
+        assert_eq!(format!("{t:.3}"), "2026-11-29T18:00:00.005Z");
+        assert_eq!(format!("{t:.0}"), "2026-11-29T18:00:00Z");
+        let whole = jiff::Timestamp::new(1_795_975_200, 0).unwrap();
+        assert_eq!(format!("{whole:.3}"), "2026-11-29T18:00:00.000Z");
     }
 
     #[test]

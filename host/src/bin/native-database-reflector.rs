@@ -170,7 +170,7 @@ async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Err
     });
 
     // The same logic the plugin runs in Wasm, called natively.
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let now = format!("{:.0}", jiff::Timestamp::now());
     let mut ctx = Context::new(
         serde_json::to_value(&*db)?,
         database::Config::default(),

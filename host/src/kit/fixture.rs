@@ -145,7 +145,7 @@ fn case(
     document: usize,
 ) -> Result<Case, String> {
     let now = written.now.unwrap_or_else(|| DEFAULT_NOW.into());
-    chrono::DateTime::parse_from_rfc3339(&now)
+    now.parse::<jiff::Timestamp>()
         .map_err(|e| format!("now: {now:?} is not an RFC 3339 time: {e}"))?;
     let entropy = match written.entropy {
         None => default_entropy(),
