@@ -12,6 +12,10 @@
 //! - [`replay`]: failed calls kept with their inputs, fetched with
 //!   `kubeplug replay` and rerun with `kubeplug render --request`.
 
+// Unsafe code only where wasmtime requires it (`runtime::cache`, which
+// loads precompiled components); the binaries forbid it outright.
+#![deny(unsafe_code)]
+
 pub mod api;
 pub mod apply;
 pub mod cli;

@@ -53,6 +53,8 @@
 //! has listed, and its counters (`reconciles=N failures=N reads=N writes=N`;
 //! reads stay 0) on SIGUSR1 and when it stops (SIGTERM or Ctrl-C, graceful).
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;

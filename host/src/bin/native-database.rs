@@ -19,6 +19,8 @@
 //! default `info`); logs its counters (`reconciles=N failures=N reads=N
 //! writes=N`) on SIGUSR1 and when it stops (SIGTERM or Ctrl-C, graceful).
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
