@@ -11,6 +11,7 @@
 //! - [`shadow`], [`rollback`]: safe rollouts of new plugin versions.
 //! - [`replay`]: failed calls kept with their inputs, fetched with
 //!   `kubeplug replay` and rerun with `kubeplug render --request`.
+//! - [`yaml`]: how every YAML file is read and every YAML text written.
 
 // Unsafe code only where wasmtime requires it (`runtime::cache`, which
 // loads precompiled components); the binaries forbid it outright.
@@ -42,3 +43,4 @@ pub mod run;
 pub mod runtime;
 pub mod shadow;
 pub mod telemetry;
+pub mod yaml;

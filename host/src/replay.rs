@@ -232,13 +232,13 @@ pub(crate) mod tests {
             "default/db",
             "plugin database returned an error: no: \"way\"\n",
         );
-        let yaml = serde_yaml::to_string(&c).unwrap();
+        let yaml = crate::yaml::to_string(&c);
         assert!(yaml.starts_with("apiVersion: kubeplug.io/v1alpha1\nkind: Replay\n"));
-        assert_eq!(serde_yaml::from_str::<Capture>(&yaml).unwrap(), c);
+        assert_eq!(crate::yaml::from_str::<Capture>(&yaml).unwrap(), c);
         let json = serde_json::to_string(&c).unwrap();
         assert_eq!(serde_json::from_str::<Capture>(&json).unwrap(), c);
         // The request texts survive byte for byte.
-        let back: Capture = serde_yaml::from_str(&yaml).unwrap();
+        let back: Capture = crate::yaml::from_str(&yaml).unwrap();
         assert_eq!(
             back.request().unwrap().parent,
             c.request.parent.as_str().into()
@@ -258,7 +258,7 @@ pub(crate) mod tests {
             config: serde_json::from_str(&text).unwrap(),
             ..capture("default/db", "x")
         };
-        let back: Capture = serde_yaml::from_str(&serde_yaml::to_string(&c).unwrap()).unwrap();
+        let back: Capture = crate::yaml::from_str(&crate::yaml::to_string(&c)).unwrap();
         assert_eq!(back.config.to_string(), text);
     }
 
@@ -271,10 +271,10 @@ pub(crate) mod tests {
     #[test]
     fn limits_survive_a_file() {
         let limits = runtime::Limits::default();
-        let text = serde_yaml::to_string(&limits).unwrap();
+        let text = crate::yaml::to_string(&limits);
         assert!(text.contains("timeoutMs: 2000"), "{text}");
         assert_eq!(
-            serde_yaml::from_str::<runtime::Limits>(&text).unwrap(),
+            crate::yaml::from_str::<runtime::Limits>(&text).unwrap(),
             limits
         );
     }
