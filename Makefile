@@ -19,8 +19,10 @@ PY_BUILD     := plugins/sdk-python/build
 TS_BUILD     := plugins/sdk-ts/build
 WASM_OUT     := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
 BIN          := target/bin/kubeplug
+# Builds with the workspace's toolchain (rust-version in Cargo.toml).
+CARGO_DENY_VERSION := 0.20.2
 
-.PHONY: help toolchain plugins polyglot-plugins host image plugin-images image-check lint unit cluster-check e2e test demo demo-down bench clean
+.PHONY: help toolchain plugins polyglot-plugins host image plugin-images image-check lint audit unit cluster-check e2e test demo demo-down bench clean
 
 help:
 	@echo "make plugins       build target/plugins/*.wasm (and test guests in target/test-plugins/)"
@@ -31,10 +33,13 @@ help:
 	@echo "make image         the host's OCI image (target/images/, no container engine needed)"
 	@echo "make plugin-images one OCI image per plugin, for image volumes"
 	@echo "make bench         benchmarks (print figures)"
+	@echo "make audit         RustSec advisories (needs the advisory database: GitHub access)"
 
 toolchain:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 	@rustup component list --installed | grep -q '^clippy' || rustup component add clippy rustfmt
+	@# deny.toml's checks (`make lint`, `make audit`); built once.
+	@command -v cargo-deny >/dev/null || cargo install --locked cargo-deny@$(CARGO_DENY_VERSION)
 
 plugins: toolchain
 	@mkdir -p target/plugins target/test-plugins
@@ -93,6 +98,13 @@ image-check: image plugin-images
 lint: toolchain
 	cargo fmt --all -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
+	cargo deny check bans licenses sources
+
+# Known vulnerabilities and unmaintained crates (deny.toml). Not in `lint`:
+# the RustSec database is fetched from GitHub, which this project's machines
+# do not reach; run it where they do.
+audit: toolchain
+	cargo deny check advisories
 
 # Everything but the acceptance tests (they need a cluster: `make e2e`).
 unit: plugins

@@ -417,7 +417,7 @@ fn read_crds(paths: &[PathBuf]) -> anyhow::Result<Vec<serde_json::Value>> {
 
 fn print<T: Serialize>(value: &T, format: Format) -> anyhow::Result<()> {
     let text = match format {
-        Format::Yaml => serde_yaml::to_string(value)?,
+        Format::Yaml => crate::yaml::to_string(value),
         Format::Json => serde_json::to_string_pretty(value)? + "\n",
     };
     print!("{text}");
@@ -473,7 +473,7 @@ fn render_cmd(args: RenderArgs) -> anyhow::Result<()> {
 fn read_capture(path: &Path) -> anyhow::Result<Capture> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let capture: Capture = serde_yaml::from_str(&text)
+    let capture: Capture = crate::yaml::from_str(&text)
         .with_context(|| format!("{} is not a replay capture", path.display()))?;
     capture
         .check_kind()

@@ -32,7 +32,7 @@ impl Request {
             parent,
             observed,
             related,
-            now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            now: format!("{:.0}", jiff::Timestamp::now()),
             entropy: rand::random::<[u8; 32]>().to_vec(),
         }
     }

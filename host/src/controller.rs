@@ -438,7 +438,7 @@ async fn judge(shared: &Shared, plugin: &Plugin, key: &Key, fault: bool) {
                     digest: new.digest().to_string(),
                     key,
                     reason,
-                    at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    at: format!("{:.0}", jiff::Timestamp::now()),
                 };
                 let previous_manifest = previous.manifest();
                 tracing::warn!(

@@ -14,8 +14,7 @@
 //! Caveat: a cached answer outlives an RBAC change by up to [`ALLOWED_TTL`]
 //! (a grant) or [`DENIED_TTL`] (a refusal).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use dashmap::DashMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authorization::v1::{
@@ -80,7 +79,8 @@ pub enum AccessError {
 pub struct Access {
     client: Client,
     metrics: crate::telemetry::Metrics,
-    cache: Mutex<HashMap<Read, (bool, Instant)>>,
+    /// Shared by every reconcile task: a concurrent map, no lock to hold.
+    cache: DashMap<Read, (bool, Instant)>,
 }
 
 impl Access {
@@ -89,7 +89,7 @@ impl Access {
         Access {
             client,
             metrics,
-            cache: Mutex::new(HashMap::new()),
+            cache: DashMap::new(),
         }
     }
 
@@ -113,12 +113,7 @@ impl Access {
                 String::new()
             },
         };
-        let cached = self
-            .cache
-            .lock()
-            .expect("access cache lock")
-            .get(&read)
-            .copied();
+        let cached = self.cache.get(&read).map(|entry| *entry);
         let allowed = match cached {
             Some((allowed, at))
                 if at.elapsed() < if allowed { ALLOWED_TTL } else { DENIED_TTL } =>
@@ -127,12 +122,11 @@ impl Access {
             }
             _ => {
                 let allowed = self.review(grant, &read).await?;
-                let mut cache = self.cache.lock().expect("access cache lock");
                 // Bounded: one entry per plugin, kind, verb and namespace.
-                if cache.len() > 100_000 {
-                    cache.clear();
+                if self.cache.len() > 100_000 {
+                    self.cache.clear();
                 }
-                cache.insert(read.clone(), (allowed, Instant::now()));
+                self.cache.insert(read.clone(), (allowed, Instant::now()));
                 allowed
             }
         };

@@ -7,7 +7,7 @@
 //!   sides of a comparison share;
 //! - [`check`]: run one case and compare, [`diff`]: show where they part;
 //! - [`suite`]: a whole directory, the report, `--update`;
-//! - [`scaffold`]: `kubeplug new`; [`yaml`]: YAML every SDK reads alike.
+//! - [`scaffold`]: `kubeplug new`.
 
 pub mod check;
 pub mod diff;
@@ -16,6 +16,5 @@ pub mod load;
 pub mod outcome;
 pub mod scaffold;
 pub mod suite;
-pub mod yaml;
 
 pub use suite::{Options, Report, SuiteError, Verdict, run};

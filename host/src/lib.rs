@@ -14,6 +14,11 @@
 //!   versions.
 //! - [`replay`]: failed calls kept with their inputs, fetched with
 //!   `kubeplug replay` and rerun with `kubeplug render --request`.
+//! - [`yaml`]: how every YAML file is read and every YAML text written.
+
+// Unsafe code only where wasmtime requires it (`runtime::cache`, which
+// loads precompiled components); the binaries forbid it outright.
+#![deny(unsafe_code)]
 
 pub mod admission;
 pub mod api;
@@ -45,3 +50,4 @@ pub mod run;
 pub mod runtime;
 pub mod shadow;
 pub mod telemetry;
+pub mod yaml;

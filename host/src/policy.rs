@@ -73,7 +73,7 @@ pub enum PolicyError {
     Parse {
         path: String,
         #[source]
-        source: serde_yaml::Error,
+        source: crate::yaml::Error,
     },
     #[error("invalid policy {path}: {reason}")]
     Invalid { path: String, reason: String },
@@ -140,7 +140,7 @@ impl Policy {
                 source,
             })?;
             let file: PolicyFile =
-                serde_yaml::from_str(&text).map_err(|source| PolicyError::Parse {
+                crate::yaml::from_str(&text).map_err(|source| PolicyError::Parse {
                     path: shown.clone(),
                     source,
                 })?;

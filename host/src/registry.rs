@@ -152,7 +152,7 @@ pub struct Registry {
 }
 
 fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    format!("{:.0}", jiff::Timestamp::now())
 }
 
 /// A file ready to load: its bytes, settings and content key.

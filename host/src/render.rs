@@ -28,7 +28,7 @@ pub enum RenderError {
         path: String,
         index: usize,
         #[source]
-        source: serde_yaml::Error,
+        source: crate::yaml::Error,
     },
     #[error("{path}: expected exactly one parent object, found {count}")]
     ParentCount { path: String, count: usize },
@@ -59,12 +59,14 @@ pub fn read_objects(path: &Path) -> Result<Vec<Value>, RenderError> {
         source,
     })?;
     let mut objects = Vec::new();
-    for (index, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let value = Value::deserialize(doc).map_err(|source| RenderError::Parse {
+    let documents = crate::yaml::from_documents::<Value>(&text).map_err(|(index, source)| {
+        RenderError::Parse {
             path: shown.clone(),
             index,
             source,
-        })?;
+        }
+    })?;
+    for value in documents {
         match value {
             Value::Null => {}
             Value::Object(ref o) if o.get("kind").and_then(Value::as_str) == Some("List") => {
@@ -80,8 +82,6 @@ pub fn read_objects(path: &Path) -> Result<Vec<Value>, RenderError> {
     }
     Ok(objects)
 }
-
-use serde::Deserialize as _;
 
 /// What the operator would do for one parent.
 #[derive(Debug, Serialize)]

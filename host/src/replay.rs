@@ -150,7 +150,7 @@ impl Capture {
             digest: plugin.digest().into(),
             call,
             parent: parent_key(namespace, name),
-            at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            at: format!("{:.3}", jiff::Timestamp::now()),
             error: error.into(),
             reason: reason.into(),
             // The runtime made this text from JSON; it parses.
@@ -218,18 +218,27 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn capture_times_keep_milliseconds_and_call_times_whole_seconds() {
+        let t = jiff::Timestamp::new(1_795_975_200, 5_000_000).unwrap();
+        assert_eq!(format!("{t:.3}"), "2026-11-29T18:00:00.005Z");
+        assert_eq!(format!("{t:.0}"), "2026-11-29T18:00:00Z");
+        let whole = jiff::Timestamp::new(1_795_975_200, 0).unwrap();
+        assert_eq!(format!("{whole:.3}"), "2026-11-29T18:00:00.000Z");
+    }
+
+    #[test]
     fn a_capture_round_trips_through_yaml_and_json_unchanged() {
         let c = capture(
             "default/db",
             "plugin database returned an error: no: \"way\"\n",
         );
-        let yaml = serde_yaml::to_string(&c).unwrap();
+        let yaml = crate::yaml::to_string(&c);
         assert!(yaml.starts_with("apiVersion: kubeplug.io/v1alpha1\nkind: Replay\n"));
-        assert_eq!(serde_yaml::from_str::<Capture>(&yaml).unwrap(), c);
+        assert_eq!(crate::yaml::from_str::<Capture>(&yaml).unwrap(), c);
         let json = serde_json::to_string(&c).unwrap();
         assert_eq!(serde_json::from_str::<Capture>(&json).unwrap(), c);
         // The request texts survive byte for byte.
-        let back: Capture = serde_yaml::from_str(&yaml).unwrap();
+        let back: Capture = crate::yaml::from_str(&yaml).unwrap();
         assert_eq!(
             back.request().unwrap().parent,
             c.request.parent.as_str().into()
@@ -249,7 +258,7 @@ pub(crate) mod tests {
             config: serde_json::from_str(&text).unwrap(),
             ..capture("default/db", "x")
         };
-        let back: Capture = serde_yaml::from_str(&serde_yaml::to_string(&c).unwrap()).unwrap();
+        let back: Capture = crate::yaml::from_str(&crate::yaml::to_string(&c)).unwrap();
         assert_eq!(back.config.to_string(), text);
     }
 
@@ -262,10 +271,10 @@ pub(crate) mod tests {
     #[test]
     fn limits_survive_a_file() {
         let limits = runtime::Limits::default();
-        let text = serde_yaml::to_string(&limits).unwrap();
+        let text = crate::yaml::to_string(&limits);
         assert!(text.contains("timeoutMs: 2000"), "{text}");
         assert_eq!(
-            serde_yaml::from_str::<runtime::Limits>(&text).unwrap(),
+            crate::yaml::from_str::<runtime::Limits>(&text).unwrap(),
             limits
         );
     }

@@ -193,7 +193,8 @@ mod tests {
         assert!(settings(10, 1.5).validate().is_err());
         assert!(settings(0, 0.5).validate().is_err());
         assert!(RollbackSettings::default().validate().is_ok());
-        let parsed: RollbackSettings = serde_yaml::from_str("calls: 5\nmaxErrorRate: 0.1").unwrap();
+        let parsed: RollbackSettings =
+            crate::yaml::from_str("calls: 5\nmaxErrorRate: 0.1").unwrap();
         assert_eq!(parsed.calls, 5);
         assert_eq!(parsed.seconds, 300);
     }

@@ -18,6 +18,10 @@
 mod answer;
 mod bindings;
 pub mod budget;
+#[allow(
+    unsafe_code,
+    reason = "loading a precompiled component is unsafe in wasmtime's API; see the module"
+)]
 mod cache;
 pub mod compile;
 mod error;

@@ -259,7 +259,7 @@ impl Shadow {
             plugin,
             key,
             file,
-            since: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            since: format!("{:.0}", jiff::Timestamp::now()),
             stats: Mutex::default(),
             slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
             slot_count: slots.max(1),

@@ -152,7 +152,7 @@ fn render_prints_yaml_by_default() {
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(text.starts_with("plugin: myapp@0.1.0\n"), "{text}");
-    let out: Value = serde_yaml::from_str(&text).expect("stdout is YAML");
+    let out: Value = kubeplug::yaml::from_str(&text).expect("stdout is YAML");
     assert_eq!(out["children"][0]["metadata"]["name"], "web-deploy");
     assert_eq!(out["children"][0]["metadata"]["namespace"], "shop");
 }
@@ -371,7 +371,7 @@ fn capture_file(dir: &Path, spec: Value, entropy: &[u8], digest: &str, error: &s
         "redacted": [],
     });
     let path = dir.join("replay.yaml");
-    std::fs::write(&path, serde_yaml::to_string(&capture).unwrap()).unwrap();
+    std::fs::write(&path, kubeplug::yaml::to_string(&capture)).unwrap();
     path
 }
 

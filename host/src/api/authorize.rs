@@ -2,8 +2,9 @@
 //! SubjectAccessReview per (user, request) pair, cached briefly as
 //! kube-apiserver's delegating authorizer does.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+
+use dashmap::DashMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authorization::v1::{
@@ -59,25 +60,25 @@ const MAX_ENTRIES: usize = 10_000;
 
 pub struct Authorizer {
     client: kube::Client,
-    /// Decisions and when they were made.
-    cache: Mutex<HashMap<Key, (bool, Instant)>>,
+    /// Decisions and when they were made, shared by every request's task.
+    cache: DashMap<Key, (bool, Instant)>,
 }
 
 impl Authorizer {
     pub fn new(client: kube::Client) -> Self {
         Authorizer {
             client,
-            cache: Mutex::new(HashMap::new()),
+            cache: DashMap::new(),
         }
     }
 
     /// Ok(true) if RBAC allows `user` to do `what`.
     pub async fn allowed(&self, user: &UserInfo, what: &Attributes) -> Result<bool, String> {
         let key = Key::new(user, what);
-        if let Some((allowed, at)) = self.cache.lock().expect("authz cache").get(&key)
-            && at.elapsed() < TTL
+        if let Some(entry) = self.cache.get(&key)
+            && entry.1.elapsed() < TTL
         {
-            return Ok(*allowed);
+            return Ok(entry.0);
         }
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
@@ -104,12 +105,13 @@ impl Authorizer {
             .await
             .map_err(|e| format!("SubjectAccessReview failed: {e}"))?;
         let allowed = answer.status.is_some_and(|s| s.allowed);
-        let mut cache = self.cache.lock().expect("authz cache");
-        cache.retain(|_, (_, at)| at.elapsed() < TTL);
-        if cache.len() >= MAX_ENTRIES {
-            cache.clear();
+        // Concurrent requests may each add one past the bound: it stays a
+        // bound on memory all the same.
+        self.cache.retain(|_, (_, at)| at.elapsed() < TTL);
+        if self.cache.len() >= MAX_ENTRIES {
+            self.cache.clear();
         }
-        cache.insert(key, (allowed, Instant::now()));
+        self.cache.insert(key, (allowed, Instant::now()));
         Ok(allowed)
     }
 }

@@ -154,7 +154,7 @@ impl Server {
         };
         let mut metadata = json!({
             "namespace": namespace,
-            "creationTimestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "creationTimestamp": format!("{:.0}", jiff::Timestamp::now()),
         });
         if let Some(name) = request["metadata"]["name"].as_str() {
             metadata["name"] = json!(name);

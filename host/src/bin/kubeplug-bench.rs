@@ -23,6 +23,8 @@
 //! serde_json parse + print of the same request as the floor any
 //! JSON-in/JSON-out design pays.
 
+#![forbid(unsafe_code)]
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -19,6 +19,8 @@
 //! default `info`); logs its counters (`reconciles=N failures=N reads=N
 //! writes=N`) on SIGUSR1 and when it stops (SIGTERM or Ctrl-C, graceful).
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -98,7 +100,7 @@ async fn reconcile(db: Arc<DynamicObject>, st: Arc<State>) -> Result<Action, Err
     )?;
 
     // The same logic the plugin runs in Wasm, called natively.
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let now = format!("{:.0}", jiff::Timestamp::now());
     let mut ctx = Context::new(
         serde_json::to_value(&*db)?,
         database::Config::default(),

@@ -148,5 +148,5 @@ pub fn compare(expected: &Outcome, actual: &Outcome) -> Vec<FieldDiff> {
 }
 
 fn yaml(value: &Value) -> String {
-    serde_yaml::to_string(value).expect("JSON values serialize as YAML")
+    crate::yaml::to_string(value)
 }

@@ -1,16 +1,11 @@
-//! A small unified line diff (longest common subsequence), enough to show
-//! where an expected value and an actual one part. Values of a case are a
-//! few hundred lines at most, so the quadratic table is cheap.
+//! A unified line diff, enough to show where an expected value and an
+//! actual one part: the edit script is `similar`'s (Myers), the layout ours
+//! (no line numbers, `@@` where unchanged lines are cut).
+
+use similar::{ChangeTag, TextDiff};
 
 /// Lines of context kept around each change.
 const CONTEXT: usize = 3;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Same,
-    Removed,
-    Added,
-}
 
 /// `expected` against `actual`, line by line: `-` lines only expected, `+`
 /// lines only actual, unchanged runs cut to [`CONTEXT`] lines around each
@@ -18,75 +13,33 @@ enum Op {
 pub fn unified(expected: &str, actual: &str) -> String {
     let a: Vec<&str> = expected.lines().collect();
     let b: Vec<&str> = actual.lines().collect();
-    let ops = script(&a, &b);
-    if ops.iter().all(|(op, _)| *op == Op::Same) {
-        return String::new();
-    }
-    // Keep a line when a change is within CONTEXT lines of it.
-    let changed: Vec<usize> = ops
-        .iter()
-        .enumerate()
-        .filter(|(_, (op, _))| *op != Op::Same)
-        .map(|(i, _)| i)
-        .collect();
-    let near = |i: usize| changed.iter().any(|&c| c.abs_diff(i) <= CONTEXT);
+    let diff = TextDiff::from_slices(&a, &b);
+    let groups = diff.grouped_ops(CONTEXT);
     let mut out = String::new();
-    let mut skipped = false;
-    for (i, (op, line)) in ops.iter().enumerate() {
-        if !near(i) {
-            skipped = true;
-            continue;
-        }
-        if skipped {
+    for (index, ops) in groups.iter().enumerate() {
+        // Groups are apart by more than twice the context: a cut between
+        // any two, and before the first unless it starts the text.
+        if index > 0 || ops.first().is_some_and(|op| op.old_range().start > 0) {
             out.push_str("@@\n");
         }
-        skipped = false;
-        let sign = match op {
-            Op::Same => ' ',
-            Op::Removed => '-',
-            Op::Added => '+',
-        };
-        out.push(sign);
-        out.push_str(line);
-        out.push('\n');
+        for change in ops.iter().flat_map(|op| diff.iter_changes(op)) {
+            out.push(match change.tag() {
+                ChangeTag::Equal => ' ',
+                ChangeTag::Delete => '-',
+                ChangeTag::Insert => '+',
+            });
+            out.push_str(change.value());
+            out.push('\n');
+        }
     }
-    if skipped {
+    let shown_to = groups
+        .last()
+        .and_then(|ops| ops.last())
+        .map_or(0, |op| op.old_range().end);
+    if !groups.is_empty() && shown_to < diff.old_slices().len() {
         out.push_str("@@\n");
     }
     out
-}
-
-/// The edit script from `a` to `b` through their longest common
-/// subsequence.
-fn script<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<(Op, &'a str)> {
-    let (n, m) = (a.len(), b.len());
-    // lcs[i][j]: length of the LCS of a[i..] and b[j..].
-    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let (mut i, mut j) = (0, 0);
-    let mut ops = Vec::with_capacity(n + m);
-    while i < n || j < m {
-        if i < n && j < m && a[i] == b[j] {
-            ops.push((Op::Same, a[i]));
-            i += 1;
-            j += 1;
-        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
-            ops.push((Op::Removed, a[i]));
-            i += 1;
-        } else {
-            ops.push((Op::Added, b[j]));
-            j += 1;
-        }
-    }
-    ops
 }
 
 #[cfg(test)]

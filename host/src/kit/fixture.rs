@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::outcome::{Call, Outcome};
+use crate::yaml;
 
 /// The `now` of a case that gives none.
 pub const DEFAULT_NOW: &str = "2026-11-29T18:00:00Z";
@@ -31,7 +32,7 @@ pub enum FixtureError {
         path: String,
         document: usize,
         #[source]
-        source: serde_yaml::Error,
+        source: yaml::Error,
     },
     #[error("{path}: document {document}: {reason}")]
     Invalid {
@@ -91,22 +92,17 @@ pub fn is_fixture(path: &Path) -> bool {
 
 /// Every document of a file as YAML values (JSON is YAML), empty ones kept
 /// as `Null` so that indices stay those of the file.
-pub fn read_documents(path: &Path) -> Result<Vec<serde_yaml::Value>, FixtureError> {
+pub fn read_documents(path: &Path) -> Result<Vec<yaml::Value>, FixtureError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| FixtureError::Read {
         path: shown.clone(),
         source,
     })?;
-    serde_yaml::Deserializer::from_str(&text)
-        .enumerate()
-        .map(|(document, doc)| {
-            serde_yaml::Value::deserialize(doc).map_err(|source| FixtureError::Parse {
-                path: shown.clone(),
-                document: document + 1,
-                source,
-            })
-        })
-        .collect()
+    yaml::from_documents(&text).map_err(|(document, source)| FixtureError::Parse {
+        path: shown,
+        document: document + 1,
+        source,
+    })
 }
 
 /// The cases of one file, in document order.
@@ -127,7 +123,7 @@ pub fn read_cases(path: &Path) -> Result<Vec<Case>, FixtureError> {
             document: index + 1,
             reason,
         };
-        let written: Written = serde_yaml::from_value(doc).map_err(|e| invalid(e.to_string()))?;
+        let written: Written = doc.to_typed().map_err(|e| invalid(e.to_string()))?;
         let default_name = if count > 1 {
             format!("{file_name}#{}", cases.len() + 1)
         } else {
@@ -145,7 +141,7 @@ fn case(
     document: usize,
 ) -> Result<Case, String> {
     let now = written.now.unwrap_or_else(|| DEFAULT_NOW.into());
-    chrono::DateTime::parse_from_rfc3339(&now)
+    now.parse::<jiff::Timestamp>()
         .map_err(|e| format!("now: {now:?} is not an RFC 3339 time: {e}"))?;
     let entropy = match written.entropy {
         None => default_entropy(),

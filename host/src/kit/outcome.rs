@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::runtime::{Event, GuestError};
+use crate::yaml;
 
 /// Which export of the plugin a case calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -174,8 +175,8 @@ impl Outcome {
 
     /// `expect` as `--update` writes it: only the fields that say
     /// something, in print order.
-    pub fn to_expect(&self) -> serde_yaml::Value {
-        let mut out = serde_yaml::Mapping::new();
+    pub fn to_expect(&self) -> yaml::Value {
+        let mut out = yaml::Mapping::new();
         for field in self.call.fields() {
             let value = &self.fields[*field];
             if *value == empty(field) {
@@ -187,10 +188,9 @@ impl Outcome {
             {
                 patch.retain(|_, v| v.as_object().is_none_or(|m| !m.is_empty()));
             }
-            let value = serde_yaml::to_value(&value).expect("JSON values are YAML values");
-            out.insert((*field).into(), value);
+            out.insert((*field).into(), (&value).into());
         }
-        serde_yaml::Value::Mapping(out)
+        yaml::Value::Mapping(out)
     }
 }
 
@@ -234,7 +234,7 @@ mod tests {
     use super::*;
 
     fn expected(call: Call, yaml: &str) -> Result<Outcome, String> {
-        Outcome::expected(call, serde_yaml::from_str(yaml).unwrap())
+        Outcome::expected(call, crate::yaml::from_str(yaml).unwrap())
     }
 
     fn child(kind: &str, name: &str) -> Value {
@@ -329,15 +329,12 @@ mod tests {
         outcome.set("requeueAfterSeconds", json!(30)).unwrap();
         let written = outcome.to_expect();
         assert_eq!(
-            serde_yaml::to_string(&written).unwrap(),
+            crate::yaml::to_string(&written),
             "parentPatch:\n  annotations:\n    a: b\nrequeueAfterSeconds: 30\n"
         );
-        let read = Outcome::expected(
-            Call::Reconcile,
-            Some(serde_yaml::from_value(written).unwrap()),
-        );
+        let read = Outcome::expected(Call::Reconcile, Some(written.to_typed().unwrap()));
         assert_eq!(read.unwrap(), outcome);
         let empty = Outcome::empty(Call::Finalize).to_expect();
-        assert_eq!(empty, serde_yaml::Value::Mapping(Default::default()));
+        assert_eq!(empty, crate::yaml::Value::Mapping(Default::default()));
     }
 }

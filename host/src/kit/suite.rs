@@ -14,6 +14,7 @@ use crate::policy::Policy;
 use crate::runtime::{
     CallError, GuestError, LimitSettings, Limits, LoadError, Plugin, PluginOptions, Runtime,
 };
+use crate::yaml;
 
 /// What a run needs besides the directory.
 #[derive(Debug, Clone, Default)]
@@ -316,7 +317,7 @@ pub fn run(runtime: &Runtime, dir: &Path, options: &Options) -> Result<Report, S
         .unwrap_or_else(|| Value::Object(Default::default()));
     let mut results = Vec::new();
     // file -> document -> new `expect`.
-    let mut updates: BTreeMap<PathBuf, BTreeMap<usize, serde_yaml::Value>> = BTreeMap::new();
+    let mut updates: BTreeMap<PathBuf, BTreeMap<usize, yaml::Value>> = BTreeMap::new();
     for case in &cases {
         let subject = loader.get(case.config.as_ref().unwrap_or(&default_config))?;
         let verdict = match check::answer(case, subject, &options.policy) {
@@ -374,10 +375,7 @@ fn label(case: &Case) -> String {
 /// comments and layout elsewhere survive; when that cannot be done safely
 /// (e.g. a case in flow style, or JSON) the file is written out again whole,
 /// keys in their order but without comments.
-pub fn rewrite(
-    file: &Path,
-    expects: &BTreeMap<usize, serde_yaml::Value>,
-) -> Result<(), SuiteError> {
+pub fn rewrite(file: &Path, expects: &BTreeMap<usize, yaml::Value>) -> Result<(), SuiteError> {
     let read = |source| SuiteError::Write {
         path: file.display().to_string(),
         source,
@@ -385,7 +383,7 @@ pub fn rewrite(
     let text = std::fs::read_to_string(file).map_err(read)?;
     let mut documents = fixture::read_documents(file)?;
     for (index, expect) in expects {
-        if let Some(serde_yaml::Value::Mapping(case)) = documents.get_mut(*index) {
+        if let Some(yaml::Value::Mapping(case)) = documents.get_mut(*index) {
             case.insert("expect".into(), expect.clone());
         }
     }
@@ -404,7 +402,7 @@ pub fn rewrite(
         None => documents
             .iter()
             .filter(|d| !d.is_null())
-            .map(super::yaml::to_string)
+            .map(yaml::to_string)
             .collect::<Vec<_>>()
             .join("---\n"),
     };
@@ -412,11 +410,9 @@ pub fn rewrite(
 }
 
 /// Does `text` parse into exactly `documents` (empty ones aside)?
-fn reads_as(text: &str, documents: &[serde_yaml::Value]) -> bool {
-    let parsed: Result<Vec<serde_yaml::Value>, _> = serde_yaml::Deserializer::from_str(text)
-        .map(serde::Deserialize::deserialize)
-        .collect();
-    let want: Vec<&serde_yaml::Value> = documents.iter().filter(|d| !d.is_null()).collect();
+fn reads_as(text: &str, documents: &[yaml::Value]) -> bool {
+    let parsed = yaml::from_documents::<yaml::Value>(text);
+    let want: Vec<&yaml::Value> = documents.iter().filter(|d| !d.is_null()).collect();
     parsed.is_ok_and(|p| p.iter().filter(|d| !d.is_null()).collect::<Vec<_>>() == want)
 }
 
@@ -424,6 +420,8 @@ mod splice {
     //! Replace the top-level `expect:` block of YAML documents as text.
 
     use std::collections::BTreeMap;
+
+    use crate::yaml;
 
     fn separator(line: &str) -> bool {
         line == "---" || line.starts_with("--- ") || line.starts_with("---\t")
@@ -436,7 +434,7 @@ mod splice {
 
     /// `text` with the `expect` of the documents in `expects` replaced; the
     /// caller checks that the result parses as intended.
-    pub fn expects(text: &str, expects: &BTreeMap<usize, serde_yaml::Value>) -> Option<String> {
+    pub fn expects(text: &str, expects: &BTreeMap<usize, yaml::Value>) -> Option<String> {
         let mut chunks: Vec<Vec<String>> = vec![Vec::new()];
         for line in text.lines() {
             if separator(line) {
@@ -458,8 +456,8 @@ mod splice {
         Some(out)
     }
 
-    fn replace(lines: &mut Vec<String>, expect: &serde_yaml::Value) -> Option<()> {
-        let body = super::super::yaml::to_string(expect);
+    fn replace(lines: &mut Vec<String>, expect: &yaml::Value) -> Option<()> {
+        let body = crate::yaml::to_string(expect);
         let block: Vec<String> = if expect.as_mapping().is_some_and(|m| m.is_empty()) {
             vec!["expect: {}".into()]
         } else {
@@ -504,7 +502,7 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         let expects = expects
             .iter()
-            .map(|(i, y)| (*i, serde_yaml::from_str(y).unwrap()))
+            .map(|(i, y)| (*i, yaml::from_str(y).unwrap()))
             .collect();
         rewrite(&path, &expects).unwrap();
         std::fs::read_to_string(&path).unwrap()

@@ -115,7 +115,7 @@ impl Layout {
                     )
                 })?;
                 let settings: PluginSettings =
-                    serde_yaml::from_str(&text).map_err(|e| settings_error(&sp, &e))?;
+                    crate::yaml::from_str(&text).map_err(|e| settings_error(&sp, &e))?;
                 settings
                     .rollback
                     .validate()
@@ -294,20 +294,21 @@ pub(super) fn check_header(bytes: &[u8], shown: &Path) -> Result<(), String> {
 /// Why a settings file does not parse, without a word of its content
 /// (serde's messages quote the values and keys they trip on: a settings
 /// file that is really a token must not end up in `lastError`).
-pub(super) fn settings_error(shown: &Path, error: &serde_yaml::Error) -> String {
-    let text = error.to_string();
-    let what = if text.starts_with("unknown field") {
-        "a key that is not a setting (settings are config, limits and rollback)"
-    } else if text.starts_with("invalid type") || text.starts_with("invalid value") {
-        "a value of the wrong type (the document must be a mapping of config, limits and rollback)"
-    } else if text.starts_with("duplicate") {
-        "a key given twice"
-    } else {
-        "text that is not a YAML settings document"
+pub(super) fn settings_error(shown: &Path, error: &crate::yaml::Error) -> String {
+    use crate::yaml::Mistake;
+    let what = match error.mistake() {
+        Mistake::UnknownKey => {
+            "a key that is not a setting (settings are config, limits and rollback)"
+        }
+        Mistake::WrongType => {
+            "a value of the wrong type (the document must be a mapping of config, limits and rollback)"
+        }
+        Mistake::DuplicateKey => "a key given twice",
+        Mistake::Other => "text that is not a YAML settings document",
     };
     let at = error
         .location()
-        .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
+        .map(|(line, column)| format!(" at line {line}, column {column}"))
         .unwrap_or_default();
     format!(
         "invalid settings {}: {what}{at} (its content is not shown)",

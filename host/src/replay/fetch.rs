@@ -234,7 +234,7 @@ pub fn replay_cmd(args: ReplayArgs) -> anyhow::Result<()> {
                 args.plugin
             )
         })?;
-    let yaml = serde_yaml::to_string(&capture)?;
+    let yaml = crate::yaml::to_string(&capture);
     let file = match &args.output {
         Some(path) => {
             std::fs::write(path, &yaml)

@@ -8,6 +8,10 @@
 //! Secret is observed the plugin returns it unchanged, so `render` shows what
 //! is there.
 
+// Deny, not forbid: the generated export glue is unsafe and allowed where
+// it is expanded; everything written here stays safe.
+#![deny(unsafe_code)]
+
 mod spec;
 mod status;
 

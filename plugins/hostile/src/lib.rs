@@ -96,6 +96,10 @@
 //!   5000) Normal events (reason `FinalizeFlood`, message `event <i>`); logs
 //!   `finalize flood` on every call.
 
+// Deny, not forbid: the generated export glue is unsafe and allowed where
+// it is expanded; everything written here stays safe.
+#![deny(unsafe_code)]
+
 use std::collections::BTreeMap;
 
 use kubeplug_sdk::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};

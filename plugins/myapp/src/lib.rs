@@ -1,6 +1,10 @@
 //! `myapp`: a `MyApp` (`example.com/v1alpha1`) becomes a Deployment named
 //! `<name>-deploy`; its status reports the phase and available replicas.
 
+// Deny, not forbid: the generated export glue is unsafe and allowed where
+// it is expanded; everything written here stays safe.
+#![deny(unsafe_code)]
+
 use std::collections::BTreeMap;
 
 use kubeplug_sdk::k8s_openapi::api::apps::v1::Deployment;

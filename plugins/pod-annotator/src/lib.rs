@@ -4,6 +4,10 @@
 //! Configuration: `{"namespaces": ["team-a", "team-b"]}`. An empty or missing
 //! list is refused: stamping every Pod of a cluster is never what was meant.
 
+// Deny, not forbid: the generated export glue is unsafe and allowed where
+// it is expanded; everything written here stays safe.
+#![deny(unsafe_code)]
+
 use kubeplug_sdk::k8s_openapi::api::core::v1::Pod;
 use kubeplug_sdk::{Context, Error, Event, Manifest, Meta, Plugin, Resource, Response};
 use serde::Deserialize;

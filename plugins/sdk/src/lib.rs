@@ -42,6 +42,10 @@
 //! The shipped plugins do all three and stay under 300 KiB; see
 //! `plugins/database` for a composite plugin written this way.
 
+// Deny, not forbid: the generated export glue is unsafe and allowed where
+// it is expanded; everything written here stays safe.
+#![deny(unsafe_code)]
+
 mod conditions;
 mod context;
 mod manifest;
@@ -56,6 +60,7 @@ pub mod adapter;
 /// Bindings generated from `wit/plugin.wit`. Plugin code rarely needs them
 /// directly: the types below wrap them.
 #[doc(hidden)]
+#[allow(unsafe_code, reason = "wit-bindgen's generated ABI glue")]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
@@ -128,6 +133,7 @@ macro_rules! export_plugin {
         // of a plugin crate (unit tests, benchmarks) must not define these
         // symbols, whose names native linkers reject.
         #[cfg(target_arch = "wasm32")]
+        #[allow(unsafe_code, reason = "wit-bindgen's generated export glue")]
         const _: () = {
         struct __KubeplugGuest;
 

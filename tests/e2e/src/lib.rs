@@ -8,6 +8,8 @@
 //! Each test gets a fresh namespace; on failure the namespace's objects and
 //! the tail of the host's log are printed (linkerd's policy-test habit).
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -358,7 +358,7 @@ fn a_failed_reconcile_is_fetched_and_replayed_offline_with_the_same_error_and_se
         String::from_utf8_lossy(&fetched.stderr)
     );
     let capture: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&file).expect("read capture"))
+        serde_saphyr::from_str(&std::fs::read_to_string(&file).expect("read capture"))
             .expect("the capture is YAML");
     assert_eq!(capture["kind"], "Replay");
     assert_eq!(

@@ -17,6 +17,8 @@
 //! ~2 s at ~135 MiB peak RSS; 100,000 functions (8.1 MB) in ~11 s at
 //! ~630 MiB. Both grow about linearly with `<functions>`.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use wasm_encoder::{

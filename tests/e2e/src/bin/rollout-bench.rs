@@ -9,6 +9,8 @@
 //!
 //! Needs `KUBECONFIG`/`KUBECTL` of a running cluster and built plugins/host.
 
+#![forbid(unsafe_code)]
+
 use std::time::{Duration, Instant};
 
 use kubeplug_e2e::*;
