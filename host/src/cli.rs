@@ -30,7 +30,7 @@ struct Cli {
         value_enum,
         default_value = "text"
     )]
-    log_format: crate::telemetry::LogFormat,
+    log_format: crate::logging::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -306,7 +306,7 @@ struct OfflineArgs {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    crate::telemetry::init_tracing(cli.log_format);
+    crate::logging::init_tracing(cli.log_format);
     match run(cli) {
         Ok(code) => code,
         Err(error) => {

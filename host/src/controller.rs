@@ -17,11 +17,13 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::apply::metrics::ApplyMetrics;
 use crate::apply::{WriteError, Writer};
 use crate::identity::Access;
 use crate::informers::{Handler, Informers, Key, Object, Scope, Subscription};
 use crate::leader::{Elector, Leadership};
 use crate::manifest::Manifest;
+use crate::metrics::OperatorMetrics;
 use crate::policy::Effective;
 use crate::queue::Queue;
 use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources};
@@ -29,7 +31,6 @@ use crate::replay::{Call, Capture, Ring};
 use crate::rollback::{self, Probation, RollbackSettings};
 use crate::runtime::{Event, Plugin};
 use crate::shadow::Shadow;
-use crate::telemetry::Metrics;
 
 /// Scheduling knobs shared by every controller of a host.
 #[derive(Debug, Clone)]
@@ -88,7 +89,7 @@ struct Shared {
     sources: Sources,
     writer: Writer,
     fence: Fence,
-    metrics: Metrics,
+    metrics: OperatorMetrics,
     settings: Settings,
     failures: Mutex<HashMap<Key, u32>>,
     /// Calls past their deadline lately (see [`overdue`]).
@@ -262,7 +263,8 @@ impl Controller {
         plugin: Plugin,
         identity: Identity,
         informers: &Informers,
-        metrics: Metrics,
+        metrics: OperatorMetrics,
+        apply_metrics: ApplyMetrics,
         settings: Settings,
     ) -> Controller {
         let manifest = plugin.manifest().clone();
@@ -311,7 +313,7 @@ impl Controller {
             identity.client,
             &manifest.name,
             manifest.field_manager(),
-            metrics.clone(),
+            apply_metrics,
             leadership.clone(),
         );
         let fence = Fence {

@@ -12,6 +12,7 @@
 //! - [`replay`]: failed calls kept with their inputs, fetched with
 //!   `kubeplug replay` and rerun with `kubeplug render --request`.
 
+pub mod admin;
 pub mod api;
 pub mod apply;
 pub mod cli;
@@ -24,7 +25,9 @@ pub mod identity;
 pub mod informers;
 pub mod kit;
 pub mod leader;
+pub mod logging;
 pub mod manifest;
+pub mod metrics;
 pub mod plan;
 pub mod policy;
 pub mod preview;
@@ -37,4 +40,3 @@ pub mod rollback;
 pub mod run;
 pub mod runtime;
 pub mod shadow;
-pub mod telemetry;

@@ -13,11 +13,11 @@ use crate::controller::budget::EventBudget;
 use crate::identity::{Access, AccessError};
 use crate::informers::{Key, Object, View};
 use crate::manifest::{Manifest, Related};
+use crate::metrics::OperatorMetrics;
 use crate::plan::{self, ObjectKey};
 use crate::policy::Effective;
 use crate::runtime::{CallError, Desired, Event, Plugin, Request};
 use crate::shadow::Shadow;
-use crate::telemetry::Metrics;
 
 /// Why a reconcile failed. Each is retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -100,7 +100,7 @@ pub struct Fence {
     pub grant: Arc<Effective>,
     pub access: Arc<Access>,
     pub events: EventBudget,
-    pub metrics: Metrics,
+    pub metrics: OperatorMetrics,
 }
 
 impl Fence {

@@ -47,11 +47,11 @@ use crate::discovery::Scopes;
 use crate::identity::{self, Access};
 use crate::informers::Informers;
 use crate::manifest::Mode;
+use crate::metrics::OperatorMetrics;
 use crate::policy::PolicyFiles;
 use crate::rollback::RollbackSettings;
 use crate::runtime::{LimitSettings, Plugin, PluginOptions, Runtime};
 use crate::shadow::{Shadow, ShadowStatus};
-use crate::telemetry::Metrics;
 
 mod placement;
 
@@ -188,7 +188,9 @@ pub struct Wiring {
     pub access: Arc<Access>,
     /// The platform's policy, re-read on every rescan.
     pub policy: Arc<PolicyFiles>,
-    pub metrics: Metrics,
+    pub metrics: OperatorMetrics,
+    /// Each plugin's writes and reads, counted by its writer.
+    pub apply_metrics: crate::apply::metrics::ApplyMetrics,
     pub settings: Settings,
     /// `--namespaces`: the only namespaces any plugin is served in.
     pub namespaces: Option<Vec<String>>,
@@ -637,6 +639,7 @@ impl Registry {
                     identity,
                     &w.informers,
                     w.metrics.clone(),
+                    w.apply_metrics.clone(),
                     w.settings.clone(),
                 );
                 entry.serving = Some(Serving {

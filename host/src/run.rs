@@ -1,5 +1,7 @@
 //! `kubeplug run`: wire the operator together and run it until a signal.
 
+mod metrics;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 
+use crate::admin::{self, Detail, Probes};
 use crate::api::limits::PreviewLimits;
 use crate::cli::{PolicyArgs, RuntimeArgs};
 use crate::client::ClientSettings;
@@ -19,7 +22,7 @@ use crate::informers::Informers;
 use crate::leader::{Elector, LeaseSettings};
 use crate::registry::{Registry, Wiring};
 use crate::runtime::budget;
-use crate::telemetry::{self, Detail, Metrics, Probes};
+use metrics::HostMetrics;
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -228,9 +231,10 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     .context("failed to build the leader-election client")?;
     let plan = memory_plan(args.memory_limit_mib, args.runtime.compiles)?;
     let runtime = Arc::new(args.runtime.bounded_runtime()?.with_memory_plan(plan));
-    let metrics = Metrics::new();
+    let metrics = HostMetrics::new();
     let informers = Arc::new(
-        Informers::new(client.clone(), metrics.clone()).with_watch_budget(args.watch_cache_bytes),
+        Informers::new(client.clone(), metrics.informers.clone())
+            .with_watch_budget(args.watch_cache_bytes),
     );
     let elector = if args.leader_elect {
         let lease = LeaseSettings {
@@ -242,7 +246,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         lease
             .validate()
             .map_err(|e| anyhow::anyhow!("invalid leader election timing: {e}"))?;
-        Some(Elector::start(lease_client, lease, metrics.clone()))
+        Some(Elector::start(lease_client, lease, metrics.leader.clone()))
     } else {
         None
     };
@@ -274,12 +278,13 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         Wiring {
             runtime: runtime.clone(),
             informers: informers.clone(),
-            access: Arc::new(Access::new(client.clone(), metrics.clone())),
+            access: Arc::new(Access::new(client.clone(), metrics.access.clone())),
             client: client.clone(),
             config: config.clone(),
             client_settings: client_settings.clone(),
             policy,
-            metrics: metrics.clone(),
+            metrics: metrics.operator.clone(),
+            apply_metrics: metrics.apply.clone(),
             settings,
             namespaces: (!args.namespaces.is_empty()).then(|| args.namespaces.clone()),
             max_plugin_bytes: args.max_plugin_bytes,
@@ -288,14 +293,15 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
 
     let scanned = Arc::new(AtomicBool::new(false));
     let api = Arc::new(ApiHealth::default());
-    let api_checks = tokio::spawn(api.clone().watch(client.clone(), metrics.clone()));
+    let api_checks = tokio::spawn(api.clone().watch(client.clone(), metrics.health.clone()));
+    let operator_metrics = metrics.operator.clone();
     let probes = Arc::new(Probes {
-        metrics: metrics.clone(),
+        metrics: metrics.registry,
         refresh: {
             let (registry, budget, metrics) = (
                 registry.clone(),
                 runtime.memory_budget().clone(),
-                metrics.clone(),
+                operator_metrics.clone(),
             );
             Box::new(move || {
                 registry.report_states();
@@ -386,7 +392,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         None => None,
     };
     let (stop_http, http_stopped) = tokio::sync::watch::channel(false);
-    let mut server = tokio::spawn(telemetry::serve(args.listen, probes.clone(), http_stopped));
+    let mut server = tokio::spawn(admin::serve(args.listen, probes.clone(), http_stopped));
 
     // A scan skips files younger than SETTLE (perhaps still being written).
     // Plugins copied in just before start are the common case: wait for
@@ -408,7 +414,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             .watch(Duration::from_secs(args.rescan_seconds.max(1)), again),
     );
     let queue_gauges = {
-        let (registry, metrics) = (registry.clone(), metrics.clone());
+        let (registry, metrics) = (registry.clone(), operator_metrics.clone());
         tokio::spawn(async move {
             loop {
                 for (plugin, len) in registry.queue_lengths() {

@@ -1,4 +1,4 @@
-//! Metrics, health endpoints and tracing setup.
+//! The admin HTTP server: `/metrics`, health endpoints and plugin status.
 //!
 //! `/metrics` (Prometheus text), `/healthz` (the process is up), `/readyz`
 //! (every watch has listed once, kubert's `initialized` habit), `/plugins`
@@ -14,520 +14,12 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PluginLabels {
-    plugin: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    plugin: String,
-    /// `ok` or a short error label (see `CallError::label`).
-    result: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ShadowLabels {
-    plugin: String,
-    /// `compared` (parents compared) or `differing` (parents whose latest
-    /// comparison differs).
-    parents: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResourceLabels {
-    resource: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct WriteLabels {
-    plugin: String,
-    verb: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct InfoLabels {
-    plugin: String,
-    version: String,
-    digest: String,
-    state: String,
-}
-
-struct Inner {
-    registry: Registry,
-    reconciles: Family<ResultLabels, Counter>,
-    duration: Family<PluginLabels, Histogram>,
-    writes: Family<WriteLabels, Counter>,
-    reads: Family<WriteLabels, Counter>,
-    access_reviews: Counter,
-    queue_depth: Family<PluginLabels, Gauge>,
-    plugin_info: Family<InfoLabels, Gauge>,
-    /// The info series currently set per plugin, to replace it on upgrade.
-    info_current: std::sync::Mutex<std::collections::HashMap<String, InfoLabels>>,
-    load_failures: Family<PluginLabels, Counter>,
-    child_clashes: Family<PluginLabels, Counter>,
-    events_dropped: Family<PluginLabels, Counter>,
-    leading: Family<PluginLabels, Gauge>,
-    watch_errors: Family<ResourceLabels, Counter>,
-    cached_objects: Family<ResourceLabels, Gauge>,
-    cached_bytes: Family<ResourceLabels, Gauge>,
-    cache_left_out: Family<ResourceLabels, Gauge>,
-    api_reachable: Gauge,
-    shadow_comparisons: Family<ResultLabels, Counter>,
-    shadow_parents: Family<ShadowLabels, Gauge>,
-    rollbacks: Family<PluginLabels, Counter>,
-    call_memory: Family<AmountLabels, Gauge>,
-    calls_waiting_for_memory: Gauge,
-    call_memory_waits: Counter,
-    call_memory_refusals: Family<ReasonLabels, Counter>,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct AmountLabels {
-    amount: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
-    reason: String,
-}
-
-/// The host's metrics. Cheap to clone.
-#[derive(Clone)]
-pub struct Metrics {
-    inner: Arc<Inner>,
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Metrics {
-    pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("kubeplug");
-        let reconciles = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "reconciles",
-            "Reconciles by plugin and result",
-            reconciles.clone(),
-        );
-        let duration = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
-            // 100 µs .. ~1.6 s: a healthy reconcile is a few ms with writes.
-            Histogram::new(exponential_buckets(0.0001, 2.0, 15))
-        });
-        registry.register(
-            "reconcile_duration_seconds",
-            "Reconcile latency including writes",
-            duration.clone(),
-        );
-        let writes = Family::<WriteLabels, Counter>::default();
-        registry.register(
-            "api_writes",
-            "API writes by plugin and verb",
-            writes.clone(),
-        );
-        let reads = Family::<WriteLabels, Counter>::default();
-        registry.register(
-            "api_reads",
-            "API reads made inside reconciles (watches and caches aside), by plugin and verb",
-            reads.clone(),
-        );
-        let access_reviews = Counter::default();
-        registry.register(
-            "access_reviews",
-            "SubjectAccessReviews sent to check what a plugin may read (answers are cached)",
-            access_reviews.clone(),
-        );
-        let queue_depth = Family::<PluginLabels, Gauge>::default();
-        registry.register(
-            "queue_depth",
-            "Keys waiting per plugin",
-            queue_depth.clone(),
-        );
-        let plugin_info = Family::<InfoLabels, Gauge>::default();
-        registry.register(
-            "plugin_info",
-            "Loaded plugins (1 = current version and state)",
-            plugin_info.clone(),
-        );
-        let load_failures = Family::<PluginLabels, Counter>::default();
-        registry.register(
-            "plugin_load_failures",
-            "Plugin files that failed to load",
-            load_failures.clone(),
-        );
-        let child_clashes = Family::<PluginLabels, Counter>::default();
-        registry.register(
-            "child_clashes",
-            "Children not written because an object of that name exists and is not controlled by their parent",
-            child_clashes.clone(),
-        );
-        let events_dropped = Family::<PluginLabels, Counter>::default();
-        registry.register(
-            "events_dropped",
-            "Plugin events not recorded: over the per-parent rate quota",
-            events_dropped.clone(),
-        );
-        let leading = Family::<PluginLabels, Gauge>::default();
-        registry.register(
-            "leading",
-            "1 while this replica holds the plugin's Lease and may write",
-            leading.clone(),
-        );
-        let watch_errors = Family::<ResourceLabels, Counter>::default();
-        registry.register(
-            "watch_errors",
-            "Failed lists and watches by resource (each is retried)",
-            watch_errors.clone(),
-        );
-        let cached_objects = Family::<ResourceLabels, Gauge>::default();
-        registry.register(
-            "cached_objects",
-            "Objects in the shared cache by resource",
-            cached_objects.clone(),
-        );
-        let cached_bytes = Family::<ResourceLabels, Gauge>::default();
-        registry.register(
-            "cached_bytes",
-            "Bytes of the objects in the shared cache by resource (their JSON text and a fixed overhead each)",
-            cached_bytes.clone(),
-        );
-        let cache_left_out = Family::<ResourceLabels, Gauge>::default();
-        registry.register(
-            "cache_left_out_objects",
-            "Objects a watch delivered but its cache left out, over its byte budget (--watch-cache-bytes); the plugins reading it are degraded",
-            cache_left_out.clone(),
-        );
-        let api_reachable = Gauge::default();
-        registry.register(
-            "api_reachable",
-            "1 while the API server answers the host's health checks",
-            api_reachable.clone(),
-        );
-        let shadow_comparisons = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "shadow_comparisons",
-            "Reconciles compared with the candidate in shadow, by result (same, differs, candidate_error)",
-            shadow_comparisons.clone(),
-        );
-        let shadow_parents = Family::<ShadowLabels, Gauge>::default();
-        registry.register(
-            "shadow_parents",
-            "Parents compared with the candidate in shadow, and those whose latest comparison differs",
-            shadow_parents.clone(),
-        );
-        let rollbacks = Family::<PluginLabels, Counter>::default();
-        registry.register(
-            "plugin_rollbacks",
-            "New plugin versions rolled back automatically after failing their probation",
-            rollbacks.clone(),
-        );
-        let call_memory = Family::<AmountLabels, Gauge>::default();
-        registry.register(
-            "call_memory_bytes",
-            "The host-wide memory budget of plugin calls: budget, reserved (by calls in flight), peak",
-            call_memory.clone(),
-        );
-        let calls_waiting_for_memory = Gauge::default();
-        registry.register(
-            "calls_waiting_for_memory",
-            "Plugin calls waiting for room in the host's memory budget now",
-            calls_waiting_for_memory.clone(),
-        );
-        let call_memory_waits = Counter::default();
-        registry.register(
-            "call_memory_waits",
-            "Plugin calls that waited for room in the host's memory budget",
-            call_memory_waits.clone(),
-        );
-        let call_memory_refusals = Family::<ReasonLabels, Counter>::default();
-        registry.register(
-            "call_memory_refusals",
-            "Plugin calls not run or stopped for lack of room in the host's memory budget (waited: gave up waiting; grow: grew past what was left)",
-            call_memory_refusals.clone(),
-        );
-        Metrics {
-            inner: Arc::new(Inner {
-                registry,
-                reconciles,
-                duration,
-                writes,
-                reads,
-                access_reviews,
-                queue_depth,
-                plugin_info,
-                info_current: Default::default(),
-                load_failures,
-                child_clashes,
-                events_dropped,
-                leading,
-                watch_errors,
-                cached_objects,
-                cached_bytes,
-                cache_left_out,
-                api_reachable,
-                shadow_comparisons,
-                shadow_parents,
-                rollbacks,
-                call_memory,
-                calls_waiting_for_memory,
-                call_memory_waits,
-                call_memory_refusals,
-            }),
-        }
-    }
-
-    /// The memory budget's state, read at each scrape.
-    pub fn call_memory(&self, stats: crate::runtime::BudgetStats) {
-        let i = &self.inner;
-        let total = if stats.total == usize::MAX {
-            0
-        } else {
-            stats.total
-        };
-        for (amount, value) in [
-            ("budget", total),
-            ("reserved", stats.used),
-            ("peak", stats.peak),
-        ] {
-            i.call_memory
-                .get_or_create(&AmountLabels {
-                    amount: amount.into(),
-                })
-                .set(value as i64);
-        }
-        i.calls_waiting_for_memory.set(stats.waiting as i64);
-        let raise = |counter: &Counter, to: u64| {
-            counter.inc_by(to.saturating_sub(counter.get()));
-        };
-        raise(&i.call_memory_waits, stats.waits);
-        raise(
-            &i.call_memory_refusals.get_or_create(&ReasonLabels {
-                reason: "waited".into(),
-            }),
-            stats.timed_out,
-        );
-        raise(
-            &i.call_memory_refusals.get_or_create(&ReasonLabels {
-                reason: "grow".into(),
-            }),
-            stats.refused,
-        );
-    }
-
-    pub fn reconciled(&self, plugin: &str, result: &str, took: Duration) {
-        self.inner
-            .reconciles
-            .get_or_create(&ResultLabels {
-                plugin: plugin.into(),
-                result: result.into(),
-            })
-            .inc();
-        self.inner
-            .duration
-            .get_or_create(&PluginLabels {
-                plugin: plugin.into(),
-            })
-            .observe(took.as_secs_f64());
-    }
-
-    pub fn read(&self, plugin: &str, verb: &str) {
-        self.inner
-            .reads
-            .get_or_create(&WriteLabels {
-                plugin: plugin.into(),
-                verb: verb.into(),
-            })
-            .inc();
-    }
-
-    pub fn access_review(&self) {
-        self.inner.access_reviews.inc();
-    }
-
-    pub fn write(&self, plugin: &str, verb: &str) {
-        self.inner
-            .writes
-            .get_or_create(&WriteLabels {
-                plugin: plugin.into(),
-                verb: verb.into(),
-            })
-            .inc();
-    }
-
-    pub fn queue_depth(&self, plugin: &str, depth: usize) {
-        self.inner
-            .queue_depth
-            .get_or_create(&PluginLabels {
-                plugin: plugin.into(),
-            })
-            .set(depth as i64);
-    }
-
-    /// Record which version of `plugin` is current, replacing the old series.
-    pub fn plugin_info(&self, plugin: &str, version: &str, digest: &str, state: &str) {
-        let labels = InfoLabels {
-            plugin: plugin.into(),
-            version: version.into(),
-            digest: digest.into(),
-            state: state.into(),
-        };
-        let mut current = self.inner.info_current.lock().expect("metrics lock");
-        if let Some(old) = current.insert(plugin.to_string(), labels.clone()) {
-            self.inner.plugin_info.remove(&old);
-        }
-        self.inner.plugin_info.get_or_create(&labels).set(1);
-    }
-
-    /// Forget a plugin that was removed.
-    pub fn plugin_removed(&self, plugin: &str) {
-        let mut current = self.inner.info_current.lock().expect("metrics lock");
-        if let Some(old) = current.remove(plugin) {
-            self.inner.plugin_info.remove(&old);
-        }
-    }
-
-    pub fn load_failed(&self, plugin: &str) {
-        self.inner
-            .load_failures
-            .get_or_create(&PluginLabels {
-                plugin: plugin.into(),
-            })
-            .inc();
-    }
-
-    pub fn child_clash(&self, plugin: &str) {
-        self.inner
-            .child_clashes
-            .get_or_create(&PluginLabels {
-                plugin: plugin.into(),
-            })
-            .inc();
-    }
-
-    pub fn events_dropped(&self, plugin: &str, count: usize) {
-        self.inner
-            .events_dropped
-            .get_or_create(&PluginLabels {
-                plugin: plugin.into(),
-            })
-            .inc_by(count as u64);
-    }
-
-    pub fn leading(&self, plugin: &str, leading: bool) {
-        self.inner
-            .leading
-            .get_or_create(&PluginLabels {
-                plugin: plugin.into(),
-            })
-            .set(i64::from(leading));
-    }
-
-    pub fn watch_error(&self, resource: &str) {
-        self.inner
-            .watch_errors
-            .get_or_create(&ResourceLabels {
-                resource: resource.into(),
-            })
-            .inc();
-    }
-
-    pub fn cached_objects(&self, resource: &str, count: usize, bytes: usize, left_out: usize) {
-        let labels = ResourceLabels {
-            resource: resource.into(),
-        };
-        self.inner
-            .cached_objects
-            .get_or_create(&labels)
-            .set(count as i64);
-        self.inner
-            .cached_bytes
-            .get_or_create(&labels)
-            .set(bytes as i64);
-        self.inner
-            .cache_left_out
-            .get_or_create(&labels)
-            .set(left_out as i64);
-    }
-
-    /// Forget the cache gauge of an informer that stopped.
-    pub fn informer_stopped(&self, resource: &str) {
-        let labels = ResourceLabels {
-            resource: resource.into(),
-        };
-        self.inner.cached_objects.remove(&labels);
-        self.inner.cached_bytes.remove(&labels);
-        self.inner.cache_left_out.remove(&labels);
-    }
-
-    pub fn shadow_compared(&self, plugin: &str, result: &str) {
-        self.inner
-            .shadow_comparisons
-            .get_or_create(&ResultLabels {
-                plugin: plugin.into(),
-                result: result.into(),
-            })
-            .inc();
-    }
-
-    /// Parents compared and differing in shadow; `None`: no shadow now.
-    pub fn shadow_parents(&self, plugin: &str, counts: Option<(usize, usize)>) {
-        for (parents, count) in [
-            ("compared", counts.map(|c| c.0)),
-            ("differing", counts.map(|c| c.1)),
-        ] {
-            let labels = ShadowLabels {
-                plugin: plugin.into(),
-                parents: parents.into(),
-            };
-            match count {
-                Some(count) => {
-                    self.inner
-                        .shadow_parents
-                        .get_or_create(&labels)
-                        .set(count as i64);
-                }
-                None => {
-                    self.inner.shadow_parents.remove(&labels);
-                }
-            }
-        }
-    }
-
-    pub fn rolled_back(&self, plugin: &str) {
-        self.inner
-            .rollbacks
-            .get_or_create(&PluginLabels {
-                plugin: plugin.into(),
-            })
-            .inc();
-    }
-
-    pub fn api_reachable(&self, reachable: bool) {
-        self.inner.api_reachable.set(i64::from(reachable));
-    }
-
-    /// Prometheus text exposition.
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.inner.registry)
-            .expect("writing to a String cannot fail");
-        out
-    }
-}
 
 /// What the HTTP endpoints read from the rest of the host.
 pub struct Probes {
-    pub metrics: Metrics,
+    /// Every subsystem's metrics, served on `/metrics`.
+    pub metrics: Registry,
     /// Run before each `/metrics` scrape to refresh gauges derived from
     /// live state (a plugin's state in `plugin_info`), so a scrape never
     /// disagrees with `/plugins` read a moment before.
@@ -565,6 +57,14 @@ pub enum Detail {
     Full,
 }
 
+/// Prometheus text exposition of `registry`.
+pub fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, registry)
+        .expect("writing to a String cannot fail");
+    out
+}
+
 fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
     Response::builder()
         .status(status)
@@ -580,7 +80,7 @@ fn route(probes: &Probes, path: &str, detail: Detail) -> Response<Full<Bytes>> {
             respond(
                 StatusCode::OK,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                probes.metrics.encode(),
+                encode(&probes.metrics),
             )
         }
         "/healthz" | "/livez" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
@@ -757,40 +257,6 @@ pub async fn serve_on(
     }
 }
 
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines; colour only on a terminal.
-    Text,
-    /// One JSON object per line, with the fields of the event and of the
-    /// current span (plugin, object) at the top level, for log pipelines.
-    Json,
-}
-
-/// Log to stderr, filtered by `RUST_LOG` (or its alias `KUBEPLUG_LOG`;
-/// default `info`).
-pub fn init_tracing(format: LogFormat) {
-    use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("RUST_LOG")
-        .or_else(|_| EnvFilter::try_from_env("KUBEPLUG_LOG"))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder
-            .with_ansi(std::io::stderr().is_terminal())
-            .try_init(),
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .try_init(),
-    };
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -800,7 +266,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let probes = Arc::new(Probes {
-            metrics: Metrics::new(),
+            metrics: Registry::default(),
             refresh: Box::new(|| {}),
             ready: Box::new(|| Err("not yet".into())),
             plugins: Box::new(|detail| serde_json::json!({ "full": detail == Detail::Full })),
@@ -892,7 +358,7 @@ mod tests {
     #[test]
     fn replays_are_refused_to_everyone_else() {
         let probes = Probes {
-            metrics: Metrics::new(),
+            metrics: Registry::default(),
             refresh: Box::new(|| {}),
             ready: Box::new(|| Ok(())),
             plugins: Box::new(|_| serde_json::json!([])),
@@ -939,7 +405,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let probes = Arc::new(Probes {
-            metrics: Metrics::new(),
+            metrics: Registry::default(),
             refresh: Box::new(|| {}),
             ready: Box::new(|| Ok(())),
             plugins: Box::new(|_| serde_json::json!([])),
@@ -965,7 +431,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let probes = Arc::new(Probes {
-            metrics: Metrics::new(),
+            metrics: Registry::default(),
             refresh: Box::new(|| {}),
             ready: Box::new(|| Ok(())),
             plugins: Box::new(|_| serde_json::json!([])),
