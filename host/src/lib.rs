@@ -15,8 +15,10 @@
 pub mod admin;
 pub mod api;
 pub mod apply;
+pub mod args;
 pub mod cli;
 pub mod client;
+pub mod commands;
 pub mod controller;
 pub mod discovery;
 pub mod finalizers;

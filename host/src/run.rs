@@ -2,18 +2,15 @@
 
 mod metrics;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Args;
 
 use crate::admin::{self, Detail, Probes};
 use crate::api::limits::PreviewLimits;
-use crate::cli::{PolicyArgs, RuntimeArgs};
+use crate::args::RunArgs;
 use crate::client::ClientSettings;
 use crate::controller::Settings;
 use crate::health::ApiHealth;
@@ -23,123 +20,6 @@ use crate::leader::{Elector, LeaseSettings};
 use crate::registry::{Registry, Wiring};
 use crate::runtime::budget;
 use metrics::HostMetrics;
-
-#[derive(Args)]
-pub struct RunArgs {
-    /// Directory of plugin `.wasm` files (and optional `<name>.yaml`
-    /// settings). Plugin `N` serves only from the location its grant binds
-    /// (`path:`), by default `DIR/N.wasm` or `DIR/N/N.wasm` (one image
-    /// volume per plugin), and only if its manifest declares `N`.
-    #[arg(long, env = "KUBEPLUG_PLUGINS")]
-    plugins: PathBuf,
-    /// Directory of the plugins' `<name>.yaml` settings, instead of beside
-    /// each `.wasm` (plugins from read-only images, settings from a
-    /// ConfigMap). Links out of it are refused.
-    #[arg(long, env = "KUBEPLUG_SETTINGS")]
-    settings: Option<PathBuf>,
-    /// Address for /metrics, /healthz, /readyz and /plugins. In a pod, give
-    /// one the kubelet reaches (`0.0.0.0:8080`); `/plugins` shows file
-    /// paths and error text, and `/plugins/<plugin>/replays` failure
-    /// captures, only to loopback clients.
-    #[arg(long, env = "KUBEPLUG_LISTEN", default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
-    /// Serve the aggregated API (`kubeplug.io/v1alpha1`, see
-    /// [`crate::api`]) over TLS on this address; needs `--api-cert` and
-    /// `--api-key`.
-    #[arg(long, env = "KUBEPLUG_API_LISTEN", requires_all = ["api_cert", "api_key"])]
-    api_listen: Option<SocketAddr>,
-    /// PEM serving certificate (chain) of the aggregated API; its CA goes
-    /// into the APIService's `caBundle`. Re-read every minute.
-    #[arg(long, env = "KUBEPLUG_API_CERT")]
-    api_cert: Option<PathBuf>,
-    /// PEM private key of that certificate.
-    #[arg(long, env = "KUBEPLUG_API_KEY")]
-    api_key: Option<PathBuf>,
-    /// Previews a user may start per second (sustained) through the
-    /// aggregated API; more get 429 before they cost anything.
-    #[arg(long, default_value_t = PreviewLimits::default().per_user_rate)]
-    preview_rate: f64,
-    /// Previews a user may start at once above that rate.
-    #[arg(long, default_value_t = PreviewLimits::default().per_user_burst)]
-    preview_burst: u32,
-    /// Previews of one user running at once.
-    #[arg(long, default_value_t = PreviewLimits::default().per_user_in_flight)]
-    preview_concurrency: usize,
-    /// Previews running at once, all users together.
-    #[arg(long, default_value_t = PreviewLimits::default().in_flight)]
-    previews_in_flight: usize,
-    /// Serve only these namespaces (comma-separated): every plugin's
-    /// parents, children and related objects are watched, cached and
-    /// written there and nowhere else, so the host needs no cluster-wide
-    /// read access. Plugins of cluster-scoped kinds are refused. Default:
-    /// every namespace each plugin's grant allows.
-    #[arg(long, env = "KUBEPLUG_NAMESPACES", value_delimiter = ',')]
-    namespaces: Vec<String>,
-    /// Parents reconciled at once, per plugin.
-    #[arg(long, default_value_t = Settings::default().concurrency)]
-    concurrency: usize,
-    /// The memory the host may use, in MiB, split between plugin calls and
-    /// compiles (see README, "Limits") [default: the container's memory
-    /// limit (cgroup v2 `memory.max` or v1 `memory.limit_in_bytes`), else
-    /// the machine's memory].
-    #[arg(long, env = "KUBEPLUG_MEMORY_LIMIT_MIB")]
-    memory_limit_mib: Option<u64>,
-    /// Resync period for plugins whose manifest sets none, in seconds.
-    #[arg(long, default_value_t = Settings::default().resync.as_secs())]
-    resync_seconds: u64,
-    /// Elect a leader per plugin through a Lease, so that several replicas
-    /// can run with one writer per plugin.
-    #[arg(long, env = "KUBEPLUG_LEADER_ELECT")]
-    leader_elect: bool,
-    /// Namespace of the Leases (default: the pod's namespace, else `default`).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
-    lease_namespace: String,
-    /// How long a plugin's Lease lasts without renewal, in seconds.
-    #[arg(long, default_value_t = 15.0)]
-    lease_duration: f64,
-    /// How long a leader keeps writing without a successful renewal, in
-    /// seconds; shorter than the lease duration.
-    #[arg(long, default_value_t = 10.0)]
-    renew_deadline: f64,
-    /// Seconds between leader-election rounds (renewals and attempts).
-    #[arg(long, default_value_t = 2.0)]
-    retry_period: f64,
-    /// Requests per second to the API server, per client (the host's own
-    /// and each plugin's); 0: unlimited.
-    #[arg(long, default_value_t = ClientSettings::default().qps)]
-    api_qps: f64,
-    /// Requests above the sustained rate, per client.
-    #[arg(long, default_value_t = ClientSettings::default().burst)]
-    api_burst: u32,
-    /// Longest wait for an answer to one API request (watches excepted), in
-    /// seconds.
-    #[arg(long, default_value_t = ClientSettings::default().timeout.as_secs_f64())]
-    api_timeout: f64,
-    /// Bytes each watch's cache holds at most (`1048576`, `512Ki`, `64Mi`,
-    /// `1Gi`). Objects beyond it are not cached, and the plugins reading
-    /// that watch are degraded until they fit again: anyone who may create
-    /// objects carrying a watch's labels decides how much it would hold.
-    #[arg(
-        long,
-        env = "KUBEPLUG_WATCH_CACHE_BYTES",
-        value_parser = crate::cli::parse_bytes,
-        default_value = "64Mi"
-    )]
-    watch_cache_bytes: usize,
-    /// Largest plugin file read, in bytes; a larger one is refused before
-    /// it is read. The default (64 MiB) is over three times the largest
-    /// guest shipped (Python, ~18 MB).
-    #[arg(long, env = "KUBEPLUG_MAX_PLUGIN_BYTES", default_value_t = crate::registry::MAX_PLUGIN_BYTES)]
-    max_plugin_bytes: u64,
-    /// Rescan the plugin directory at least this often, in seconds, even
-    /// without change notifications.
-    #[arg(long, default_value_t = 30)]
-    rescan_seconds: u64,
-    #[command(flatten)]
-    runtime: RuntimeArgs,
-    #[command(flatten)]
-    policy: PolicyArgs,
-}
 
 /// Initial scans, [`crate::registry::SETTLE`] apart, waiting for fresh files
 /// before reporting ready (10 s). A file that keeps changing for longer is

@@ -1,0 +1,39 @@
+//! `kubeplug inspect`: what a plugin file declares.
+
+use serde::Serialize;
+
+use super::offline::{load, print, read_config};
+use crate::args::InspectArgs;
+use crate::policy::Policy;
+use crate::runtime::CONTRACT;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Inspection<'a> {
+    contract: &'a str,
+    digest: &'a str,
+    size_bytes: usize,
+    manifest: &'a crate::manifest::Manifest,
+}
+
+/// `kubeplug inspect`: print a plugin's manifest, contract, digest and size.
+pub fn run(args: InspectArgs) -> anyhow::Result<()> {
+    let config = args.common.config.as_deref().map(read_config).transpose()?;
+    let limits = args.common.runtime.limits();
+    let plugin = load(
+        &args.plugin,
+        config,
+        limits,
+        &args.common,
+        &Policy::default(),
+    )?;
+    print(
+        &Inspection {
+            contract: CONTRACT,
+            digest: plugin.digest(),
+            size_bytes: plugin.size(),
+            manifest: plugin.manifest(),
+        },
+        args.common.output,
+    )
+}
