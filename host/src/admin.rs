@@ -158,12 +158,19 @@ pub struct HttpLimits {
     pub drain: Duration,
 }
 
+impl HttpLimits {
+    /// The default [`HttpLimits::drain`], for callers that bound a shutdown.
+    pub const fn default_drain() -> Duration {
+        Duration::from_secs(2)
+    }
+}
+
 impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             header_read: Duration::from_secs(10),
             connection: Duration::from_secs(120),
-            drain: Duration::from_secs(2),
+            drain: Self::default_drain(),
         }
     }
 }
@@ -195,16 +202,22 @@ fn detail_for(peer: SocketAddr) -> Detail {
     }
 }
 
-/// Serve the endpoints on `addr` until `stop` turns true, then finish the
-/// answers in flight (see [`serve_on`]).
+/// Serve the endpoints on `addr` until `drain` is signalled, then finish
+/// the answers in flight (see [`serve_on`]).
 pub async fn serve(
     addr: SocketAddr,
     probes: Arc<Probes>,
-    stop: tokio::sync::watch::Receiver<bool>,
+    drain: crate::drain::Watch,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /plugins (and replays to loopback clients)");
-    serve_on(listener, probes, HttpLimits::default(), stop).await;
+    serve_on(
+        listener,
+        probes,
+        HttpLimits::default(),
+        drain.into_receiver(),
+    )
+    .await;
     Ok(())
 }
 

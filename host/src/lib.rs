@@ -21,6 +21,7 @@ pub mod client;
 pub mod commands;
 pub mod controller;
 pub mod discovery;
+pub mod drain;
 pub mod finalizers;
 pub mod health;
 pub mod identity;
