@@ -7,6 +7,7 @@
 //! ([`Controller::upgrade`]): calls in flight finish on the old version.
 
 pub mod budget;
+mod error_policy;
 mod overdue;
 pub mod routes;
 
@@ -27,7 +28,7 @@ use crate::metrics::OperatorMetrics;
 use crate::policy::Effective;
 use crate::queue::Queue;
 use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources};
-use crate::replay::{Call, Capture, Ring};
+use crate::replay::Ring;
 use crate::rollback::{self, Probation, RollbackSettings};
 use crate::runtime::{Event, Plugin};
 use crate::shadow::Shadow;
@@ -696,74 +697,7 @@ async fn worker(shared: Arc<Shared>) {
             })),
         };
         let took = started.elapsed();
-        if !matches!(&result, Err(error) if error.not_leader()) {
-            use std::sync::atomic::Ordering::Relaxed;
-            shared.counts.reconciles.fetch_add(1, Relaxed);
-            if result.is_err() {
-                shared.counts.errors.fetch_add(1, Relaxed);
-            }
-            shared.overdue.lock().expect("overdue lock").record(&result);
-            let fault = matches!(&result, Err(error) if error.plugin_fault());
-            judge(&shared, &plugin, &key, fault)
-                .instrument(span.clone())
-                .await;
-        }
-        match result {
-            Ok(outcome) => {
-                shared.failures.lock().expect("failures lock").remove(&key);
-                shared.metrics.reconciled(&name, "ok", took);
-                if let Some(after) = outcome.requeue_after {
-                    shared.queue.add_after(key.clone(), after);
-                }
-            }
-            Err(error) if error.not_leader() => {
-                shared.metrics.reconciled(&name, "not_leader", took);
-                span.in_scope(|| {
-                    tracing::info!("leadership lost; reconcile stopped, nothing more written")
-                });
-                // Whoever leads next reconciles it; if it is this replica
-                // again, the key is waiting.
-                shared.queue.add(key.clone());
-            }
-            Err(error) => {
-                let failures = {
-                    let mut f = shared.failures.lock().expect("failures lock");
-                    let n = f.entry(key.clone()).or_insert(0);
-                    *n += 1;
-                    *n
-                };
-                let delay = shared.settings.jittered_backoff(failures);
-                shared.metrics.reconciled(&name, error.label(), took);
-                if let (true, Some(request)) = (error.plugin_fault(), &handed.request) {
-                    let call = if handed.finalize {
-                        Call::Finalize
-                    } else {
-                        Call::Reconcile
-                    };
-                    shared.replays.record(Capture::new(
-                        &plugin,
-                        call,
-                        &key.0,
-                        &key.1,
-                        request,
-                        &format_chain(&error),
-                        error.label(),
-                    ));
-                }
-                span.in_scope(|| {
-                    tracing::warn!(error = %format_chain(&error), failures, retry_in = ?delay, "reconcile failed")
-                });
-                if let Some(parent) = shared.sources.parent.get(&key.0, &key.1) {
-                    let event = Event {
-                        warning: true,
-                        reason: error.reason().into(),
-                        message: format_chain(&error),
-                    };
-                    shared.writer.event(&parent, &event, "Reconcile").await;
-                }
-                shared.queue.add_after(key.clone(), delay);
-            }
-        }
+        error_policy::settle(&shared, &plugin, &key, result, &handed, took, &span).await;
         shared.metrics.queue_depth(&name, shared.queue.len());
         shared.queue.done(&key);
     }
