@@ -108,7 +108,7 @@ pub async fn serve(
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     tracing::info!(addr = %settings.listen, group = GROUP, "serving the aggregated API");
     loop {
-        let (stream, peer) = crate::telemetry::accept(&listener).await;
+        let (stream, peer) = crate::admin::accept(&listener).await;
         let server = server.clone();
         tokio::spawn(async move {
             let tls = server.tls.read().expect("tls lock").clone();

@@ -5,6 +5,8 @@
 //! nothing was written" can be checked. Decisions about *whether* to write
 //! live in [`crate::plan`]; this module only performs them.
 
+pub mod metrics;
+
 use std::future::Future;
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -16,11 +18,11 @@ use kube::api::{
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use serde_json::{Value, json};
 
+use self::metrics::ApplyMetrics;
 use crate::contract::Event;
 use crate::informers::{Object, kube_resource};
 use crate::leader::Leadership;
 use crate::manifest::ApiResource;
-use crate::telemetry::Metrics;
 
 /// Why a write failed.
 #[derive(Debug, thiserror::Error)]
@@ -131,7 +133,7 @@ pub struct Writer {
     plugin: String,
     field_manager: String,
     recorder: Recorder,
-    metrics: Metrics,
+    metrics: ApplyMetrics,
     leadership: Leadership,
 }
 
@@ -164,7 +166,7 @@ impl Writer {
         client: Client,
         plugin: &str,
         field_manager: String,
-        metrics: Metrics,
+        metrics: ApplyMetrics,
         leadership: Leadership,
     ) -> Self {
         let reporter = Reporter {

@@ -6,6 +6,7 @@
 //! The plugin behind a controller can be swapped while it runs
 //! ([`Controller::upgrade`]): calls in flight finish on the old version.
 
+mod error_policy;
 mod overdue;
 pub mod routes;
 
@@ -16,22 +17,22 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::apply::metrics::ApplyMetrics;
 use crate::apply::{WriteError, Writer};
 use crate::identity::Access;
 use crate::informers::{Handler, Informers, Key, Scope, Subscription};
 use crate::leader::{Elector, Leadership};
+use crate::metrics::OperatorMetrics;
 use crate::policy::Effective;
 use crate::preview::PreviewHandle;
 use crate::queue::Queue;
 use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources, budget};
-use crate::replay::{Call, Capture, Ring};
-use crate::report::format_chain;
+use crate::replay::Ring;
 use crate::rollback::RollbackSettings;
 pub use crate::rollout::RolledBack;
 use crate::rollout::{Judged, Rollout, State};
 use crate::runtime::{Event, Plugin};
 use crate::shadow::Shadow;
-use crate::telemetry::Metrics;
 
 /// Scheduling knobs shared by every controller of a host.
 #[derive(Debug, Clone)]
@@ -90,7 +91,7 @@ struct Shared {
     sources: Sources,
     writer: Writer,
     fence: Fence,
-    metrics: Metrics,
+    metrics: OperatorMetrics,
     settings: Settings,
     failures: Mutex<HashMap<Key, u32>>,
     /// Calls past their deadline lately (see [`overdue`]).
@@ -146,7 +147,8 @@ impl Controller {
         plugin: Plugin,
         identity: Identity,
         informers: &Informers,
-        metrics: Metrics,
+        metrics: OperatorMetrics,
+        apply_metrics: ApplyMetrics,
         settings: Settings,
     ) -> Controller {
         let manifest = plugin.manifest().clone();
@@ -195,7 +197,7 @@ impl Controller {
             identity.client,
             &manifest.name,
             manifest.field_manager(),
-            metrics.clone(),
+            apply_metrics,
             leadership.clone(),
         );
         let fence = Fence {
@@ -570,74 +572,7 @@ async fn worker(shared: Arc<Shared>) {
             })),
         };
         let took = started.elapsed();
-        if !matches!(&result, Err(error) if error.not_leader()) {
-            use std::sync::atomic::Ordering::Relaxed;
-            shared.counts.reconciles.fetch_add(1, Relaxed);
-            if result.is_err() {
-                shared.counts.errors.fetch_add(1, Relaxed);
-            }
-            shared.overdue.lock().expect("overdue lock").record(&result);
-            let fault = matches!(&result, Err(error) if error.plugin_fault());
-            judge(&shared, &plugin, &key, fault)
-                .instrument(span.clone())
-                .await;
-        }
-        match result {
-            Ok(outcome) => {
-                shared.failures.lock().expect("failures lock").remove(&key);
-                shared.metrics.reconciled(&name, "ok", took);
-                if let Some(after) = outcome.requeue_after {
-                    shared.queue.add_after(key.clone(), after);
-                }
-            }
-            Err(error) if error.not_leader() => {
-                shared.metrics.reconciled(&name, "not_leader", took);
-                span.in_scope(|| {
-                    tracing::info!("leadership lost; reconcile stopped, nothing more written")
-                });
-                // Whoever leads next reconciles it; if it is this replica
-                // again, the key is waiting.
-                shared.queue.add(key.clone());
-            }
-            Err(error) => {
-                let failures = {
-                    let mut f = shared.failures.lock().expect("failures lock");
-                    let n = f.entry(key.clone()).or_insert(0);
-                    *n += 1;
-                    *n
-                };
-                let delay = shared.settings.jittered_backoff(failures);
-                shared.metrics.reconciled(&name, error.label(), took);
-                if let (true, Some(request)) = (error.plugin_fault(), &handed.request) {
-                    let call = if handed.finalize {
-                        Call::Finalize
-                    } else {
-                        Call::Reconcile
-                    };
-                    shared.replays.record(Capture::new(
-                        &plugin,
-                        call,
-                        &key.0,
-                        &key.1,
-                        request,
-                        &format_chain(&error),
-                        error.label(),
-                    ));
-                }
-                span.in_scope(|| {
-                    tracing::warn!(error = %format_chain(&error), failures, retry_in = ?delay, "reconcile failed")
-                });
-                if let Some(parent) = shared.sources.parent.get(&key.0, &key.1) {
-                    let event = Event {
-                        warning: true,
-                        reason: error.reason().into(),
-                        message: format_chain(&error),
-                    };
-                    shared.writer.event(&parent, &event, "Reconcile").await;
-                }
-                shared.queue.add_after(key.clone(), delay);
-            }
-        }
+        error_policy::settle(&shared, &plugin, &key, result, &handed, took, &span).await;
         shared.metrics.queue_depth(&name, shared.queue.len());
         shared.queue.done(&key);
     }

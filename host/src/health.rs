@@ -6,10 +6,12 @@
 //! check (`GET /version`, bounded in time). A per-plugin problem (a missing
 //! CRD, RBAC) does not count: that plugin is `degraded`, the host serves.
 
+pub mod metrics;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::telemetry::Metrics;
+use self::metrics::HealthMetrics;
 
 /// How often the API server's health is checked, and how many checks in a
 /// row must fail before the host reports not ready.
@@ -35,7 +37,7 @@ impl ApiHealth {
     }
 
     /// Check every few seconds until the task is dropped.
-    pub async fn watch(self: Arc<Self>, client: kube::Client, metrics: Metrics) {
+    pub async fn watch(self: Arc<Self>, client: kube::Client, metrics: HealthMetrics) {
         loop {
             let checked = tokio::time::timeout(API_CHECK_PERIOD, client.apiserver_version()).await;
             let error = match checked {

@@ -14,6 +14,8 @@
 //! Caveat: a cached answer outlives an RBAC change by up to [`ALLOWED_TTL`]
 //! (a grant) or [`DENIED_TTL`] (a refusal).
 
+pub mod metrics;
+
 use dashmap::DashMap;
 use std::time::{Duration, Instant};
 
@@ -78,14 +80,14 @@ pub enum AccessError {
 /// Cached SubjectAccessReviews, shared by every plugin of a host.
 pub struct Access {
     client: Client,
-    metrics: crate::telemetry::Metrics,
+    metrics: self::metrics::AccessMetrics,
     /// Shared by every reconcile task: a concurrent map, no lock to hold.
     cache: DashMap<Read, (bool, Instant)>,
 }
 
 impl Access {
     /// Reviews are sent with the host's own `client`.
-    pub fn new(client: Client, metrics: crate::telemetry::Metrics) -> Self {
+    pub fn new(client: Client, metrics: self::metrics::AccessMetrics) -> Self {
         Access {
             client,
             metrics,

@@ -28,6 +28,7 @@
 //! (at most every [`RELIST_INTERVAL`]) to fetch it.
 
 pub mod cache;
+pub mod metrics;
 pub mod object;
 pub mod scope;
 pub mod view;
@@ -49,8 +50,8 @@ pub use object::Object;
 pub use scope::Scope;
 pub use view::View;
 
+use self::metrics::InformerMetrics;
 use crate::manifest::ApiResource;
-use crate::telemetry::Metrics;
 
 /// Bytes one watch caches at most, by default: 64 MiB, some 10,000 Secrets or
 /// ConfigMaps of a few KiB, or 16,000 Pods. A host's 1,000 Databases cache
@@ -90,7 +91,7 @@ pub struct Informer {
     /// When the informer last relisted to fetch what its budget left out.
     relisted: Mutex<Option<Instant>>,
     task: Mutex<Option<tokio::task::AbortHandle>>,
-    metrics: Metrics,
+    metrics: InformerMetrics,
 }
 
 /// Why an informer cannot list or watch right now.
@@ -477,14 +478,14 @@ fn classify(resource: &str, error: &watcher::Error) -> Option<Problem> {
 /// All informers of the host, started on first use and stopped when unused.
 pub struct Informers {
     client: Client,
-    metrics: Metrics,
+    metrics: InformerMetrics,
     /// Bytes each informer's cache holds at most.
     budget: usize,
     informers: Mutex<HashMap<(ApiResource, Scope), Weak<Informer>>>,
 }
 
 impl Informers {
-    pub fn new(client: Client, metrics: Metrics) -> Self {
+    pub fn new(client: Client, metrics: InformerMetrics) -> Self {
         Informers {
             client,
             metrics,

@@ -26,6 +26,8 @@
 //! request is sent, and reconciles in flight are cancelled on
 //! [`Leadership::lost`] (see `controller` and `apply`).
 
+pub mod metrics;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,7 +41,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::telemetry::Metrics;
+use self::metrics::LeaderMetrics;
 
 /// Label on membership Leases.
 pub const MEMBER_LABEL: &str = "kubeplug.io/replica";
@@ -196,7 +198,7 @@ struct State {
 pub struct Elector {
     api: Api<Lease>,
     settings: LeaseSettings,
-    metrics: Metrics,
+    metrics: LeaderMetrics,
     state: Mutex<State>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
@@ -266,7 +268,7 @@ fn jittered(period: Duration) -> Duration {
 
 impl Elector {
     /// Start campaigning (for no plugin yet; see [`Elector::join`]).
-    pub fn start(client: Client, settings: LeaseSettings, metrics: Metrics) -> Arc<Elector> {
+    pub fn start(client: Client, settings: LeaseSettings, metrics: LeaderMetrics) -> Arc<Elector> {
         let elector = Arc::new(Elector {
             api: Api::namespaced(client, &settings.namespace),
             settings,

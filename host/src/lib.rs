@@ -20,21 +20,27 @@
 // loads precompiled components); the binaries forbid it outright.
 #![deny(unsafe_code)]
 
+pub mod admin;
 pub mod admission;
 pub mod api;
 pub mod apply;
+pub mod args;
 pub mod cli;
 pub mod client;
+pub mod commands;
 pub mod contract;
 pub mod controller;
 pub mod discovery;
+pub mod drain;
 pub mod finalizers;
 pub mod health;
 pub mod identity;
 pub mod informers;
 pub mod kit;
 pub mod leader;
+pub mod logging;
 pub mod manifest;
+pub mod metrics;
 pub mod plan;
 pub mod policy;
 pub mod preview;
@@ -49,5 +55,4 @@ pub mod rollout;
 pub mod run;
 pub mod runtime;
 pub mod shadow;
-pub mod telemetry;
 pub mod yaml;

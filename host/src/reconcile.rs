@@ -13,12 +13,12 @@ use crate::apply::{WriteError, Writer};
 use crate::identity::{Access, AccessError};
 use crate::informers::{Key, Object, View};
 use crate::manifest::{Manifest, Related};
+use crate::metrics::OperatorMetrics;
 use crate::plan::{self, Action, ObjectKey, Plan};
 use crate::policy::Effective;
 use crate::report::format_chain;
 use crate::runtime::{CallError, Event, Plugin, Request};
 use crate::shadow::Shadow;
-use crate::telemetry::Metrics;
 use budget::EventBudget;
 
 /// Why a reconcile failed. Each is retried with backoff.
@@ -99,7 +99,7 @@ pub struct Fence {
     pub grant: Arc<Effective>,
     pub access: Arc<Access>,
     pub events: EventBudget,
-    pub metrics: Metrics,
+    pub metrics: OperatorMetrics,
 }
 
 impl Fence {

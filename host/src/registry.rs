@@ -53,10 +53,10 @@ use serde::Deserialize;
 use crate::controller::{Controller, Settings};
 use crate::identity::Access;
 use crate::informers::Informers;
+use crate::metrics::OperatorMetrics;
 use crate::policy::PolicyFiles;
 use crate::rollback::RollbackSettings;
 use crate::runtime::{LimitSettings, Runtime};
-use crate::telemetry::Metrics;
 
 mod admission;
 mod candidates;
@@ -124,7 +124,9 @@ pub struct Wiring {
     pub access: Arc<Access>,
     /// The platform's policy, re-read on every rescan.
     pub policy: Arc<PolicyFiles>,
-    pub metrics: Metrics,
+    pub metrics: OperatorMetrics,
+    /// Each plugin's writes and reads, counted by its writer.
+    pub apply_metrics: crate::apply::metrics::ApplyMetrics,
     pub settings: Settings,
     /// `--namespaces`: the only namespaces any plugin is served in.
     pub namespaces: Option<Vec<String>>,

@@ -4,7 +4,7 @@
 //!
 //! The live host records a [`Capture`] per failing parent in a bounded
 //! per-plugin [`Ring`]; `/plugins/<plugin>/replays` serves them to loopback
-//! clients ([`crate::telemetry`]) and `kubeplug replay` ([`fetch`]) fetches
+//! clients ([`crate::admin`]) and `kubeplug replay` ([`fetch`]) fetches
 //! them. Secrets in the inputs are redacted ([`redact`]) before they are kept.
 
 pub mod fetch;

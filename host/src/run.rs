@@ -1,142 +1,30 @@
 //! `kubeplug run`: wire the operator together and run it until a signal.
 
+mod metrics;
+
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Args;
+use tokio::task::JoinHandle;
 
+use crate::admin::{self, Detail, HttpLimits, Probes};
 use crate::api::limits::PreviewLimits;
-use crate::cli::{PolicyArgs, RuntimeArgs};
+use crate::args::RunArgs;
 use crate::client::ClientSettings;
 use crate::controller::Settings;
+use crate::drain;
 use crate::health::ApiHealth;
 use crate::identity::Access;
 use crate::informers::Informers;
 use crate::leader::{Elector, LeaseSettings};
+use crate::metrics::OperatorMetrics;
+use crate::policy::PolicyFiles;
 use crate::registry::{Registry, Wiring};
-use crate::runtime::budget;
-use crate::telemetry::{self, Detail, Metrics, Probes};
-
-#[derive(Args)]
-pub struct RunArgs {
-    /// Directory of plugin `.wasm` files (and optional `<name>.yaml`
-    /// settings). Plugin `N` serves only from the location its grant binds
-    /// (`path:`), by default `DIR/N.wasm` or `DIR/N/N.wasm` (one image
-    /// volume per plugin), and only if its manifest declares `N`.
-    #[arg(long, env = "KUBEPLUG_PLUGINS")]
-    plugins: PathBuf,
-    /// Directory of the plugins' `<name>.yaml` settings, instead of beside
-    /// each `.wasm` (plugins from read-only images, settings from a
-    /// ConfigMap). Links out of it are refused.
-    #[arg(long, env = "KUBEPLUG_SETTINGS")]
-    settings: Option<PathBuf>,
-    /// Address for /metrics, /healthz, /readyz and /plugins. In a pod, give
-    /// one the kubelet reaches (`0.0.0.0:8080`); `/plugins` shows file
-    /// paths and error text, and `/plugins/<plugin>/replays` failure
-    /// captures, only to loopback clients.
-    #[arg(long, env = "KUBEPLUG_LISTEN", default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
-    /// Serve the aggregated API (`kubeplug.io/v1alpha1`, see
-    /// [`crate::api`]) over TLS on this address; needs `--api-cert` and
-    /// `--api-key`.
-    #[arg(long, env = "KUBEPLUG_API_LISTEN", requires_all = ["api_cert", "api_key"])]
-    api_listen: Option<SocketAddr>,
-    /// PEM serving certificate (chain) of the aggregated API; its CA goes
-    /// into the APIService's `caBundle`. Re-read every minute.
-    #[arg(long, env = "KUBEPLUG_API_CERT")]
-    api_cert: Option<PathBuf>,
-    /// PEM private key of that certificate.
-    #[arg(long, env = "KUBEPLUG_API_KEY")]
-    api_key: Option<PathBuf>,
-    /// Previews a user may start per second (sustained) through the
-    /// aggregated API; more get 429 before they cost anything.
-    #[arg(long, default_value_t = PreviewLimits::default().per_user_rate)]
-    preview_rate: f64,
-    /// Previews a user may start at once above that rate.
-    #[arg(long, default_value_t = PreviewLimits::default().per_user_burst)]
-    preview_burst: u32,
-    /// Previews of one user running at once.
-    #[arg(long, default_value_t = PreviewLimits::default().per_user_in_flight)]
-    preview_concurrency: usize,
-    /// Previews running at once, all users together.
-    #[arg(long, default_value_t = PreviewLimits::default().in_flight)]
-    previews_in_flight: usize,
-    /// Serve only these namespaces (comma-separated): every plugin's
-    /// parents, children and related objects are watched, cached and
-    /// written there and nowhere else, so the host needs no cluster-wide
-    /// read access. Plugins of cluster-scoped kinds are refused. Default:
-    /// every namespace each plugin's grant allows.
-    #[arg(long, env = "KUBEPLUG_NAMESPACES", value_delimiter = ',')]
-    namespaces: Vec<String>,
-    /// Parents reconciled at once, per plugin.
-    #[arg(long, default_value_t = Settings::default().concurrency)]
-    concurrency: usize,
-    /// The memory the host may use, in MiB, split between plugin calls and
-    /// compiles (see README, "Limits") [default: the container's memory
-    /// limit (cgroup v2 `memory.max` or v1 `memory.limit_in_bytes`), else
-    /// the machine's memory].
-    #[arg(long, env = "KUBEPLUG_MEMORY_LIMIT_MIB")]
-    memory_limit_mib: Option<u64>,
-    /// Resync period for plugins whose manifest sets none, in seconds.
-    #[arg(long, default_value_t = Settings::default().resync.as_secs())]
-    resync_seconds: u64,
-    /// Elect a leader per plugin through a Lease, so that several replicas
-    /// can run with one writer per plugin.
-    #[arg(long, env = "KUBEPLUG_LEADER_ELECT")]
-    leader_elect: bool,
-    /// Namespace of the Leases (default: the pod's namespace, else `default`).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
-    lease_namespace: String,
-    /// How long a plugin's Lease lasts without renewal, in seconds.
-    #[arg(long, default_value_t = 15.0)]
-    lease_duration: f64,
-    /// How long a leader keeps writing without a successful renewal, in
-    /// seconds; shorter than the lease duration.
-    #[arg(long, default_value_t = 10.0)]
-    renew_deadline: f64,
-    /// Seconds between leader-election rounds (renewals and attempts).
-    #[arg(long, default_value_t = 2.0)]
-    retry_period: f64,
-    /// Requests per second to the API server, per client (the host's own
-    /// and each plugin's); 0: unlimited.
-    #[arg(long, default_value_t = ClientSettings::default().qps)]
-    api_qps: f64,
-    /// Requests above the sustained rate, per client.
-    #[arg(long, default_value_t = ClientSettings::default().burst)]
-    api_burst: u32,
-    /// Longest wait for an answer to one API request (watches excepted), in
-    /// seconds.
-    #[arg(long, default_value_t = ClientSettings::default().timeout.as_secs_f64())]
-    api_timeout: f64,
-    /// Bytes each watch's cache holds at most (`1048576`, `512Ki`, `64Mi`,
-    /// `1Gi`). Objects beyond it are not cached, and the plugins reading
-    /// that watch are degraded until they fit again: anyone who may create
-    /// objects carrying a watch's labels decides how much it would hold.
-    #[arg(
-        long,
-        env = "KUBEPLUG_WATCH_CACHE_BYTES",
-        value_parser = crate::cli::parse_bytes,
-        default_value = "64Mi"
-    )]
-    watch_cache_bytes: usize,
-    /// Largest plugin file read, in bytes; a larger one is refused before
-    /// it is read. The default (64 MiB) is over three times the largest
-    /// guest shipped (Python, ~18 MB).
-    #[arg(long, env = "KUBEPLUG_MAX_PLUGIN_BYTES", default_value_t = crate::registry::MAX_PLUGIN_BYTES)]
-    max_plugin_bytes: u64,
-    /// Rescan the plugin directory at least this often, in seconds, even
-    /// without change notifications.
-    #[arg(long, default_value_t = 30)]
-    rescan_seconds: u64,
-    #[command(flatten)]
-    runtime: RuntimeArgs,
-    #[command(flatten)]
-    policy: PolicyArgs,
-}
+use crate::runtime::{Runtime, budget};
+use metrics::HostMetrics;
 
 /// Initial scans, [`crate::registry::SETTLE`] apart, waiting for fresh files
 /// before reporting ready (10 s). A file that keeps changing for longer is
@@ -150,6 +38,14 @@ const INITIAL_LOAD_WAIT: Duration = Duration::from_secs(120);
 /// How long reconciles in flight may run on after SIGTERM: well inside the
 /// 30 s Kubernetes waits before killing a pod.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How long the background tasks (file watcher, gauges, API health checks)
+/// may take to stop: they stop at their next await point.
+const TASKS_DRAIN: Duration = Duration::from_secs(1);
+
+/// How long the servers may take to stop: the admin server's own bound on
+/// answers in flight ([`HttpLimits::drain`]), and a second to spare.
+const SERVERS_DRAIN: Duration = HttpLimits::default_drain().saturating_add(Duration::from_secs(1));
 
 /// The host's memory split (see [`crate::runtime::budget`]) from the flag,
 /// the container's limit or the machine's memory.
@@ -198,69 +94,17 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         args.plugins.display()
     );
     let policy = Arc::new(args.policy.watch()?);
-    let config = kube::Config::infer()
-        .await
-        .context("failed to find Kubernetes credentials (kubeconfig or in-cluster)")?;
-    let identity = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .map(|h| format!("{h}-{}", std::process::id()))
-        .unwrap_or_else(|_| format!("kubeplug-{}", std::process::id()));
-    let client_settings = ClientSettings {
-        qps: args.api_qps,
-        burst: args.api_burst,
-        timeout: secs("--api-timeout", args.api_timeout)?,
-        user_agent: format!("kubeplug/{} ({identity})", env!("CARGO_PKG_VERSION")),
-    };
-    let client = crate::client::build(&config, &client_settings)
-        .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
-    // Leader election gets a client of its own: its own connections and
-    // its own rate limit, so that no load on the host's client (reconciles'
-    // reviews, watches, candidate admissions) and none on the aggregated
-    // API's (a flood of previews) can hold a Lease renewal back past the
-    // renew deadline. Its requests are few (a list and a renewal per round).
-    let lease_client = crate::client::build(
-        &config,
-        &ClientSettings {
-            user_agent: format!("{} leader-election", client_settings.user_agent),
-            ..client_settings.clone()
-        },
-    )
-    .context("failed to build the leader-election client")?;
+    let identity = replica_identity();
+    let clients = Clients::build(&args, &identity).await?;
     let plan = memory_plan(args.memory_limit_mib, args.runtime.compiles)?;
     let runtime = Arc::new(args.runtime.bounded_runtime()?.with_memory_plan(plan));
-    let metrics = Metrics::new();
+    let metrics = HostMetrics::new();
     let informers = Arc::new(
-        Informers::new(client.clone(), metrics.clone()).with_watch_budget(args.watch_cache_bytes),
+        Informers::new(clients.host.clone(), metrics.informers.clone())
+            .with_watch_budget(args.watch_cache_bytes),
     );
-    let elector = if args.leader_elect {
-        let lease = LeaseSettings {
-            duration: secs("--lease-duration", args.lease_duration)?,
-            renew_deadline: secs("--renew-deadline", args.renew_deadline)?,
-            retry: secs("--retry-period", args.retry_period)?,
-            ..LeaseSettings::new(args.lease_namespace.clone(), identity.clone())
-        };
-        lease
-            .validate()
-            .map_err(|e| anyhow::anyhow!("invalid leader election timing: {e}"))?;
-        Some(Elector::start(lease_client, lease, metrics.clone()))
-    } else {
-        None
-    };
-    let settings = Settings {
-        concurrency: args.concurrency,
-        resync: Duration::from_secs(args.resync_seconds.max(1)),
-        elector: elector.clone(),
-        ..Settings::default()
-    };
-    {
-        let policy = policy.current();
-        tracing::info!(
-            strict = policy.strict,
-            identity_namespace = %policy.identity_namespace,
-            granted = ?policy.service_accounts(),
-            "policy loaded"
-        );
-    }
+    let elector = leadership(&args, &identity, &clients, &metrics)?;
+    log_policy(&policy);
     if let Some(dir) = &args.settings {
         anyhow::ensure!(
             dir.is_dir(),
@@ -273,29 +117,224 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         args.settings.clone(),
         Wiring {
             runtime: runtime.clone(),
-            informers: informers.clone(),
-            access: Arc::new(Access::new(client.clone(), metrics.clone())),
-            client: client.clone(),
-            config: config.clone(),
-            client_settings: client_settings.clone(),
+            informers,
+            access: Arc::new(Access::new(clients.host.clone(), metrics.access.clone())),
+            client: clients.host.clone(),
+            config: clients.config.clone(),
+            client_settings: clients.settings.clone(),
             policy,
-            metrics: metrics.clone(),
-            settings,
+            metrics: metrics.operator.clone(),
+            apply_metrics: metrics.apply.clone(),
+            settings: Settings {
+                concurrency: args.concurrency,
+                resync: Duration::from_secs(args.resync_seconds.max(1)),
+                elector: elector.clone(),
+                ..Settings::default()
+            },
             namespaces: (!args.namespaces.is_empty()).then(|| args.namespaces.clone()),
             max_plugin_bytes: args.max_plugin_bytes,
         },
     ));
 
+    // Background tasks end on `tasks`; the servers on `servers`, last, so
+    // that liveness answers while reconciles in flight finish.
+    let (tasks, tasks_watch) = drain::channel();
+    let (servers, servers_watch) = drain::channel();
+    let health = Arc::new(ApiHealth::default());
+    tokio::spawn(
+        tasks_watch.clone().run_until(
+            health
+                .clone()
+                .watch(clients.host.clone(), metrics.health.clone()),
+        ),
+    );
+    let operator_metrics = metrics.operator.clone();
     let scanned = Arc::new(AtomicBool::new(false));
-    let api = Arc::new(ApiHealth::default());
-    let api_checks = tokio::spawn(api.clone().watch(client.clone(), metrics.clone()));
-    let probes = Arc::new(Probes {
-        metrics: metrics.clone(),
+    let probes = Arc::new(probes(
+        metrics.registry,
+        &registry,
+        &runtime,
+        &health,
+        &scanned,
+        &operator_metrics,
+    ));
+    let mut api = match args.api_listen {
+        Some(listen) => Some(aggregated_api(
+            &args,
+            listen,
+            &clients,
+            &registry,
+            &identity,
+            &servers_watch,
+        )?),
+        None => None,
+    };
+    let mut admin = tokio::spawn(admin::serve(args.listen, probes.clone(), servers_watch));
+
+    let again = initial_scan(&registry, &args).await;
+    scanned.store(true, Ordering::Relaxed);
+    tokio::spawn(
+        tasks_watch.clone().run_until(
+            registry
+                .clone()
+                .watch(Duration::from_secs(args.rescan_seconds.max(1)), again),
+        ),
+    );
+    tokio::spawn(tasks_watch.run_until(report_gauges(registry.clone(), operator_metrics)));
+
+    let api_failed = async {
+        match api.as_mut() {
+            Some(task) => task.await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        result = &mut admin => {
+            result.context("metrics server task failed")?
+                .with_context(|| format!("failed to serve on {}", args.listen))?;
+        }
+        result = api_failed => {
+            result.context("aggregated API task failed")??;
+        }
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+    }
+    // Not ready from now on; liveness keeps answering while reconciles in
+    // flight finish, so the kubelet does not kill the pod mid-shutdown.
+    probes.stopping.store(true, Ordering::Relaxed);
+    if !tasks.drain(TASKS_DRAIN).await {
+        tracing::warn!("background tasks still running at shutdown");
+    }
+    // Workers first, then the Leases: a Lease handed back while a worker
+    // still writes would let the next leader write beside it.
+    registry.shutdown(SHUTDOWN_GRACE).await;
+    if let Some(elector) = elector {
+        elector.shutdown().await;
+    }
+    if !servers.drain(SERVERS_DRAIN).await {
+        tracing::info!("servers still answering at shutdown were cut");
+    }
+    if let Ok(Err(error)) = admin.await {
+        tracing::warn!(%error, "HTTP server ended with an error");
+    }
+    Ok(())
+}
+
+/// Who this replica is, for Leases and user agents: the pod's name (or the
+/// host's) and the process id.
+fn replica_identity() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .map(|h| format!("{h}-{}", std::process::id()))
+        .unwrap_or_else(|_| format!("kubeplug-{}", std::process::id()))
+}
+
+/// The host's connection to the API server, and the clients built from it.
+struct Clients {
+    config: kube::Config,
+    /// Rate limit, timeout and user agent of the host's clients (each
+    /// plugin's is made from them).
+    settings: ClientSettings,
+    /// The host's own: watches, discovery, read checks.
+    host: kube::Client,
+    /// Leader election's own: its own connections and its own rate limit,
+    /// so that no load on the host's client (reconciles' reviews, watches,
+    /// candidate admissions) and none on the aggregated API's (a flood of
+    /// previews) can hold a Lease renewal back past the renew deadline.
+    /// Its requests are few (a list and a renewal per round).
+    leases: kube::Client,
+}
+
+impl Clients {
+    async fn build(args: &RunArgs, identity: &str) -> anyhow::Result<Clients> {
+        let config = kube::Config::infer()
+            .await
+            .context("failed to find Kubernetes credentials (kubeconfig or in-cluster)")?;
+        let settings = ClientSettings {
+            qps: args.api_qps,
+            burst: args.api_burst,
+            timeout: secs("--api-timeout", args.api_timeout)?,
+            user_agent: format!("kubeplug/{} ({identity})", env!("CARGO_PKG_VERSION")),
+        };
+        let host = crate::client::build(&config, &settings)
+            .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
+        let leases = Self::own(&config, &settings, "leader-election")
+            .context("failed to build the leader-election client")?;
+        Ok(Clients {
+            config,
+            settings,
+            host,
+            leases,
+        })
+    }
+
+    /// A client of its own for `purpose`, with the host's settings.
+    fn own(
+        config: &kube::Config,
+        settings: &ClientSettings,
+        purpose: &str,
+    ) -> anyhow::Result<kube::Client> {
+        Ok(crate::client::build(
+            config,
+            &ClientSettings {
+                user_agent: format!("{} {purpose}", settings.user_agent),
+                ..settings.clone()
+            },
+        )?)
+    }
+}
+
+/// With `--leader-elect`, an elector per host (one Lease per plugin).
+fn leadership(
+    args: &RunArgs,
+    identity: &str,
+    clients: &Clients,
+    metrics: &HostMetrics,
+) -> anyhow::Result<Option<Arc<Elector>>> {
+    if !args.leader_elect {
+        return Ok(None);
+    }
+    let lease = LeaseSettings {
+        duration: secs("--lease-duration", args.lease_duration)?,
+        renew_deadline: secs("--renew-deadline", args.renew_deadline)?,
+        retry: secs("--retry-period", args.retry_period)?,
+        ..LeaseSettings::new(args.lease_namespace.clone(), identity.to_string())
+    };
+    lease
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid leader election timing: {e}"))?;
+    Ok(Some(Elector::start(
+        clients.leases.clone(),
+        lease,
+        metrics.leader.clone(),
+    )))
+}
+
+fn log_policy(policy: &PolicyFiles) {
+    let policy = policy.current();
+    tracing::info!(
+        strict = policy.strict,
+        identity_namespace = %policy.identity_namespace,
+        granted = ?policy.service_accounts(),
+        "policy loaded"
+    );
+}
+
+/// What the admin server reads from the host.
+fn probes(
+    metrics: prometheus_client::registry::Registry,
+    registry: &Arc<Registry>,
+    runtime: &Runtime,
+    health: &Arc<ApiHealth>,
+    scanned: &Arc<AtomicBool>,
+    operator: &OperatorMetrics,
+) -> Probes {
+    Probes {
+        metrics,
         refresh: {
             let (registry, budget, metrics) = (
                 registry.clone(),
                 runtime.memory_budget().clone(),
-                metrics.clone(),
+                operator.clone(),
             );
             Box::new(move || {
                 registry.report_states();
@@ -305,12 +344,12 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         // Ready: the plugins present at start are loaded, their caches have
         // listed once, and the API server answers now.
         ready: {
-            let (api, scanned, registry) = (api.clone(), scanned.clone(), registry.clone());
+            let (health, scanned, registry) = (health.clone(), scanned.clone(), registry.clone());
             Box::new(move || {
                 if !scanned.load(Ordering::Relaxed) {
                     return Err("loading the plugins present at start".into());
                 }
-                api.ready()?;
+                health.ready()?;
                 let unsynced = registry.unsynced();
                 if !unsynced.is_empty() {
                     return Err(format!("caches of {} not listed yet", unsynced.join(", ")));
@@ -340,57 +379,65 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             })
         },
         stopping: AtomicBool::new(false),
-    });
-    let api = match args.api_listen {
-        Some(listen) => {
-            // The aggregated API's requests (its users' SubjectAccessReviews,
-            // the front proxy's settings, who leads) go out on a client of
-            // their own too: what its callers cause is limited by its own
-            // rate limit, not taken from the reconciles'.
-            let api_client = crate::client::build(
-                &config,
-                &ClientSettings {
-                    user_agent: format!("{} aggregated-api", client_settings.user_agent),
-                    ..client_settings.clone()
-                },
-            )
-            .context("failed to build the aggregated API's client")?;
-            let tracker = crate::api::Tracker::new();
-            let leases = args.leader_elect.then(|| crate::api::tracker::Leases {
-                client: api_client.clone(),
-                namespace: args.lease_namespace.clone(),
-            });
-            tokio::spawn(
-                tracker
-                    .clone()
-                    .run(registry.clone(), leases, identity.clone()),
-            );
-            let settings = crate::api::ApiSettings {
-                listen,
-                cert: args.api_cert.clone().expect("clap requires --api-cert"),
-                key: args.api_key.clone().expect("clap requires --api-key"),
-                previews: PreviewLimits {
-                    per_user_rate: args.preview_rate,
-                    per_user_burst: args.preview_burst,
-                    per_user_in_flight: args.preview_concurrency,
-                    in_flight: args.previews_in_flight,
-                },
-            };
-            Some(tokio::spawn(crate::api::serve(
-                settings,
-                api_client,
-                tracker,
-                registry.clone(),
-            )))
-        }
-        None => None,
-    };
-    let (stop_http, http_stopped) = tokio::sync::watch::channel(false);
-    let mut server = tokio::spawn(telemetry::serve(args.listen, probes.clone(), http_stopped));
+    }
+}
 
-    // A scan skips files younger than SETTLE (perhaps still being written).
-    // Plugins copied in just before start are the common case: wait for
-    // them, so that ready means every plugin present at start is loaded.
+/// Serve the aggregated API on `listen` until the servers drain, and track
+/// who leads for it.
+fn aggregated_api(
+    args: &RunArgs,
+    listen: SocketAddr,
+    clients: &Clients,
+    registry: &Arc<Registry>,
+    identity: &str,
+    drain: &drain::Watch,
+) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
+    // The aggregated API's requests (its users' SubjectAccessReviews, the
+    // front proxy's settings, who leads) go out on a client of their own
+    // too: what its callers cause is limited by its own rate limit, not
+    // taken from the reconciles'.
+    let client = Clients::own(&clients.config, &clients.settings, "aggregated-api")
+        .context("failed to build the aggregated API's client")?;
+    let tracker = crate::api::Tracker::new();
+    let leases = args.leader_elect.then(|| crate::api::tracker::Leases {
+        client: client.clone(),
+        namespace: args.lease_namespace.clone(),
+    });
+    tokio::spawn(
+        drain.clone().run_until(tracker.clone().run(
+            registry.clone(),
+            leases,
+            identity.to_string(),
+        )),
+    );
+    let settings = crate::api::ApiSettings {
+        listen,
+        cert: args.api_cert.clone().expect("clap requires --api-cert"),
+        key: args.api_key.clone().expect("clap requires --api-key"),
+        previews: PreviewLimits {
+            per_user_rate: args.preview_rate,
+            per_user_burst: args.preview_burst,
+            per_user_in_flight: args.preview_concurrency,
+            in_flight: args.previews_in_flight,
+        },
+    };
+    let (registry, mut drain) = (registry.clone(), drain.clone());
+    Ok(tokio::spawn(async move {
+        tokio::select! {
+            served = crate::api::serve(settings, client, tracker, registry) => served,
+            () = drain.signaled() => Ok(()),
+        }
+    }))
+}
+
+/// Scan the plugin directory until no file is too fresh to load, then wait
+/// for the loads. True if a fresh file is still waiting (the watcher
+/// rescans for it).
+///
+/// A scan skips files younger than SETTLE (perhaps still being written).
+/// Plugins copied in just before start are the common case: wait for them,
+/// so that ready means every plugin present at start is loaded.
+async fn initial_scan(registry: &Arc<Registry>, args: &RunArgs) -> bool {
     let mut again = registry.sync().await;
     for _ in 0..INITIAL_SCAN_RETRIES {
         if !again {
@@ -400,57 +447,19 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         again = registry.sync().await;
     }
     registry.loaded(INITIAL_LOAD_WAIT).await;
-    scanned.store(true, Ordering::Relaxed);
     tracing::info!(dir = %args.plugins.display(), plugins = registry.status().len(), "initial plugin scan done");
-    let watcher = tokio::spawn(
-        registry
-            .clone()
-            .watch(Duration::from_secs(args.rescan_seconds.max(1)), again),
-    );
-    let queue_gauges = {
-        let (registry, metrics) = (registry.clone(), metrics.clone());
-        tokio::spawn(async move {
-            loop {
-                for (plugin, len) in registry.queue_lengths() {
-                    metrics.queue_depth(&plugin, len);
-                }
-                registry.report_states();
-                tokio::time::sleep(Duration::from_secs(5)).await;
-            }
-        })
-    };
+    again
+}
 
-    let api_failed = async {
-        match api {
-            Some(task) => task.await,
-            None => std::future::pending().await,
+/// Refresh the queue depths and plugin states every few seconds.
+async fn report_gauges(registry: Arc<Registry>, metrics: OperatorMetrics) {
+    loop {
+        for (plugin, len) in registry.queue_lengths() {
+            metrics.queue_depth(&plugin, len);
         }
-    };
-    tokio::select! {
-        result = &mut server => {
-            result.context("metrics server task failed")?
-                .with_context(|| format!("failed to serve on {}", args.listen))?;
-        }
-        result = api_failed => {
-            result.context("aggregated API task failed")??;
-        }
-        _ = shutdown_signal() => tracing::info!("shutting down"),
+        registry.report_states();
+        tokio::time::sleep(Duration::from_secs(5)).await;
     }
-    // Not ready from now on; liveness keeps answering while reconciles in
-    // flight finish, so the kubelet does not kill the pod mid-shutdown.
-    probes.stopping.store(true, Ordering::Relaxed);
-    watcher.abort();
-    queue_gauges.abort();
-    api_checks.abort();
-    registry.shutdown(SHUTDOWN_GRACE).await;
-    if let Some(elector) = elector {
-        elector.shutdown().await;
-    }
-    let _ = stop_http.send(true);
-    if let Ok(Err(error)) = server.await {
-        tracing::warn!(%error, "HTTP server ended with an error");
-    }
-    Ok(())
 }
 
 /// A duration flag given in seconds.

@@ -25,11 +25,11 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::informers::Key;
+use crate::metrics::OperatorMetrics;
 use crate::plan::diff::{Fields, diff};
 use crate::plan::{ObjectKey, Plan};
 use crate::report::format_chain;
 use crate::runtime::{Desired, Plugin, Request};
-use crate::telemetry::Metrics;
 
 /// Comparisons waiting for a slot, at most.
 pub const QUEUE: usize = 1024;
@@ -269,7 +269,7 @@ impl Shadow {
 
     /// Make the comparison in `job` in the background: at once if a slot is
     /// free, else when one frees up. Never waits.
-    pub fn submit(self: &Arc<Self>, job: Job, metrics: &Metrics) {
+    pub fn submit(self: &Arc<Self>, job: Job, metrics: &OperatorMetrics) {
         let span = tracing::Span::current();
         match self.slots.clone().try_acquire_owned() {
             Ok(slot) => {
@@ -294,7 +294,7 @@ impl Shadow {
         self: Arc<Self>,
         mut slot: tokio::sync::OwnedSemaphorePermit,
         mut next: Option<(Job, tracing::Span)>,
-        metrics: Metrics,
+        metrics: OperatorMetrics,
     ) {
         loop {
             while let Some((job, span)) = next {
@@ -318,7 +318,7 @@ impl Shadow {
     /// Call the candidate on the job's request, check its answer and
     /// compare it with the live decision; log a parent that starts to
     /// differ (or differs anew) and count it in `metrics`.
-    async fn compare(&self, job: Job, metrics: &Metrics) {
+    async fn compare(&self, job: Job, metrics: &OperatorMetrics) {
         let Job {
             key,
             request,

@@ -168,6 +168,7 @@ impl Registry {
                     identity,
                     &w.informers,
                     w.metrics.clone(),
+                    w.apply_metrics.clone(),
                     w.settings.clone(),
                 );
                 entry.serving = Some(Serving {
