@@ -140,12 +140,12 @@ demo-down:
 bench: plugins host
 	@rm -rf target/bench && mkdir -p target/bench/rust target/bench/languages
 	@for p in $(PLUGINS); do cp "target/plugins/$$p.wasm" target/bench/rust/; done
-	cargo run --release -p kubeplug --bin kubeplug-bench -- target/bench/rust
+	cargo run --release -p kubeplug-bench --bin kubeplug-bench -- target/bench/rust
 	@# Per language: myapp in Rust, Python and TypeScript (same logic, same
 	@# requests), and the two Pod decorators (Rust, Python).
 	cp target/plugins/myapp.wasm target/test-plugins/myapp-py.wasm target/test-plugins/myapp-ts.wasm \
 		target/plugins/pod-annotator.wasm target/plugins/pod-labeler.wasm target/bench/languages/
-	cargo run --release -p kubeplug --bin kubeplug-bench -- --compiles 1 --calls 1000 --copies 5 target/bench/languages
+	cargo run --release -p kubeplug-bench --bin kubeplug-bench -- --compiles 1 --calls 1000 --copies 5 target/bench/languages
 	tests/bench/operator
 	tests/bench/upgrade
 	tests/bench/rollout

@@ -1,7 +1,7 @@
 // myapp, ported from plugins/myapp (Rust): a `MyApp` (example.com/v1alpha1)
 // becomes a Deployment named `<name>-deploy`; its status reports the phase and
 // the available replicas. Every answer (children, status, conditions, errors)
-// matches the Rust plugin's: it passes plugins/myapp/fixtures/ (host/tests/plugins.rs).
+// matches the Rust plugin's: it passes plugins/myapp/fixtures/ (host/kubeplug/tests/plugins.rs).
 import {
   Condition,
   Context,

@@ -209,8 +209,8 @@ fn cluster_binary() -> PathBuf {
 
 /// The host image's root filesystem, unpacked from `make image`'s archive.
 fn unpack_image(into: &Path) -> PathBuf {
-    let version = std::fs::read_to_string(repo().join("host/Cargo.toml"))
-        .expect("host/Cargo.toml")
+    let version = std::fs::read_to_string(repo().join("host/kubeplug/Cargo.toml"))
+        .expect("host/kubeplug/Cargo.toml")
         .lines()
         .find_map(|l| {
             l.strip_prefix("version = \"")?

@@ -1,7 +1,7 @@
 // Test guest: a TypeScript plugin, built with the SDK, whose reconcile throws
 // what `spec.throw` names. The SDK must turn every one of them into the WIT
 // `failed(message)` (never a trap), so the host reports the plugin's own
-// message: host/tests/languages.rs.
+// message: host/kubeplug/tests/languages.rs.
 //   error  -> throw new Error(...)
 //   type   -> a TypeError from reading a property of undefined
 //   string -> throw a plain string

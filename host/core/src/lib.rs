@@ -1,0 +1,20 @@
+//! kubeplug's pure core: what a plugin declares ([`manifest`]), the
+//! contract's data ([`contract`]), what its answer means in writes
+//! ([`plan`]), what the platform grants it ([`policy`], [`admission`]) and
+//! how a new version is judged ([`rollback`], [`rollout`]).
+//!
+//! No Kubernetes client, async runtime or Wasm engine: every decision here
+//! is a function of its inputs, tested without a cluster (`host/layers`
+//! keeps it so).
+
+#![forbid(unsafe_code)]
+
+pub mod admission;
+pub mod contract;
+pub mod manifest;
+pub mod plan;
+pub mod policy;
+pub mod report;
+pub mod rollback;
+pub mod rollout;
+pub mod yaml;

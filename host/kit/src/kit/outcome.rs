@@ -1,0 +1,343 @@
+//! What a case checks, in one canonical shape for both sides: the answer a
+//! fixture expects and the answer the plugin gave. Every field of the call
+//! is present (absent ones as the empty answer), children are sorted by
+//! their key, so two outcomes compare field by field with `==`.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use kubeplug_core::yaml;
+use kubeplug_runtime::{Event, GuestError};
+
+/// Which export of the plugin a case calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Call {
+    #[default]
+    Reconcile,
+    Finalize,
+    Manifest,
+}
+
+impl std::fmt::Display for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Call::Reconcile => "reconcile",
+            Call::Finalize => "finalize",
+            Call::Manifest => "manifest",
+        })
+    }
+}
+
+impl Call {
+    /// The fields an outcome of this call has, in the order they print.
+    pub fn fields(self) -> &'static [&'static str] {
+        match self {
+            Call::Reconcile => &[
+                "children",
+                "status",
+                "parentPatch",
+                "requeueAfterSeconds",
+                "events",
+                "error",
+                "refused",
+            ],
+            Call::Finalize => &["done", "requeueAfterSeconds", "events", "error", "refused"],
+            Call::Manifest => &["manifest", "error"],
+        }
+    }
+}
+
+/// The empty answer of a field: what its absence means.
+fn empty(field: &str) -> Value {
+    match field {
+        "children" | "events" => json!([]),
+        "done" => json!(false),
+        _ => Value::Null,
+    }
+}
+
+/// The `error` of a guest error, as the WIT variant names it.
+pub fn error_value(error: &GuestError) -> Value {
+    let (kind, message) = match error {
+        GuestError::InvalidConfig(m) => ("invalid-config", m),
+        GuestError::InvalidInput(m) => ("invalid-input", m),
+        GuestError::Failed(m) => ("failed", m),
+    };
+    json!({"kind": kind, "message": message})
+}
+
+/// The events of an answer, as fixtures write them.
+pub fn events_value(events: &[Event]) -> Value {
+    events
+        .iter()
+        .map(|e| {
+            json!({
+                "type": if e.warning { "Warning" } else { "Normal" },
+                "reason": e.reason,
+                "message": e.message,
+            })
+        })
+        .collect()
+}
+
+/// An answer in canonical form (see the module doc).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub call: Call,
+    fields: Map<String, Value>,
+}
+
+impl Outcome {
+    /// The empty answer of `call`: nothing to do.
+    pub fn empty(call: Call) -> Self {
+        let fields = call
+            .fields()
+            .iter()
+            .map(|f| (f.to_string(), empty(f)))
+            .collect();
+        Outcome { call, fields }
+    }
+
+    /// A case's `expect` (absent or null: the empty answer), checked and
+    /// made canonical.
+    pub fn expected(call: Call, expect: Option<Value>) -> Result<Self, String> {
+        let mut outcome = Outcome::empty(call);
+        let given = match expect {
+            None | Some(Value::Null) => return Ok(outcome),
+            Some(Value::Object(given)) => given,
+            Some(_) => return Err("expected a mapping".into()),
+        };
+        for (key, value) in given {
+            if !call.fields().contains(&key.as_str()) {
+                return Err(format!(
+                    "unknown key {key:?} for a {call} case (expected one of {})",
+                    call.fields().join(", ")
+                ));
+            }
+            outcome.set(&key, value)?;
+        }
+        Ok(outcome)
+    }
+
+    /// Set `field`, checking its shape; `null` is the empty answer.
+    pub fn set(&mut self, field: &str, value: Value) -> Result<(), String> {
+        let value = match (field, value) {
+            (_, Value::Null) => empty(field),
+            ("children", Value::Array(mut children)) => {
+                if children.iter().any(|c| !c.is_object()) {
+                    return Err("children: expected a list of objects".into());
+                }
+                children.sort_by_cached_key(child_key);
+                Value::Array(children)
+            }
+            ("events", Value::Array(events)) => Value::Array(events),
+            ("parentPatch", Value::Object(mut patch)) => {
+                if let Some(key) = patch
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "labels" | "annotations"))
+                {
+                    return Err(format!("parentPatch: unknown key {key:?}"));
+                }
+                for part in ["labels", "annotations"] {
+                    let entry = patch.entry(part).or_insert_with(|| json!({}));
+                    if entry.is_null() {
+                        *entry = json!({});
+                    }
+                }
+                Value::Object(patch)
+            }
+            ("requeueAfterSeconds", v @ Value::Number(_)) if v.is_u64() => v,
+            ("done", v @ Value::Bool(_)) => v,
+            ("refused", v @ Value::String(_)) => v,
+            ("status" | "manifest", v @ Value::Object(_)) => v,
+            ("error", Value::Object(error)) => check_error(error)?,
+            (field, other) => return Err(format!("{field}: unexpected value {other}")),
+        };
+        self.fields.insert(field.to_string(), value);
+        Ok(())
+    }
+
+    /// The canonical value of `field`.
+    pub fn get(&self, field: &str) -> &Value {
+        &self.fields[field]
+    }
+
+    /// The fields where `self` and `other` differ, in print order.
+    pub fn differing<'a>(&'a self, other: &'a Outcome) -> Vec<&'static str> {
+        self.call
+            .fields()
+            .iter()
+            .copied()
+            .filter(|f| self.fields.get(*f) != other.fields.get(*f))
+            .collect()
+    }
+
+    /// `expect` as `--update` writes it: only the fields that say
+    /// something, in print order.
+    pub fn to_expect(&self) -> yaml::Value {
+        let mut out = yaml::Mapping::new();
+        for field in self.call.fields() {
+            let value = &self.fields[*field];
+            if *value == empty(field) {
+                continue;
+            }
+            let mut value = value.clone();
+            if *field == "parentPatch"
+                && let Some(patch) = value.as_object_mut()
+            {
+                patch.retain(|_, v| v.as_object().is_none_or(|m| !m.is_empty()));
+            }
+            out.insert((*field).into(), (&value).into());
+        }
+        yaml::Value::Mapping(out)
+    }
+}
+
+fn check_error(error: Map<String, Value>) -> Result<Value, String> {
+    let kind = error.get("kind").and_then(Value::as_str);
+    if !matches!(kind, Some("invalid-config" | "invalid-input" | "failed")) {
+        return Err("error.kind: expected invalid-config, invalid-input or failed".into());
+    }
+    if !error.get("message").is_some_and(Value::is_string) {
+        return Err("error.message: expected a string".into());
+    }
+    if let Some(key) = error
+        .keys()
+        .find(|k| !matches!(k.as_str(), "kind" | "message"))
+    {
+        return Err(format!("error: unknown key {key:?}"));
+    }
+    Ok(Value::Object(error))
+}
+
+/// A child's identity in the set of children: apiVersion, kind, namespace,
+/// name.
+pub fn child_key(child: &Value) -> [String; 4] {
+    let text = |pointer: &str| {
+        child
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    [
+        text("/apiVersion"),
+        text("/kind"),
+        text("/metadata/namespace"),
+        text("/metadata/name"),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expected(call: Call, yaml: &str) -> Result<Outcome, String> {
+        Outcome::expected(call, kubeplug_core::yaml::from_str(yaml).unwrap())
+    }
+
+    fn child(kind: &str, name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name}})
+    }
+
+    #[test]
+    fn absent_keys_are_the_empty_answer() {
+        let nothing = Outcome::empty(Call::Reconcile);
+        assert_eq!(Outcome::expected(Call::Reconcile, None).unwrap(), nothing);
+        assert_eq!(expected(Call::Reconcile, "{}").unwrap(), nothing);
+        assert_eq!(
+            expected(Call::Reconcile, "children: []\nstatus: null").unwrap(),
+            nothing
+        );
+        let mut answered = Outcome::empty(Call::Reconcile);
+        answered.set("status", json!({"phase": "Running"})).unwrap();
+        assert_eq!(nothing.differing(&answered), ["status"]);
+        assert_eq!(Outcome::empty(Call::Finalize).get("done"), &json!(false));
+    }
+
+    #[test]
+    fn children_compare_as_a_set() {
+        let mut one = Outcome::empty(Call::Reconcile);
+        one.set(
+            "children",
+            json!([child("Service", "a"), child("Secret", "b")]),
+        )
+        .unwrap();
+        let mut other = Outcome::empty(Call::Reconcile);
+        other
+            .set(
+                "children",
+                json!([child("Secret", "b"), child("Service", "a")]),
+            )
+            .unwrap();
+        assert!(one.differing(&other).is_empty());
+        other
+            .set("children", json!([child("Secret", "b")]))
+            .unwrap();
+        assert_eq!(one.differing(&other), ["children"]);
+    }
+
+    #[test]
+    fn a_patch_without_labels_equals_one_with_empty_labels() {
+        let short = expected(Call::Reconcile, "parentPatch: {annotations: {a: b}}").unwrap();
+        let long = expected(
+            Call::Reconcile,
+            "parentPatch: {labels: {}, annotations: {a: b}}",
+        )
+        .unwrap();
+        assert_eq!(short, long);
+        assert_ne!(short, Outcome::empty(Call::Reconcile));
+    }
+
+    #[test]
+    fn malformed_expectations_are_refused() {
+        for (call, yaml, says) in [
+            (Call::Reconcile, "chidlren: []", "unknown key \"chidlren\""),
+            (Call::Reconcile, "done: true", "unknown key \"done\""),
+            (
+                Call::Reconcile,
+                "error: {kind: oops, message: x}",
+                "error.kind",
+            ),
+            (Call::Reconcile, "error: {kind: failed}", "error.message"),
+            (Call::Reconcile, "children: [1]", "children"),
+            (
+                Call::Reconcile,
+                "requeueAfterSeconds: -1",
+                "requeueAfterSeconds",
+            ),
+            (Call::Reconcile, "parentPatch: {label: {}}", "parentPatch"),
+            (Call::Manifest, "children: []", "unknown key"),
+            (Call::Finalize, "[]", "expected a mapping"),
+        ] {
+            let error = expected(call, yaml).unwrap_err();
+            assert!(error.contains(says), "{yaml}: {error}");
+        }
+        assert!(expected(Call::Reconcile, "error: {kind: invalid-input, message: no}").is_ok());
+    }
+
+    #[test]
+    fn to_expect_writes_only_what_says_something_and_reads_back_the_same() {
+        let mut outcome = Outcome::empty(Call::Reconcile);
+        outcome
+            .set(
+                "parentPatch",
+                json!({"labels": {}, "annotations": {"a": "b"}}),
+            )
+            .unwrap();
+        outcome.set("requeueAfterSeconds", json!(30)).unwrap();
+        let written = outcome.to_expect();
+        assert_eq!(
+            kubeplug_core::yaml::to_string(&written),
+            "parentPatch:\n  annotations:\n    a: b\nrequeueAfterSeconds: 30\n"
+        );
+        let read = Outcome::expected(Call::Reconcile, Some(written.to_typed().unwrap()));
+        assert_eq!(read.unwrap(), outcome);
+        let empty = Outcome::empty(Call::Finalize).to_expect();
+        assert_eq!(
+            empty,
+            kubeplug_core::yaml::Value::Mapping(Default::default())
+        );
+    }
+}

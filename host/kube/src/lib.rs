@@ -1,0 +1,18 @@
+//! kubeplug's Kubernetes plumbing, shared by every plugin: the API client
+//! with its limits ([`client`]), true scopes ([`discovery`]), the informer
+//! caches ([`informers`]), server-side apply ([`apply`]), fenced leases
+//! ([`leader`]), plugin identities ([`identity`]), work queues ([`queue`]),
+//! finalizer release ([`finalizers`]) and API reachability ([`health`]).
+//!
+//! Knows nothing of Wasm: plugins reach it only through the operator.
+
+#![forbid(unsafe_code)]
+
+pub mod apply;
+pub mod client;
+pub mod discovery;
+pub mod health;
+pub mod identity;
+pub mod informers;
+pub mod leader;
+pub mod queue;

@@ -1,0 +1,411 @@
+//! Command-line arguments: the clap structs of every command, and what
+//! they build (a runtime, a policy).
+//!
+//! Kept apart from [`crate::cli`] (which parses and dispatches) so that the
+//! commands ([`crate::run`], [`crate::commands`]) take their arguments
+//! without importing the parser.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+
+use crate::api::limits::PreviewLimits;
+use kubeplug_core::policy::Policy;
+use kubeplug_kube::client::ClientSettings;
+use kubeplug_operator::controller::Settings;
+use kubeplug_runtime::{Compiler, LimitSettings, Limits, Runtime};
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Format {
+    Yaml,
+    Json,
+}
+
+/// How plugins are loaded: cache and limits.
+#[derive(Args, Clone)]
+pub struct RuntimeArgs {
+    /// Directory for precompiled components (so restarts do not recompile).
+    #[arg(long, env = "KUBEPLUG_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Compile in memory only; write no cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Bytes of precompiled components the cache directory keeps at most
+    /// (`768Mi`, `1Gi`, or bytes), least recently used pruned first; keep it
+    /// below the size limit of the volume it is on.
+    #[arg(
+        long,
+        env = "KUBEPLUG_COMPILE_CACHE_BYTES",
+        value_parser = parse_bytes_u64,
+        default_value = "768Mi"
+    )]
+    pub compile_cache_bytes: u64,
+    /// Wall-clock deadline of one plugin call, in milliseconds (at most the
+    /// policy's `callTimeoutMs`) [default: 2000; `render --request`: the
+    /// capture's].
+    // No clap default: `render --request` must tell a flag from a default.
+    #[arg(long)]
+    pub timeout_ms: Option<u64>,
+    /// Cap on a call's guest memory, in MiB (at most the policy's
+    /// `memoryBytes`) [default: 128; `render --request`: the capture's].
+    #[arg(long)]
+    pub memory_mib: Option<u64>,
+    /// Compiles at once. Loads from the compile cache never wait for one;
+    /// a Python or JavaScript guest compiles for 10-30 s.
+    #[arg(long, env = "KUBEPLUG_COMPILES", default_value_t = kubeplug_runtime::DEFAULT_COMPILES)]
+    pub compiles: usize,
+}
+
+/// The platform's policy (see [`kubeplug_core::policy`]).
+#[derive(Args, Clone)]
+pub struct PolicyArgs {
+    /// Policy file granting each plugin what it may do (repeatable, or
+    /// comma-separated). Without one, every plugin gets the default grant.
+    #[arg(long = "policy", env = "KUBEPLUG_POLICY", value_delimiter = ',')]
+    pub files: Vec<PathBuf>,
+}
+
+impl PolicyArgs {
+    pub fn load(&self) -> anyhow::Result<Policy> {
+        Policy::load(&self.files).context("failed to load the policy")
+    }
+
+    /// The policy files, to be re-read while the host runs.
+    pub fn watch(&self) -> anyhow::Result<kubeplug_core::policy::PolicyFiles> {
+        kubeplug_core::policy::PolicyFiles::load(self.files.clone())
+            .context("failed to load the policy")
+    }
+}
+
+impl RuntimeArgs {
+    pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        let dir = if self.no_cache {
+            None
+        } else {
+            Some(self.cache_dir.clone().unwrap_or_else(default_cache_dir))
+        };
+        Runtime::new(dir)
+            .map(|r| {
+                r.with_compiles(self.compiles)
+                    .with_cache_budget(self.compile_cache_bytes)
+            })
+            .map_err(anyhow::Error::from)
+            .context("failed to start the Wasm runtime")
+    }
+
+    /// The same runtime compiling in a bounded child process of this
+    /// executable (see [`kubeplug_runtime::compile`]).
+    pub fn bounded_runtime(&self) -> anyhow::Result<Runtime> {
+        let exe = std::env::current_exe().context("cannot find the kubeplug executable")?;
+        Ok(self.runtime()?.with_compiler(Compiler::Subprocess(exe)))
+    }
+
+    /// The limits asked for on the command line (the policy caps them).
+    pub fn limits(&self) -> LimitSettings {
+        let defaults = Limits::default();
+        self.limits_over(LimitSettings {
+            timeout_ms: Some(defaults.timeout.as_millis() as u64),
+            memory_bytes: Some(defaults.memory_bytes),
+        })
+    }
+
+    /// `base` where the command line does not say otherwise.
+    pub fn limits_over(&self, base: LimitSettings) -> LimitSettings {
+        LimitSettings {
+            timeout_ms: self.timeout_ms.or(base.timeout_ms),
+            memory_bytes: self
+                .memory_mib
+                .map(|mib| (mib as usize) << 20)
+                .or(base.memory_bytes),
+        }
+    }
+}
+
+/// A size in bytes: a number, optionally with a binary suffix as Kubernetes
+/// quantities have them (`512Ki`, `64Mi`, `1Gi`; a trailing `B` is allowed).
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let digits = text.trim_end_matches(|c: char| !c.is_ascii_digit());
+    let suffix = &text[digits.len()..];
+    let shift = match suffix.strip_suffix('B').unwrap_or(suffix) {
+        "" => 0,
+        "Ki" => 10,
+        "Mi" => 20,
+        "Gi" => 30,
+        _ => {
+            return Err(format!(
+                "{text:?}: give bytes, or a number with Ki, Mi or Gi"
+            ));
+        }
+    };
+    let number: usize = digits
+        .parse()
+        .map_err(|_| format!("{text:?}: give bytes, or a number with Ki, Mi or Gi"))?;
+    number
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+pub fn parse_bytes_u64(text: &str) -> Result<u64, String> {
+    parse_bytes(text).map(|b| b as u64)
+}
+
+pub fn default_cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("kubeplug").join("compiled")
+}
+
+#[derive(Args)]
+pub struct RenderArgs {
+    /// The plugin (`.wasm` component).
+    #[arg(long)]
+    pub plugin: PathBuf,
+    /// The parent object (YAML or JSON).
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required_unless_present = "request",
+        conflicts_with = "request"
+    )]
+    pub parent: Option<PathBuf>,
+    /// Observed children (YAML/JSON, multi-document allowed). Repeatable.
+    #[arg(long, conflicts_with = "request")]
+    pub observed: Vec<PathBuf>,
+    /// Related objects (YAML/JSON, multi-document allowed). Repeatable.
+    #[arg(long, conflicts_with = "request")]
+    pub related: Vec<PathBuf>,
+    /// Replay a failure the live host kept (`kubeplug replay -o FILE`): its
+    /// request verbatim, with its configuration and limits unless
+    /// `--config`, `--timeout-ms` or `--memory-mib` say otherwise.
+    #[arg(long, value_name = "FILE")]
+    pub request: Option<PathBuf>,
+    /// CustomResourceDefinitions (YAML/JSON) that tell the scope of custom
+    /// kinds, as the live host learns it from the API server. Repeatable.
+    #[arg(long)]
+    pub crd: Vec<PathBuf>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub common: OfflineArgs,
+}
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// The plugin (`.wasm` component).
+    pub plugin: PathBuf,
+    #[command(flatten)]
+    pub common: OfflineArgs,
+}
+
+#[derive(Args)]
+#[command(after_help = "\
+Exit status: 0 when every case passes, 1 when one fails, 2 when a fixture \
+cannot be read or the plugin cannot be loaded (or the live host would refuse \
+it under --policy).
+
+--update replaces the `expect` block of each failing case and keeps the rest \
+of the file as written. A file where that cannot be done safely (a case in \
+flow style, JSON) is written out whole: keys keep their order, comments are \
+lost. Review the diff.")]
+pub struct TestArgs {
+    /// The plugin's directory: fixtures in DIR/fixtures/ (else DIR itself),
+    /// the plugin in DIR/dist/.
+    pub dir: PathBuf,
+    /// The plugin (`.wasm` component) [default: the one `*.wasm` file in
+    /// DIR/dist/].
+    #[arg(long)]
+    pub plugin: Option<PathBuf>,
+    /// Rewrite the `expect` of each failing case with the plugin's answer.
+    #[arg(long)]
+    pub update: bool,
+    /// Configuration document (YAML or JSON) of the cases that give no
+    /// `config` [default: {}].
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// CustomResourceDefinitions (YAML/JSON) that tell the scope of custom
+    /// kinds, as the live host learns it from the API server. Repeatable.
+    #[arg(long)]
+    pub crd: Vec<PathBuf>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+#[derive(Args)]
+pub struct NewArgs {
+    /// The plugin's name, a DNS label: it names the directory, the package
+    /// and the plugin.
+    pub name: String,
+    #[arg(long, value_enum)]
+    pub lang: kubeplug_kit::kit::scaffold::Lang,
+    /// Where to create NAME/.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// The SDK the project depends on [default: the one in the source tree
+    /// this kubeplug was built from].
+    #[arg(long)]
+    pub sdk: Option<PathBuf>,
+}
+
+/// What both offline commands take besides the plugin.
+#[derive(Args)]
+pub struct OfflineArgs {
+    /// The plugin's configuration document (YAML or JSON), for plugins that
+    /// need one.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(short, long, value_enum, default_value = "yaml")]
+    pub output: Format,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+/// `kubeplug run`.
+#[derive(Args)]
+pub struct RunArgs {
+    /// Directory of plugin `.wasm` files (and optional `<name>.yaml`
+    /// settings). Plugin `N` serves only from the location its grant binds
+    /// (`path:`), by default `DIR/N.wasm` or `DIR/N/N.wasm` (one image
+    /// volume per plugin), and only if its manifest declares `N`.
+    #[arg(long, env = "KUBEPLUG_PLUGINS")]
+    pub plugins: PathBuf,
+    /// Directory of the plugins' `<name>.yaml` settings, instead of beside
+    /// each `.wasm` (plugins from read-only images, settings from a
+    /// ConfigMap). Links out of it are refused.
+    #[arg(long, env = "KUBEPLUG_SETTINGS")]
+    pub settings: Option<PathBuf>,
+    /// Address for /metrics, /healthz, /readyz and /plugins. In a pod, give
+    /// one the kubelet reaches (`0.0.0.0:8080`); `/plugins` shows file
+    /// paths and error text, and `/plugins/<plugin>/replays` failure
+    /// captures, only to loopback clients.
+    #[arg(long, env = "KUBEPLUG_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Serve the aggregated API (`kubeplug.io/v1alpha1`, see
+    /// [`crate::api`]) over TLS on this address; needs `--api-cert` and
+    /// `--api-key`.
+    #[arg(long, env = "KUBEPLUG_API_LISTEN", requires_all = ["api_cert", "api_key"])]
+    pub api_listen: Option<SocketAddr>,
+    /// PEM serving certificate (chain) of the aggregated API; its CA goes
+    /// into the APIService's `caBundle`. Re-read every minute.
+    #[arg(long, env = "KUBEPLUG_API_CERT")]
+    pub api_cert: Option<PathBuf>,
+    /// PEM private key of that certificate.
+    #[arg(long, env = "KUBEPLUG_API_KEY")]
+    pub api_key: Option<PathBuf>,
+    /// Previews a user may start per second (sustained) through the
+    /// aggregated API; more get 429 before they cost anything.
+    #[arg(long, default_value_t = PreviewLimits::default().per_user_rate)]
+    pub preview_rate: f64,
+    /// Previews a user may start at once above that rate.
+    #[arg(long, default_value_t = PreviewLimits::default().per_user_burst)]
+    pub preview_burst: u32,
+    /// Previews of one user running at once.
+    #[arg(long, default_value_t = PreviewLimits::default().per_user_in_flight)]
+    pub preview_concurrency: usize,
+    /// Previews running at once, all users together.
+    #[arg(long, default_value_t = PreviewLimits::default().in_flight)]
+    pub previews_in_flight: usize,
+    /// Serve only these namespaces (comma-separated): every plugin's
+    /// parents, children and related objects are watched, cached and
+    /// written there and nowhere else, so the host needs no cluster-wide
+    /// read access. Plugins of cluster-scoped kinds are refused. Default:
+    /// every namespace each plugin's grant allows.
+    #[arg(long, env = "KUBEPLUG_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
+    /// Parents reconciled at once, per plugin.
+    #[arg(long, default_value_t = Settings::default().concurrency)]
+    pub concurrency: usize,
+    /// The memory the host may use, in MiB, split between plugin calls and
+    /// compiles (see README, "Limits") [default: the container's memory
+    /// limit (cgroup v2 `memory.max` or v1 `memory.limit_in_bytes`), else
+    /// the machine's memory].
+    #[arg(long, env = "KUBEPLUG_MEMORY_LIMIT_MIB")]
+    pub memory_limit_mib: Option<u64>,
+    /// Resync period for plugins whose manifest sets none, in seconds.
+    #[arg(long, default_value_t = Settings::default().resync.as_secs())]
+    pub resync_seconds: u64,
+    /// Elect a leader per plugin through a Lease, so that several replicas
+    /// can run with one writer per plugin.
+    #[arg(long, env = "KUBEPLUG_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Namespace of the Leases (default: the pod's namespace, else `default`).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+    /// How long a plugin's Lease lasts without renewal, in seconds.
+    #[arg(long, default_value_t = 15.0)]
+    pub lease_duration: f64,
+    /// How long a leader keeps writing without a successful renewal, in
+    /// seconds; shorter than the lease duration.
+    #[arg(long, default_value_t = 10.0)]
+    pub renew_deadline: f64,
+    /// Seconds between leader-election rounds (renewals and attempts).
+    #[arg(long, default_value_t = 2.0)]
+    pub retry_period: f64,
+    /// Requests per second to the API server, per client (the host's own
+    /// and each plugin's); 0: unlimited.
+    #[arg(long, default_value_t = ClientSettings::default().qps)]
+    pub api_qps: f64,
+    /// Requests above the sustained rate, per client.
+    #[arg(long, default_value_t = ClientSettings::default().burst)]
+    pub api_burst: u32,
+    /// Longest wait for an answer to one API request (watches excepted), in
+    /// seconds.
+    #[arg(long, default_value_t = ClientSettings::default().timeout.as_secs_f64())]
+    pub api_timeout: f64,
+    /// Bytes each watch's cache holds at most (`1048576`, `512Ki`, `64Mi`,
+    /// `1Gi`). Objects beyond it are not cached, and the plugins reading
+    /// that watch are degraded until they fit again: anyone who may create
+    /// objects carrying a watch's labels decides how much it would hold.
+    #[arg(
+        long,
+        env = "KUBEPLUG_WATCH_CACHE_BYTES",
+        value_parser = parse_bytes,
+        default_value = "64Mi"
+    )]
+    pub watch_cache_bytes: usize,
+    /// Largest plugin file read, in bytes; a larger one is refused before
+    /// it is read. The default (64 MiB) is over three times the largest
+    /// guest shipped (Python, ~18 MB).
+    #[arg(long, env = "KUBEPLUG_MAX_PLUGIN_BYTES", default_value_t = kubeplug_operator::registry::MAX_PLUGIN_BYTES)]
+    pub max_plugin_bytes: u64,
+    /// Rescan the plugin directory at least this often, in seconds, even
+    /// without change notifications.
+    #[arg(long, default_value_t = 30)]
+    pub rescan_seconds: u64,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_bytes, parse_bytes_u64};
+
+    #[test]
+    fn sizes_are_bytes_or_binary_multiples() {
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("512Ki"), Ok(512 << 10));
+        assert_eq!(parse_bytes("64Mi"), Ok(64 << 20));
+        assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_bytes("1Gi"), Ok(1 << 30));
+        // The flags' defaults, as text, are the constants.
+        assert_eq!(
+            parse_bytes("64Mi"),
+            Ok(kubeplug_kube::informers::DEFAULT_WATCH_BYTES)
+        );
+        assert_eq!(
+            parse_bytes_u64("768Mi"),
+            Ok(kubeplug_runtime::DEFAULT_CACHE_BYTES)
+        );
+        for wrong in ["", "Mi", "1M", "1.5Mi", "-1", "1MiBB"] {
+            assert!(parse_bytes(wrong).is_err(), "{wrong:?}");
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Command-line interface: argument parsing and dispatch only. The
+//! arguments are in [`crate::args`], the commands in [`crate::commands`]
+//! and [`crate::run`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::args::{InspectArgs, NewArgs, RenderArgs, RunArgs, TestArgs};
+use crate::commands;
+
+#[derive(Parser)]
+#[command(
+    name = "kubeplug",
+    version,
+    about = "A Kubernetes operator host for Wasm reconcile plugins"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Log format: `text` (colour only on a terminal) or `json` (one object
+    /// per line). The level comes from `RUST_LOG` (or `KUBEPLUG_LOG`).
+    #[arg(
+        long,
+        global = true,
+        env = "KUBEPLUG_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    log_format: crate::logging::LogFormat,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a plugin on a parent read from a file and print what the operator
+    /// would apply. Needs no cluster.
+    Render(RenderArgs),
+    /// Print a plugin's manifest, contract version, digest and size.
+    Inspect(InspectArgs),
+    /// Run a plugin over its fixture files (docs/fixtures.md) and compare
+    /// its answers with the expected ones. Needs no cluster.
+    Test(TestArgs),
+    /// Create a plugin project from a template: `NAME/` with the plugin,
+    /// a fixture, a build script and a README.
+    New(NewArgs),
+    /// Run the operator: load every plugin in a directory and reconcile.
+    Run(RunArgs),
+    /// Release a removed plugin's finalizers, so that its deleted parents
+    /// stop hanging in Terminating.
+    ReleaseFinalizers(crate::commands::release_finalizers::ReleaseArgs),
+    /// List a plugin's failed calls kept by a running host, or fetch one as
+    /// a file for `render --request`.
+    Replay(crate::commands::replay::ReplayArgs),
+    /// Internal: compile a component in a child process of the host, so
+    /// that the host can bound its time and memory.
+    #[command(name = "__compile", hide = true)]
+    Compile { input: PathBuf, output: PathBuf },
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    crate::logging::init_tracing(cli.log_format);
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let done = match cli.command {
+        Command::Test(args) => return Ok(commands::test::run(args)),
+        Command::New(args) => commands::new::run(args),
+        Command::Render(args) => commands::render::run(args),
+        Command::Inspect(args) => commands::inspect::run(args),
+        Command::Run(args) => crate::run::run(args),
+        Command::ReleaseFinalizers(args) => crate::commands::release_finalizers::release_cmd(args),
+        Command::Replay(args) => crate::commands::replay::replay_cmd(args),
+        Command::Compile { input, output } => {
+            kubeplug_runtime::compile::compile_main(&input, &output)
+        }
+    };
+    done.map(|()| ExitCode::SUCCESS)
+}

@@ -1,0 +1,11 @@
+//! Every command but `kubeplug run` ([`crate::run`]), one module each: those
+//! that need no cluster share [`offline`]; `release-finalizers` talks to the
+//! API server, `replay` to a running host's admin server.
+
+pub mod inspect;
+pub mod new;
+pub mod offline;
+pub mod release_finalizers;
+pub mod render;
+pub mod replay;
+pub mod test;

@@ -1,0 +1,142 @@
+//! `kubeplug render`: a plugin's answer to a parent read from files, or to a
+//! captured call (`--request`), printed as the operator would apply it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use super::offline::{print, read_config, read_crds};
+use crate::args::RenderArgs;
+use kubeplug_core::policy::Policy;
+use kubeplug_kit::kit;
+use kubeplug_kit::render;
+use kubeplug_operator::replay::{Call, Capture};
+use kubeplug_runtime::LimitSettings;
+
+/// `kubeplug render`: run a plugin on a parent read from files and print
+/// what the operator would apply.
+pub fn run(args: RenderArgs) -> anyhow::Result<()> {
+    let policy = args.policy.load()?;
+    let crds = read_crds(&args.crd)?;
+    if let Some(file) = &args.request {
+        return replay_cmd(&args, file, &policy, &crds);
+    }
+    let config = args.common.config.as_deref().map(read_config).transpose()?;
+    let limits = args.common.runtime.limits();
+    let runtime = args.common.runtime.bounded_runtime()?;
+    let plugin = kit::load::compile(&runtime, &args.plugin, config, limits, &policy)?;
+    let kit::load::Loaded {
+        plugin,
+        grant,
+        notes,
+    } = kit::load::admit(&plugin, &policy, &crds, limits)?;
+    let parent = args
+        .parent
+        .as_deref()
+        .expect("clap requires -f without --request");
+    let mut parents = render::read_objects(parent)?;
+    if parents.len() != 1 {
+        return Err(render::RenderError::ParentCount {
+            path: parent.display().to_string(),
+            count: parents.len(),
+        }
+        .into());
+    }
+    let read_all = |paths: &[PathBuf]| -> anyhow::Result<Vec<serde_json::Value>> {
+        let mut all = Vec::new();
+        for p in paths {
+            all.extend(render::read_objects(p)?);
+        }
+        Ok(all)
+    };
+    let mut rendered = render::render(
+        &plugin,
+        &grant,
+        parents.remove(0),
+        read_all(&args.observed)?,
+        read_all(&args.related)?,
+    )?;
+    rendered.notes = notes;
+    print(&rendered, args.common.output)
+}
+
+/// Read a capture file (`kind: Replay`, YAML or JSON).
+fn read_capture(path: &Path) -> anyhow::Result<Capture> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let capture: Capture = kubeplug_core::yaml::from_str(&text)
+        .with_context(|| format!("{} is not a replay capture", path.display()))?;
+    capture
+        .check_kind()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(capture)
+}
+
+/// `render --request`: the captured call again, through the same path as
+/// `render`. A failure prints as the host logged it (the capture's `error`).
+fn replay_cmd(
+    args: &RenderArgs,
+    file: &Path,
+    policy: &Policy,
+    crds: &[serde_json::Value],
+) -> anyhow::Result<()> {
+    let capture = read_capture(file)?;
+    let config = match &args.common.config {
+        Some(path) => read_config(path)?,
+        None => capture.config.clone(),
+    };
+    let limits = args.common.runtime.limits_over(LimitSettings {
+        timeout_ms: Some(u64::try_from(capture.limits.timeout.as_millis()).unwrap_or(u64::MAX)),
+        memory_bytes: Some(capture.limits.memory_bytes),
+    });
+    let runtime = args.common.runtime.bounded_runtime()?;
+    let plugin = kit::load::compile(&runtime, &args.plugin, Some(config), limits, policy)?;
+    let kit::load::Loaded {
+        plugin,
+        grant,
+        mut notes,
+    } = kit::load::admit(&plugin, policy, crds, limits)?;
+    if plugin.name() != capture.plugin {
+        notes.push(format!(
+            "the capture is of plugin {}, this is plugin {}",
+            capture.plugin,
+            plugin.name()
+        ));
+    }
+    if plugin.digest() != capture.digest {
+        notes.push(format!(
+            "the failure happened on {}@{} (digest {}); this is {}@{} (digest {})",
+            capture.plugin,
+            capture.version,
+            capture.digest,
+            plugin.name(),
+            plugin.manifest().version,
+            plugin.digest()
+        ));
+    }
+    let request = capture
+        .request()
+        .with_context(|| format!("{} cannot be replayed", file.display()))?;
+    // On failure the notes go to stderr before the error, whose line stays
+    // exactly the capture's.
+    let failed = |error: render::RenderError, notes: &[String]| {
+        for note in notes {
+            eprintln!("note: {note}");
+        }
+        anyhow::Error::from(error)
+    };
+    match capture.call {
+        Call::Reconcile => {
+            let mut rendered =
+                render::render_request(&plugin, &grant, &request).map_err(|e| failed(e, &notes))?;
+            rendered.notes = notes;
+            print(&rendered, args.common.output)
+        }
+        Call::Finalize => {
+            let mut finalized = render::finalize_request(&plugin, &grant, &request)
+                .map_err(|e| failed(e, &notes))?;
+            finalized.notes = notes;
+            print(&finalized, args.common.output)
+        }
+    }
+}

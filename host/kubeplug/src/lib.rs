@@ -1,0 +1,15 @@
+//! The `kubeplug` binary: the command line ([`cli`], [`args`]), the wiring
+//! of a running host ([`run`]), the aggregated API ([`api`]), the admin
+//! server and logging. Everything it wires lives in the crates below it
+//! (docs/architecture.md).
+
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod api;
+pub mod args;
+pub mod cli;
+pub mod commands;
+pub mod drain;
+pub mod logging;
+pub mod run;

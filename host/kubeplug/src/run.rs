@@ -1,0 +1,486 @@
+//! `kubeplug run`: wire the operator together and run it until a signal.
+
+mod metrics;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::task::JoinHandle;
+
+use crate::admin::{self, Detail, HttpLimits, Probes};
+use crate::api::limits::PreviewLimits;
+use crate::args::RunArgs;
+use crate::drain;
+use kubeplug_core::policy::PolicyFiles;
+use kubeplug_kube::client::ClientSettings;
+use kubeplug_kube::health::ApiHealth;
+use kubeplug_kube::identity::Access;
+use kubeplug_kube::informers::Informers;
+use kubeplug_kube::leader::{Elector, LeaseSettings};
+use kubeplug_operator::controller::Settings;
+use kubeplug_operator::metrics::OperatorMetrics;
+use kubeplug_operator::registry::{Registry, Wiring};
+use kubeplug_runtime::{Runtime, budget};
+use metrics::HostMetrics;
+
+/// Initial scans, [`kubeplug_operator::registry::SETTLE`] apart, waiting for fresh files
+/// before reporting ready (10 s). A file that keeps changing for longer is
+/// loaded by the watcher once it settles.
+const INITIAL_SCAN_RETRIES: usize = 20;
+
+/// How long readiness waits for the plugins present at start to load (each
+/// load is bounded by its compile quota; a slower one is served once done).
+const INITIAL_LOAD_WAIT: Duration = Duration::from_secs(120);
+
+/// How long reconciles in flight may run on after SIGTERM: well inside the
+/// 30 s Kubernetes waits before killing a pod.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How long the background tasks (file watcher, gauges, API health checks)
+/// may take to stop: they stop at their next await point.
+const TASKS_DRAIN: Duration = Duration::from_secs(1);
+
+/// How long the servers may take to stop: the admin server's own bound on
+/// answers in flight ([`HttpLimits::drain`]), and a second to spare.
+const SERVERS_DRAIN: Duration = HttpLimits::default_drain().saturating_add(Duration::from_secs(1));
+
+/// The host's memory split (see [`kubeplug_runtime::budget`]) from the flag,
+/// the container's limit or the machine's memory.
+fn memory_plan(flag_mib: Option<u64>, compiles: usize) -> anyhow::Result<budget::Plan> {
+    let (limit, source) = match flag_mib {
+        Some(mib) => (mib << 20, "--memory-limit-mib"),
+        None => match budget::container_limit() {
+            Some(limit) => (limit, "the container's memory limit"),
+            None => (
+                budget::machine_memory()
+                    .context("cannot read the machine's memory; set --memory-limit-mib")?,
+                "the machine's memory",
+            ),
+        },
+    };
+    anyhow::ensure!(
+        limit > budget::HOST_RESERVE,
+        "a memory limit of {} MiB leaves nothing for plugins beside the host's own {} MiB",
+        limit >> 20,
+        budget::HOST_RESERVE >> 20
+    );
+    let plan = budget::Plan::for_limit(limit, compiles);
+    tracing::info!(
+        limit_mib = limit >> 20,
+        source,
+        calls_mib = plan.calls >> 20,
+        compile_mib = plan.compile_each >> 20,
+        compiles,
+        "memory budget"
+    );
+    Ok(plan)
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("failed to start the async runtime")?
+        .block_on(serve(args))
+}
+
+async fn serve(args: RunArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.plugins.is_dir(),
+        "plugin directory {} does not exist",
+        args.plugins.display()
+    );
+    let policy = Arc::new(args.policy.watch()?);
+    let identity = replica_identity();
+    let clients = Clients::build(&args, &identity).await?;
+    let plan = memory_plan(args.memory_limit_mib, args.runtime.compiles)?;
+    let runtime = Arc::new(args.runtime.bounded_runtime()?.with_memory_plan(plan));
+    let metrics = HostMetrics::new();
+    let informers = Arc::new(
+        Informers::new(clients.host.clone(), metrics.informers.clone())
+            .with_watch_budget(args.watch_cache_bytes),
+    );
+    let elector = leadership(&args, &identity, &clients, &metrics)?;
+    log_policy(&policy);
+    if let Some(dir) = &args.settings {
+        anyhow::ensure!(
+            dir.is_dir(),
+            "settings directory {} does not exist",
+            dir.display()
+        );
+    }
+    let registry = Arc::new(Registry::new(
+        args.plugins.clone(),
+        args.settings.clone(),
+        Wiring {
+            runtime: runtime.clone(),
+            informers,
+            access: Arc::new(Access::new(clients.host.clone(), metrics.access.clone())),
+            client: clients.host.clone(),
+            config: clients.config.clone(),
+            client_settings: clients.settings.clone(),
+            policy,
+            metrics: metrics.operator.clone(),
+            apply_metrics: metrics.apply.clone(),
+            settings: Settings {
+                concurrency: args.concurrency,
+                resync: Duration::from_secs(args.resync_seconds.max(1)),
+                elector: elector.clone(),
+                ..Settings::default()
+            },
+            namespaces: (!args.namespaces.is_empty()).then(|| args.namespaces.clone()),
+            max_plugin_bytes: args.max_plugin_bytes,
+        },
+    ));
+
+    // Background tasks end on `tasks`; the servers on `servers`, last, so
+    // that liveness answers while reconciles in flight finish.
+    let (tasks, tasks_watch) = drain::channel();
+    let (servers, servers_watch) = drain::channel();
+    let health = Arc::new(ApiHealth::default());
+    tokio::spawn(
+        tasks_watch.clone().run_until(
+            health
+                .clone()
+                .watch(clients.host.clone(), metrics.health.clone()),
+        ),
+    );
+    let operator_metrics = metrics.operator.clone();
+    let scanned = Arc::new(AtomicBool::new(false));
+    let probes = Arc::new(probes(
+        metrics.registry,
+        &registry,
+        &runtime,
+        &health,
+        &scanned,
+        &operator_metrics,
+    ));
+    let mut api = match args.api_listen {
+        Some(listen) => Some(aggregated_api(
+            &args,
+            listen,
+            &clients,
+            &registry,
+            &identity,
+            &servers_watch,
+        )?),
+        None => None,
+    };
+    let mut admin = tokio::spawn(admin::serve(args.listen, probes.clone(), servers_watch));
+
+    let again = initial_scan(&registry, &args).await;
+    scanned.store(true, Ordering::Relaxed);
+    tokio::spawn(
+        tasks_watch.clone().run_until(
+            registry
+                .clone()
+                .watch(Duration::from_secs(args.rescan_seconds.max(1)), again),
+        ),
+    );
+    tokio::spawn(tasks_watch.run_until(report_gauges(registry.clone(), operator_metrics)));
+
+    let api_failed = async {
+        match api.as_mut() {
+            Some(task) => task.await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        result = &mut admin => {
+            result.context("metrics server task failed")?
+                .with_context(|| format!("failed to serve on {}", args.listen))?;
+        }
+        result = api_failed => {
+            result.context("aggregated API task failed")??;
+        }
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+    }
+    // Not ready from now on; liveness keeps answering while reconciles in
+    // flight finish, so the kubelet does not kill the pod mid-shutdown.
+    probes.stopping.store(true, Ordering::Relaxed);
+    if !tasks.drain(TASKS_DRAIN).await {
+        tracing::warn!("background tasks still running at shutdown");
+    }
+    // Workers first, then the Leases: a Lease handed back while a worker
+    // still writes would let the next leader write beside it.
+    registry.shutdown(SHUTDOWN_GRACE).await;
+    if let Some(elector) = elector {
+        elector.shutdown().await;
+    }
+    if !servers.drain(SERVERS_DRAIN).await {
+        tracing::info!("servers still answering at shutdown were cut");
+    }
+    if let Ok(Err(error)) = admin.await {
+        tracing::warn!(%error, "HTTP server ended with an error");
+    }
+    Ok(())
+}
+
+/// Who this replica is, for Leases and user agents: the pod's name (or the
+/// host's) and the process id.
+fn replica_identity() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .map(|h| format!("{h}-{}", std::process::id()))
+        .unwrap_or_else(|_| format!("kubeplug-{}", std::process::id()))
+}
+
+/// The host's connection to the API server, and the clients built from it.
+struct Clients {
+    config: kube::Config,
+    /// Rate limit, timeout and user agent of the host's clients (each
+    /// plugin's is made from them).
+    settings: ClientSettings,
+    /// The host's own: watches, discovery, read checks.
+    host: kube::Client,
+    /// Leader election's own: its own connections and its own rate limit,
+    /// so that no load on the host's client (reconciles' reviews, watches,
+    /// candidate admissions) and none on the aggregated API's (a flood of
+    /// previews) can hold a Lease renewal back past the renew deadline.
+    /// Its requests are few (a list and a renewal per round).
+    leases: kube::Client,
+}
+
+impl Clients {
+    async fn build(args: &RunArgs, identity: &str) -> anyhow::Result<Clients> {
+        let config = kube::Config::infer()
+            .await
+            .context("failed to find Kubernetes credentials (kubeconfig or in-cluster)")?;
+        let settings = ClientSettings {
+            qps: args.api_qps,
+            burst: args.api_burst,
+            timeout: secs("--api-timeout", args.api_timeout)?,
+            user_agent: format!("kubeplug/{} ({identity})", env!("CARGO_PKG_VERSION")),
+        };
+        let host = kubeplug_kube::client::build(&config, &settings)
+            .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
+        let leases = Self::own(&config, &settings, "leader-election")
+            .context("failed to build the leader-election client")?;
+        Ok(Clients {
+            config,
+            settings,
+            host,
+            leases,
+        })
+    }
+
+    /// A client of its own for `purpose`, with the host's settings.
+    fn own(
+        config: &kube::Config,
+        settings: &ClientSettings,
+        purpose: &str,
+    ) -> anyhow::Result<kube::Client> {
+        Ok(kubeplug_kube::client::build(
+            config,
+            &ClientSettings {
+                user_agent: format!("{} {purpose}", settings.user_agent),
+                ..settings.clone()
+            },
+        )?)
+    }
+}
+
+/// With `--leader-elect`, an elector per host (one Lease per plugin).
+fn leadership(
+    args: &RunArgs,
+    identity: &str,
+    clients: &Clients,
+    metrics: &HostMetrics,
+) -> anyhow::Result<Option<Arc<Elector>>> {
+    if !args.leader_elect {
+        return Ok(None);
+    }
+    let lease = LeaseSettings {
+        duration: secs("--lease-duration", args.lease_duration)?,
+        renew_deadline: secs("--renew-deadline", args.renew_deadline)?,
+        retry: secs("--retry-period", args.retry_period)?,
+        ..LeaseSettings::new(args.lease_namespace.clone(), identity.to_string())
+    };
+    lease
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid leader election timing: {e}"))?;
+    Ok(Some(Elector::start(
+        clients.leases.clone(),
+        lease,
+        metrics.leader.clone(),
+    )))
+}
+
+fn log_policy(policy: &PolicyFiles) {
+    let policy = policy.current();
+    tracing::info!(
+        strict = policy.strict,
+        identity_namespace = %policy.identity_namespace,
+        granted = ?policy.service_accounts(),
+        "policy loaded"
+    );
+}
+
+/// What the admin server reads from the host.
+fn probes(
+    metrics: prometheus_client::registry::Registry,
+    registry: &Arc<Registry>,
+    runtime: &Runtime,
+    health: &Arc<ApiHealth>,
+    scanned: &Arc<AtomicBool>,
+    operator: &OperatorMetrics,
+) -> Probes {
+    Probes {
+        metrics,
+        refresh: {
+            let (registry, budget, metrics) = (
+                registry.clone(),
+                runtime.memory_budget().clone(),
+                operator.clone(),
+            );
+            Box::new(move || {
+                registry.report_states();
+                metrics.call_memory(budget.stats());
+            })
+        },
+        // Ready: the plugins present at start are loaded, their caches have
+        // listed once, and the API server answers now.
+        ready: {
+            let (health, scanned, registry) = (health.clone(), scanned.clone(), registry.clone());
+            Box::new(move || {
+                if !scanned.load(Ordering::Relaxed) {
+                    return Err("loading the plugins present at start".into());
+                }
+                health.ready()?;
+                let unsynced = registry.unsynced();
+                if !unsynced.is_empty() {
+                    return Err(format!("caches of {} not listed yet", unsynced.join(", ")));
+                }
+                Ok(())
+            })
+        },
+        plugins: {
+            let registry = registry.clone();
+            Box::new(move |detail| {
+                let rows = registry.status();
+                let rows: Vec<_> = match detail {
+                    Detail::Full => rows,
+                    Detail::Summary => rows.into_iter().map(|row| row.summary()).collect(),
+                };
+                serde_json::to_value(rows).unwrap_or_default()
+            })
+        },
+        replays: {
+            let registry = registry.clone();
+            Box::new(move |plugin, parent| {
+                let ring = registry.replays(plugin)?;
+                match parent {
+                    None => serde_json::to_value(ring.list()).ok(),
+                    Some(parent) => serde_json::to_value(ring.get(parent)?).ok(),
+                }
+            })
+        },
+        stopping: AtomicBool::new(false),
+    }
+}
+
+/// Serve the aggregated API on `listen` until the servers drain, and track
+/// who leads for it.
+fn aggregated_api(
+    args: &RunArgs,
+    listen: SocketAddr,
+    clients: &Clients,
+    registry: &Arc<Registry>,
+    identity: &str,
+    drain: &drain::Watch,
+) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
+    // The aggregated API's requests (its users' SubjectAccessReviews, the
+    // front proxy's settings, who leads) go out on a client of their own
+    // too: what its callers cause is limited by its own rate limit, not
+    // taken from the reconciles'.
+    let client = Clients::own(&clients.config, &clients.settings, "aggregated-api")
+        .context("failed to build the aggregated API's client")?;
+    let tracker = crate::api::Tracker::new();
+    let leases = args.leader_elect.then(|| crate::api::tracker::Leases {
+        client: client.clone(),
+        namespace: args.lease_namespace.clone(),
+    });
+    tokio::spawn(
+        drain.clone().run_until(tracker.clone().run(
+            registry.clone(),
+            leases,
+            identity.to_string(),
+        )),
+    );
+    let settings = crate::api::ApiSettings {
+        listen,
+        cert: args.api_cert.clone().expect("clap requires --api-cert"),
+        key: args.api_key.clone().expect("clap requires --api-key"),
+        previews: PreviewLimits {
+            per_user_rate: args.preview_rate,
+            per_user_burst: args.preview_burst,
+            per_user_in_flight: args.preview_concurrency,
+            in_flight: args.previews_in_flight,
+        },
+    };
+    let (registry, mut drain) = (registry.clone(), drain.clone());
+    Ok(tokio::spawn(async move {
+        tokio::select! {
+            served = crate::api::serve(settings, client, tracker, registry) => served,
+            () = drain.signaled() => Ok(()),
+        }
+    }))
+}
+
+/// Scan the plugin directory until no file is too fresh to load, then wait
+/// for the loads. True if a fresh file is still waiting (the watcher
+/// rescans for it).
+///
+/// A scan skips files younger than SETTLE (perhaps still being written).
+/// Plugins copied in just before start are the common case: wait for them,
+/// so that ready means every plugin present at start is loaded.
+async fn initial_scan(registry: &Arc<Registry>, args: &RunArgs) -> bool {
+    let mut again = registry.sync().await;
+    for _ in 0..INITIAL_SCAN_RETRIES {
+        if !again {
+            break;
+        }
+        tokio::time::sleep(kubeplug_operator::registry::SETTLE).await;
+        again = registry.sync().await;
+    }
+    registry.loaded(INITIAL_LOAD_WAIT).await;
+    tracing::info!(dir = %args.plugins.display(), plugins = registry.status().len(), "initial plugin scan done");
+    again
+}
+
+/// Refresh the queue depths and plugin states every few seconds.
+async fn report_gauges(registry: Arc<Registry>, metrics: OperatorMetrics) {
+    loop {
+        for (plugin, len) in registry.queue_lengths() {
+            metrics.queue_depth(&plugin, len);
+        }
+        registry.report_states();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+/// A duration flag given in seconds.
+fn secs(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("{flag} must be a positive number of seconds, not {value}"))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,628 @@
+//! One plugin's controller: subscriptions, queue, workers, backoff, resync.
+//!
+//! The controller subscribes to the shared informers its manifest needs,
+//! maps each change to parent keys ([`routes`]), and runs `concurrency`
+//! workers that take keys from the plugin's queue and [`reconcile`] them.
+//! The plugin behind a controller can be swapped while it runs
+//! ([`Controller::upgrade`]): calls in flight finish on the old version.
+
+mod error_policy;
+mod overdue;
+pub mod routes;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::metrics::OperatorMetrics;
+use crate::preview::PreviewHandle;
+use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources, budget};
+use crate::replay::Ring;
+use crate::shadow::Shadow;
+use kubeplug_core::policy::Effective;
+use kubeplug_core::rollback::RollbackSettings;
+pub use kubeplug_core::rollout::RolledBack;
+use kubeplug_core::rollout::{Judged, Rollout, State};
+use kubeplug_kube::apply::metrics::ApplyMetrics;
+use kubeplug_kube::apply::{WriteError, Writer};
+use kubeplug_kube::identity::Access;
+use kubeplug_kube::informers::{Handler, Informers, Key, Scope, Subscription};
+use kubeplug_kube::leader::{Elector, Leadership};
+use kubeplug_kube::queue::Queue;
+use kubeplug_runtime::{Event, Plugin};
+
+/// Scheduling knobs shared by every controller of a host.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Workers per plugin: parents reconciled at once.
+    pub concurrency: usize,
+    /// First retry delay after a failure; doubles per consecutive failure.
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+    /// Resync period for plugins whose manifest sets none.
+    pub resync: Duration,
+    /// Leader election per plugin; `None`: this replica always leads.
+    pub elector: Option<Arc<Elector>>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            concurrency: 4,
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(300),
+            // Events drive reconciles; resync only repairs what was missed.
+            resync: Duration::from_secs(600),
+            elector: None,
+        }
+    }
+}
+
+impl Settings {
+    /// Delay before retry number `failures` (1-based), without jitter.
+    pub fn backoff(&self, failures: u32) -> Duration {
+        let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
+        self.backoff_base
+            .saturating_mul(factor)
+            .min(self.backoff_max)
+    }
+
+    /// [`Settings::backoff`] with ±20 % jitter, so that parents failing
+    /// together (an API server outage) do not retry in lockstep.
+    pub fn jittered_backoff(&self, failures: u32) -> Duration {
+        self.backoff(failures)
+            .mul_f64(0.8 + rand::random::<f64>() * 0.4)
+    }
+}
+
+struct Shared {
+    plugin: RwLock<Plugin>,
+    /// A candidate version deciding beside the live one (see [`crate::shadow`]).
+    shadow: RwLock<Option<Arc<Shadow>>>,
+    /// The latest upgrade's probation, or its rollback (see [`kubeplug_core::rollback`]).
+    rollout: Mutex<Rollout<Plugin, Key>>,
+    /// Requests of recent failed calls, for replays (see [`crate::replay`]).
+    replays: Arc<Ring>,
+    queue: Arc<Queue<Key>>,
+    sources: Sources,
+    writer: Writer,
+    fence: Fence,
+    metrics: OperatorMetrics,
+    settings: Settings,
+    failures: Mutex<HashMap<Key, u32>>,
+    /// Calls past their deadline lately (see [`overdue`]).
+    overdue: Mutex<overdue::Overdue>,
+    leadership: Leadership,
+    counts: Counts,
+}
+
+impl crate::preview::Serving for Shared {
+    fn plugin(&self) -> Plugin {
+        self.plugin.read().expect("plugin lock").clone()
+    }
+
+    fn sources(&self) -> &Sources {
+        &self.sources
+    }
+
+    fn fence(&self) -> &Fence {
+        &self.fence
+    }
+}
+
+/// Reconciles finished by this controller (all versions of the plugin),
+/// for the aggregated API's `plugins` objects.
+#[derive(Default)]
+struct Counts {
+    reconciles: std::sync::atomic::AtomicU64,
+    errors: std::sync::atomic::AtomicU64,
+}
+
+/// A running controller for one plugin.
+pub struct Controller {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+    _subscriptions: Vec<Subscription>,
+    elector: Option<Arc<Elector>>,
+}
+
+/// Who a controller writes as and what it may do: the plugin's grant and a
+/// client impersonating its ServiceAccount (see [`kubeplug_kube::identity`]).
+pub struct Identity {
+    pub grant: Effective,
+    /// Writes go out as the plugin.
+    pub client: kube::Client,
+    /// Read checks, shared by the host's plugins.
+    pub access: Arc<Access>,
+}
+
+impl Controller {
+    /// Subscribe to the informers the plugin needs and start its workers.
+    /// Writes use `identity`'s client.
+    pub fn start(
+        plugin: Plugin,
+        identity: Identity,
+        informers: &Informers,
+        metrics: OperatorMetrics,
+        apply_metrics: ApplyMetrics,
+        settings: Settings,
+    ) -> Controller {
+        let manifest = plugin.manifest().clone();
+        // Each kind in the plugin's namespaces only. Children: only those
+        // carrying the label the host puts on every child it writes for
+        // this plugin, so a plugin that makes StatefulSets does not cache
+        // everyone's. Related kinds: filtered by the fixed part of their
+        // selector.
+        let view = |resource, labels, metadata_only| {
+            let scopes = Scope::for_plugin(&manifest, resource, labels, metadata_only);
+            informers.view(resource, &scopes)
+        };
+        // Metadata-only where the plugin says it reads no more (validated:
+        // a decorator's parent, related kinds).
+        let parent = view(
+            &manifest.parent,
+            Vec::new(),
+            manifest.reads_metadata_only(&manifest.parent),
+        );
+        let own = vec![(
+            kubeplug_core::plan::PLUGIN_LABEL.to_string(),
+            manifest.name.clone(),
+        )];
+        let sources = Sources {
+            parent: parent.clone(),
+            children: manifest
+                .children
+                .iter()
+                .map(|c| view(c, own.clone(), false))
+                .collect(),
+            related: manifest
+                .related
+                .iter()
+                .map(|r| {
+                    let metadata_only = manifest.reads_metadata_only(&r.resource);
+                    (
+                        r.clone(),
+                        view(&r.resource, Scope::literal_labels(r), metadata_only),
+                    )
+                })
+                .collect(),
+        };
+        sources.index_related();
+        let leadership = settings
+            .elector
+            .as_ref()
+            .map_or_else(Leadership::always, |e| e.join(&manifest.name));
+        let writer = Writer::new(
+            identity.client,
+            &manifest.name,
+            manifest.field_manager(),
+            apply_metrics,
+            leadership.clone(),
+        );
+        let fence = Fence {
+            events: budget::EventBudget::new(identity.grant.quotas.events_per_parent_per_minute),
+            grant: Arc::new(identity.grant),
+            access: identity.access,
+            metrics: metrics.clone(),
+        };
+        let queue = Queue::new();
+        let shared = Arc::new(Shared {
+            plugin: RwLock::new(plugin),
+            shadow: RwLock::new(None),
+            rollout: Mutex::new(Rollout::default()),
+            replays: Arc::new(Ring::default()),
+            queue: queue.clone(),
+            sources,
+            writer,
+            fence,
+            metrics,
+            settings: settings.clone(),
+            failures: Mutex::new(HashMap::new()),
+            overdue: Mutex::default(),
+            counts: Counts::default(),
+            leadership,
+        });
+
+        let mut subscriptions = Vec::new();
+        let m = Arc::new(manifest.clone());
+        {
+            let (q, m) = (queue.clone(), m.clone());
+            let h: Handler = Arc::new(move |o| {
+                if let Some(k) = routes::parent_key(&m, o) {
+                    q.add(k)
+                }
+            });
+            subscriptions.extend(parent.subscribe(h));
+        }
+        for informer in &shared.sources.children {
+            let (q, m) = (queue.clone(), m.clone());
+            let h: Handler = Arc::new(move |o| {
+                if let Some(k) = routes::owner_key(&m, o) {
+                    q.add(k)
+                }
+            });
+            subscriptions.extend(informer.subscribe(h));
+        }
+        for (related, informer) in &shared.sources.related {
+            let (q, m, r, p) = (queue.clone(), m.clone(), related.clone(), parent.clone());
+            let h: Handler = Arc::new(move |o| {
+                let parents_in = |ns: &str| {
+                    p.list(Some(ns))
+                        .iter()
+                        .filter_map(|o| o.metadata.name.clone())
+                        .collect()
+                };
+                for k in routes::related_keys(&m, &r, o, parents_in) {
+                    q.add(k)
+                }
+            });
+            subscriptions.extend(informer.subscribe(h));
+        }
+
+        let mut tasks: Vec<JoinHandle<()>> = (0..settings.concurrency.max(1))
+            .map(|_| tokio::spawn(worker(shared.clone())))
+            .collect();
+        tasks.push(tokio::spawn(resync(shared.clone())));
+        tracing::info!(plugin = %manifest.name, version = %manifest.version, "controller started");
+        Controller {
+            shared,
+            tasks,
+            _subscriptions: subscriptions,
+            elector: settings.elector.clone(),
+        }
+    }
+
+    /// Why this plugin cannot see all it needs, if so: the first informer
+    /// it uses that cannot list or watch.
+    /// Or: its calls keep running past their deadline.
+    pub fn problem(&self) -> Option<kubeplug_kube::informers::Problem> {
+        self.shared
+            .sources
+            .problem()
+            .or_else(|| self.shared.overdue.lock().expect("overdue lock").problem())
+    }
+
+    /// True once every cache the plugin reads has listed once.
+    pub fn synced(&self) -> bool {
+        self.shared.sources.synced()
+    }
+
+    /// True while this replica may write for the plugin.
+    pub fn leading(&self) -> bool {
+        self.shared.leadership.is_leader()
+    }
+
+    /// The grant the controller acts under.
+    pub fn grant(&self) -> &Effective {
+        &self.shared.fence.grant
+    }
+
+    /// The plugin version now serving.
+    pub fn plugin(&self) -> Plugin {
+        self.shared.plugin.read().expect("plugin lock").clone()
+    }
+
+    /// Serve `plugin` from now on (it must have the [`same_shape`]), and
+    /// reconcile every parent again so the new logic converges the cluster.
+    /// The version it replaces is kept until `plugin` passes its probation
+    /// under `rollback` (`key`: the content key of its file).
+    pub fn upgrade(&self, plugin: Plugin, key: String, rollback: RollbackSettings) {
+        let previous = std::mem::replace(
+            &mut *self.shared.plugin.write().expect("plugin lock"),
+            plugin.clone(),
+        );
+        self.shared
+            .rollout
+            .lock()
+            .expect("rollout lock")
+            .start(plugin, previous, key, rollback);
+        self.shared.failures.lock().expect("failures lock").clear();
+        // The live version changed: what the shadow compared no longer holds.
+        let shadow = self.shared.shadow.read().expect("shadow lock").clone();
+        if let Some(shadow) = shadow {
+            self.set_shadow(Some(shadow.restarted()));
+        }
+        requeue_all(&self.shared);
+    }
+
+    /// Requests of this plugin's recent failed calls.
+    pub fn replays(&self) -> Arc<Ring> {
+        self.shared.replays.clone()
+    }
+
+    /// The version that was rolled back, while the previous one serves.
+    pub fn rolled_back(&self) -> Option<RolledBack> {
+        self.shared
+            .rollout
+            .lock()
+            .expect("rollout lock")
+            .rolled_back()
+            .cloned()
+    }
+
+    /// Run `shadow`'s candidate beside the live version from now on (`None`:
+    /// stop), and reconcile every parent so the comparison covers them all.
+    /// The candidate must have the [`same_shape`]: it reads the live
+    /// version's caches.
+    pub fn set_shadow(&self, shadow: Option<Shadow>) {
+        let started = shadow.is_some();
+        *self.shared.shadow.write().expect("shadow lock") = shadow.map(Arc::new);
+        self.shared
+            .metrics
+            .shadow_parents(self.plugin().name(), None);
+        if started {
+            requeue_all(&self.shared);
+        }
+    }
+
+    /// The candidate in shadow, if any.
+    pub fn shadow(&self) -> Option<Arc<Shadow>> {
+        self.shared.shadow.read().expect("shadow lock").clone()
+    }
+
+    /// What a preview of this plugin needs (see [`crate::preview`]).
+    pub fn preview_handle(&self) -> PreviewHandle {
+        PreviewHandle::new(self.shared.clone())
+    }
+
+    /// Reconciles finished by this replica, and how many of them failed.
+    pub fn counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let counts = &self.shared.counts;
+        (counts.reconciles.load(Relaxed), counts.errors.load(Relaxed))
+    }
+
+    /// Parents waiting in the queue.
+    pub fn queue_len(&self) -> usize {
+        self.shared.queue.len()
+    }
+
+    /// Stop: no new reconciles start; reconciles in flight are abandoned at
+    /// their next await point. Children stay as they are.
+    pub fn stop(self) {
+        self.shared.queue.close();
+        for task in &self.tasks {
+            task.abort();
+        }
+        if let Some(elector) = &self.elector {
+            elector.leave(self.plugin().name());
+        }
+    }
+
+    /// Stop for a host shutdown: no new reconciles start, those in flight
+    /// get up to `grace` to finish (the host then releases its Leases, see
+    /// [`Elector::shutdown`]).
+    pub async fn shutdown(mut self, grace: Duration) {
+        self.shared.queue.close();
+        let tasks = std::mem::take(&mut self.tasks);
+        // Workers return once the queue is closed and their reconcile is
+        // done; the resync task (the last one) never returns by itself.
+        let workers = &tasks[..tasks.len().saturating_sub(1)];
+        if self.shared.leadership.is_leader() {
+            let finished = async {
+                while !workers.iter().all(JoinHandle::is_finished) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            if tokio::time::timeout(grace, finished).await.is_err() {
+                tracing::warn!(plugin = %self.plugin().name(), "reconciles still running at shutdown; abandoning them");
+            }
+        }
+        for task in &tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Count a finished reconcile towards `plugin`'s probation, if it is on
+/// probation, and roll it back if it fails it.
+async fn judge(shared: &Shared, plugin: &Plugin, key: &Key, fault: bool) {
+    let (message, failed_on) = {
+        let mut rollout = shared.rollout.lock().expect("rollout lock");
+        match rollout.record(|new| new.same(plugin), key, fault) {
+            Judged::Judging => return,
+            Judged::Passed => {
+                tracing::info!(plugin = %plugin.name(), version = %plugin.manifest().version, "new version passed its probation");
+                return;
+            }
+            Judged::RollBack {
+                new,
+                previous,
+                key,
+                reason,
+                failed_on,
+            } => {
+                *shared.plugin.write().expect("plugin lock") = previous.clone();
+                let manifest = new.manifest();
+                let back = RolledBack {
+                    version: manifest.version.clone(),
+                    digest: new.digest().to_string(),
+                    key,
+                    reason,
+                    at: format!("{:.0}", jiff::Timestamp::now()),
+                };
+                let previous_manifest = previous.manifest();
+                tracing::warn!(
+                    plugin = %manifest.name,
+                    version = %manifest.version,
+                    digest = %back.digest,
+                    previous_version = %previous_manifest.version,
+                    reason = %back.reason,
+                    "new version rolled back; the previous version serves again, and this file is not loaded again until it changes"
+                );
+                shared.metrics.rolled_back(&manifest.name);
+                shared.metrics.plugin_info(
+                    &manifest.name,
+                    &previous_manifest.version,
+                    previous.digest(),
+                    State::RolledBack,
+                );
+                let message = format!(
+                    "plugin {} {} was rolled back to {}: {}",
+                    manifest.name, back.version, previous_manifest.version, back.reason
+                );
+                rollout.rolled_back_to_previous(back);
+                (message, failed_on)
+            }
+        }
+    };
+    shared.failures.lock().expect("failures lock").clear();
+    requeue_all(shared);
+    let event = Event {
+        warning: true,
+        reason: "PluginRolledBack".into(),
+        message,
+    };
+    for key in failed_on {
+        if let Some(parent) = shared.sources.parent.get(&key.0, &key.1) {
+            shared.writer.event(&parent, &event, "Rollback").await;
+        }
+    }
+}
+
+fn requeue_all(shared: &Shared) {
+    for key in parent_keys(shared) {
+        shared.queue.add(key);
+    }
+}
+
+fn parent_keys(shared: &Shared) -> Vec<Key> {
+    let manifest = shared
+        .plugin
+        .read()
+        .expect("plugin lock")
+        .manifest()
+        .clone();
+    shared
+        .sources
+        .parent
+        .list(None)
+        .iter()
+        .filter_map(|parent| routes::parent_key(&manifest, parent))
+        .collect()
+}
+
+/// A resync spreads its parents over a tenth of the period (at most a
+/// minute), so a large fleet does not hit the API server at one instant.
+fn resync_spread(period: Duration) -> Duration {
+    (period / 10).min(Duration::from_secs(60))
+}
+
+async fn resync(shared: Arc<Shared>) {
+    loop {
+        let period = {
+            let plugin = shared.plugin.read().expect("plugin lock");
+            plugin
+                .manifest()
+                .resync_seconds
+                .map(|s| Duration::from_secs(s.max(1).into()))
+                .unwrap_or(shared.settings.resync)
+        };
+        tokio::time::sleep(period).await;
+        let spread = resync_spread(period);
+        for key in parent_keys(&shared) {
+            shared
+                .queue
+                .add_after(key, spread.mul_f64(rand::random::<f64>()));
+        }
+    }
+}
+
+async fn worker(shared: Arc<Shared>) {
+    shared.sources.wait_synced().await;
+    loop {
+        // Only the leader writes; followers keep their caches warm.
+        shared.leadership.wait().await;
+        let Some(key) = shared.queue.next().await else {
+            return;
+        };
+        let plugin = shared.plugin.read().expect("plugin lock").clone();
+        let shadow = shared.shadow.read().expect("shadow lock").clone();
+        let name = plugin.name().to_string();
+        // Every line of a reconcile carries these (as JSON fields with
+        // `--log-format json`): which plugin, which kind, which object.
+        let parent = &plugin.manifest().parent;
+        let span = tracing::info_span!(
+            "reconcile",
+            plugin = %name,
+            kind = %parent.kind,
+            group = %parent.group,
+            namespace = %key.0,
+            // Not `name`: JSON logs put the span's own name under that key.
+            object = %format!("{}/{}", key.0, key.1),
+        );
+        let started = Instant::now();
+        let mut handed = Handed::default();
+        // Losing leadership cancels the reconcile at its next await point;
+        // writes are also refused one by one (see `apply::Writer`).
+        let result = tokio::select! {
+            result = reconcile::reconcile(
+                &plugin,
+                shadow.as_ref(),
+                &shared.sources,
+                &shared.writer,
+                &shared.fence,
+                &key,
+                &mut handed,
+            )
+            .instrument(span.clone()) => result,
+            () = shared.leadership.lost() => Err(ReconcileError::Write(WriteError::NotLeader {
+                what: "the reconcile".into(),
+            })),
+        };
+        let took = started.elapsed();
+        error_policy::settle(&shared, &plugin, &key, result, &handed, took, &span).await;
+        shared.metrics.queue_depth(&name, shared.queue.len());
+        shared.queue.done(&key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_per_failure_up_to_the_cap() {
+        let s = Settings {
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(10),
+            ..Settings::default()
+        };
+        assert_eq!(s.backoff(1), Duration::from_secs(1));
+        assert_eq!(s.backoff(2), Duration::from_secs(2));
+        assert_eq!(s.backoff(4), Duration::from_secs(8));
+        assert_eq!(s.backoff(5), Duration::from_secs(10));
+        assert_eq!(s.backoff(500), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn jittered_backoff_stays_within_a_fifth_of_the_backoff_and_varies() {
+        let s = Settings {
+            backoff_base: Duration::from_secs(10),
+            ..Settings::default()
+        };
+        let delays: Vec<Duration> = (0..50).map(|_| s.jittered_backoff(1)).collect();
+        assert!(
+            delays
+                .iter()
+                .all(|d| *d >= Duration::from_secs(8) && *d <= Duration::from_secs(12))
+        );
+        assert!(delays.iter().any(|d| *d != delays[0]), "not in lockstep");
+    }
+
+    #[test]
+    fn a_resync_is_spread_over_a_tenth_of_its_period_at_most_a_minute() {
+        assert_eq!(
+            resync_spread(Duration::from_secs(100)),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            resync_spread(Duration::from_secs(3600)),
+            Duration::from_secs(60)
+        );
+    }
+}

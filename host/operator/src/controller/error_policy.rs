@@ -1,0 +1,115 @@
+//! The error policy: what happens after a reconcile, kept apart from the
+//! reconciler (kube-runtime's `applier` habit).
+//!
+//! A success forgets the parent's failures and requeues it when the plugin
+//! asked; a lost leadership hands the parent to whoever leads next; a
+//! failure is counted, backed off (doubling, jittered), kept for replay
+//! when it is the plugin's fault, logged and told on the parent as an
+//! Event. Every finished reconcile counts towards a new version's
+//! probation ([`judge`]).
+
+use std::time::Duration;
+
+use tracing::{Instrument, Span};
+
+use super::{Shared, judge};
+use crate::reconcile::{Handed, Outcome, ReconcileError};
+use crate::replay::{Call, Capture};
+use kubeplug_core::contract::Event;
+use kubeplug_core::report::format_chain;
+use kubeplug_kube::informers::Key;
+use kubeplug_runtime::Plugin;
+
+/// Act on a finished reconcile of `key` by `plugin`, which took `took`.
+pub(super) async fn settle(
+    shared: &Shared,
+    plugin: &Plugin,
+    key: &Key,
+    result: Result<Outcome, ReconcileError>,
+    handed: &Handed,
+    took: Duration,
+    span: &Span,
+) {
+    let name = plugin.name();
+    if !matches!(&result, Err(error) if error.not_leader()) {
+        use std::sync::atomic::Ordering::Relaxed;
+        shared.counts.reconciles.fetch_add(1, Relaxed);
+        if result.is_err() {
+            shared.counts.errors.fetch_add(1, Relaxed);
+        }
+        shared.overdue.lock().expect("overdue lock").record(&result);
+        let fault = matches!(&result, Err(error) if error.plugin_fault());
+        judge(shared, plugin, key, fault)
+            .instrument(span.clone())
+            .await;
+    }
+    match result {
+        Ok(outcome) => {
+            shared.failures.lock().expect("failures lock").remove(key);
+            shared.metrics.reconciled(name, "ok", took);
+            if let Some(after) = outcome.requeue_after {
+                shared.queue.add_after(key.clone(), after);
+            }
+        }
+        Err(error) if error.not_leader() => {
+            shared.metrics.reconciled(name, "not_leader", took);
+            span.in_scope(|| {
+                tracing::info!("leadership lost; reconcile stopped, nothing more written")
+            });
+            // Whoever leads next reconciles it; if it is this replica
+            // again, the key is waiting.
+            shared.queue.add(key.clone());
+        }
+        Err(error) => failed(shared, plugin, key, &error, handed, took, span).await,
+    }
+}
+
+/// A failed reconcile: back off, keep it for replay, log it, tell the parent.
+async fn failed(
+    shared: &Shared,
+    plugin: &Plugin,
+    key: &Key,
+    error: &ReconcileError,
+    handed: &Handed,
+    took: Duration,
+    span: &Span,
+) {
+    let failures = {
+        let mut f = shared.failures.lock().expect("failures lock");
+        let n = f.entry(key.clone()).or_insert(0);
+        *n += 1;
+        *n
+    };
+    let delay = shared.settings.jittered_backoff(failures);
+    shared
+        .metrics
+        .reconciled(plugin.name(), error.label(), took);
+    if let (true, Some(request)) = (error.plugin_fault(), &handed.request) {
+        let call = if handed.finalize {
+            Call::Finalize
+        } else {
+            Call::Reconcile
+        };
+        shared.replays.record(Capture::new(
+            plugin,
+            call,
+            &key.0,
+            &key.1,
+            request,
+            &format_chain(error),
+            error.label(),
+        ));
+    }
+    span.in_scope(|| {
+        tracing::warn!(error = %format_chain(error), failures, retry_in = ?delay, "reconcile failed")
+    });
+    if let Some(parent) = shared.sources.parent.get(&key.0, &key.1) {
+        let event = Event {
+            warning: true,
+            reason: error.reason().into(),
+            message: format_chain(error),
+        };
+        shared.writer.event(&parent, &event, "Reconcile").await;
+    }
+    shared.queue.add_after(key.clone(), delay);
+}

@@ -1,0 +1,15 @@
+//! kubeplug's operator: the plugin registry ([`registry`]: scan, admit,
+//! serve, watch files), one controller per plugin ([`controller`]: queue,
+//! workers, error policy), [`reconcile`] (executes a plugin's
+//! [`kubeplug_core::plan::Plan`]), [`shadow`] runs of candidates,
+//! [`preview`]s and [`replay`] captures.
+
+#![forbid(unsafe_code)]
+
+pub mod controller;
+pub mod metrics;
+pub mod preview;
+pub mod reconcile;
+pub mod registry;
+pub mod replay;
+pub mod shadow;

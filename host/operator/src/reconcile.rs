@@ -1,0 +1,671 @@
+//! One reconcile: gather inputs → call the plugin → check the fence → write.
+
+pub mod budget;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::core::DynamicObject;
+use serde_json::{Value, json};
+
+use crate::metrics::OperatorMetrics;
+use crate::shadow::Shadow;
+use budget::EventBudget;
+use kubeplug_core::manifest::{Manifest, Related};
+use kubeplug_core::plan::{self, Action, ObjectKey, Plan};
+use kubeplug_core::policy::Effective;
+use kubeplug_core::report::format_chain;
+use kubeplug_kube::apply::{WriteError, Writer};
+use kubeplug_kube::identity::{Access, AccessError};
+use kubeplug_kube::informers::{Key, Object, View};
+use kubeplug_runtime::{CallError, Event, Plugin, Request};
+
+/// Why a reconcile failed. Each is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error(transparent)]
+    Fence(#[from] plan::Fenced),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error("the plugin call was cancelled or panicked in the host")]
+    Join(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Access(#[from] AccessError),
+}
+
+impl ReconcileError {
+    /// True if the reconcile stopped because this replica lost leadership.
+    pub fn not_leader(&self) -> bool {
+        matches!(self, ReconcileError::Write(e) if e.not_leader())
+    }
+
+    /// A short label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ReconcileError::Call(e) => e.label(),
+            ReconcileError::Fence(_) => "fence",
+            ReconcileError::Write(_) => "write",
+            ReconcileError::Join(_) => "join",
+            ReconcileError::Access(_) => "read_denied",
+        }
+    }
+
+    /// Event reason recorded on the parent.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ReconcileError::Call(_) | ReconcileError::Join(_) => "PluginFailed",
+            ReconcileError::Fence(_) => "FenceViolation",
+            ReconcileError::Write(_) => "WriteFailed",
+            ReconcileError::Access(_) => "ReadDenied",
+        }
+    }
+}
+
+/// What happened, for the worker's scheduling.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub requeue_after: Option<Duration>,
+}
+
+impl ReconcileError {
+    /// True if the plugin is to blame: it failed, trapped, ran out of time
+    /// or memory, or answered outside its fence. Not the API server's or
+    /// RBAC's failures, which a new plugin version cannot cause.
+    pub fn plugin_fault(&self) -> bool {
+        match self {
+            ReconcileError::Call(e) => e.plugin_fault(),
+            ReconcileError::Fence(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// What a reconcile handed the plugin, kept so that a failure can be
+/// replayed offline (see [`crate::replay`]).
+#[derive(Debug, Default)]
+pub struct Handed {
+    pub request: Option<Arc<Request>>,
+    /// The call was `finalize`, not `reconcile`.
+    pub finalize: bool,
+}
+
+/// The plugin's side of the fence at run time: its grant, the read checks
+/// made for its ServiceAccount, and its event budget.
+pub struct Fence {
+    /// Shared with shadow comparisons, which finish after the reconcile.
+    pub grant: Arc<Effective>,
+    pub access: Arc<Access>,
+    pub events: EventBudget,
+    pub metrics: OperatorMetrics,
+}
+
+impl Fence {
+    /// Record `events` on the parent at `key` within its budget (see
+    /// [`EventBudget`]); the rest are dropped and counted. Every event an
+    /// answer causes goes through here: a reconcile's, a finalize's, a
+    /// `ChildClash` warning.
+    pub(crate) async fn record(
+        &self,
+        writer: &Writer,
+        parent: &Object,
+        key: &Key,
+        events: &[Event],
+        action: &str,
+    ) {
+        let allowed = self.events.take(key, events.len());
+        for event in &events[..allowed] {
+            writer.event(parent, event, action).await;
+        }
+        if allowed < events.len() {
+            self.metrics
+                .events_dropped(writer.plugin(), events.len() - allowed);
+        }
+    }
+
+    /// Ok if the plugin's ServiceAccount may read everything this reconcile
+    /// would hand it in `namespace`: the parent, its children's kinds, the
+    /// related kinds.
+    pub(crate) async fn check_reads(
+        &self,
+        manifest: &Manifest,
+        namespace: &str,
+    ) -> Result<(), AccessError> {
+        let access = &self.access;
+        access
+            .check(&self.grant, "get", &manifest.parent, namespace)
+            .await?;
+        for child in &manifest.children {
+            access.check(&self.grant, "list", child, namespace).await?;
+        }
+        for related in &manifest.related {
+            access
+                .check(&self.grant, "list", &related.resource, namespace)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// The caches a reconcile reads from, each in the plugin's scopes.
+pub struct Sources {
+    pub parent: View,
+    pub children: Vec<View>,
+    pub related: Vec<(Related, View)>,
+}
+
+fn finalizers(parent: &Value) -> Vec<String> {
+    parent["metadata"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(String::from))
+        .collect()
+}
+
+/// A merge patch setting the finalizer list, guarded by resourceVersion so a
+/// concurrent change to the list is never lost.
+fn finalizers_patch(parent: &Value, list: Vec<String>) -> Value {
+    json!({
+        "metadata": {
+            "finalizers": list,
+            "resourceVersion": parent["metadata"]["resourceVersion"],
+        }
+    })
+}
+
+impl Sources {
+    /// Wait until every cache has listed once. Reconciling earlier would see
+    /// no children, re-create them and write a wrong status.
+    pub async fn wait_synced(&self) {
+        for view in self.all() {
+            view.wait_synced().await;
+        }
+    }
+
+    /// True once every cache has listed once.
+    pub fn synced(&self) -> bool {
+        self.all().all(|v| v.is_synced())
+    }
+
+    /// The first cache that cannot list or watch, and why.
+    pub fn problem(&self) -> Option<kubeplug_kube::informers::Problem> {
+        self.all().find_map(|v| v.problem())
+    }
+
+    fn all(&self) -> impl Iterator<Item = &View> {
+        std::iter::once(&self.parent)
+            .chain(&self.children)
+            .chain(self.related.iter().map(|(_, i)| i))
+    }
+
+    /// Put a child the host just applied into its cache (see
+    /// [`kubeplug_kube::informers::Informer::remember`]).
+    fn remember(&self, ty: &kubeplug_core::manifest::ApiResource, applied: DynamicObject) {
+        if let Some(view) = self.children.iter().find(|v| v.resource() == ty) {
+            view.remember(applied);
+        }
+    }
+
+    /// The children a parent of `namespace` (`None`: cluster-scoped)
+    /// with `uid` controls, from its namespace only (see
+    /// [`View::owned_by`]): a uid is a claim anyone can make.
+    pub(crate) fn observed(&self, namespace: Option<&str>, uid: &str) -> Vec<Arc<Object>> {
+        self.children
+            .iter()
+            .flat_map(|i| i.owned_by(namespace, uid))
+            .filter(|o| {
+                o.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.uid == uid && r.controller == Some(true))
+            })
+            .collect()
+    }
+
+    /// The related objects of the parent `namespace/name`. A selector
+    /// entry naming the parent is looked up by its label index (see
+    /// [`Sources::index_related`]); the others were filtered by the API
+    /// server, and every entry is checked again here.
+    pub(crate) fn related(&self, namespace: &str, name: &str) -> Vec<Arc<Object>> {
+        self.related
+            .iter()
+            .flat_map(|(related, view)| {
+                let namespaced = related.resource.namespaced;
+                let candidates = match related.parent_name_key() {
+                    Some(key) if namespaced => view.labelled(namespace, key, name),
+                    _ => view.list(namespaced.then_some(namespace)),
+                };
+                candidates
+                    .into_iter()
+                    .filter(|o| related.selects(o.metadata.labels.as_ref(), name))
+            })
+            .collect()
+    }
+
+    /// Index related objects by the label that names their parent, so a
+    /// reconcile finds a Database's Pods without scanning its namespace.
+    pub fn index_related(&self) {
+        for (related, view) in &self.related {
+            if let Some(key) = related.parent_name_key() {
+                view.index_label(key);
+            }
+        }
+    }
+}
+
+pub(crate) async fn call_blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, CallError> + Send + 'static,
+) -> Result<T, ReconcileError> {
+    Ok(tokio::task::spawn_blocking(f).await??)
+}
+
+/// What the plugin is handed for a parent.
+pub(crate) struct Inputs {
+    pub parent: Value,
+    /// The children it controls, as the caches hold them.
+    pub observed: Vec<Value>,
+    pub request: Request,
+}
+
+/// The parent, its observed children and related objects, as one request.
+///
+/// The texts are the caches' own, shared: nothing is serialized here. The
+/// parent and children are also parsed, for the comparisons that follow.
+pub(crate) fn inputs(sources: &Sources, parent_obj: &Object) -> Inputs {
+    let parent = parent_obj.to_value();
+    let uid = parent_obj.metadata.uid.as_deref().unwrap_or_default();
+    let namespace = parent_obj
+        .metadata
+        .namespace
+        .as_deref()
+        .filter(|ns| !ns.is_empty());
+    let observed_objects = sources.observed(namespace, uid);
+    let observed: Vec<Value> = observed_objects.iter().map(|o| o.to_value()).collect();
+    let related = sources
+        .related(
+            parent_obj.metadata.namespace.as_deref().unwrap_or_default(),
+            parent_obj.metadata.name.as_deref().unwrap_or_default(),
+        )
+        .iter()
+        .map(|o| o.json().clone())
+        .collect();
+    let request = Request::new(
+        parent_obj.json().clone(),
+        observed_objects.iter().map(|o| o.json().clone()).collect(),
+        related,
+    );
+    Inputs {
+        parent,
+        observed,
+        request,
+    }
+}
+
+/// Call the plugin and decide what its answer writes for `parent`, whose
+/// controlled children are `observed` (see [`plan::decide`]).
+pub(crate) async fn decide(
+    plugin: &Plugin,
+    fence: &Fence,
+    parent: &Value,
+    observed: &[Value],
+    request: Arc<Request>,
+) -> Result<Plan, ReconcileError> {
+    let desired = {
+        let plugin = plugin.clone();
+        call_blocking(move || plugin.reconcile(&request)).await?
+    };
+    Ok(plan::decide(
+        plugin.manifest(),
+        &fence.grant,
+        parent,
+        observed,
+        desired,
+    )?)
+}
+
+/// Reconcile the parent at `key` with `plugin`, and with `shadow`'s
+/// candidate beside it (compared, never written). What the plugin was
+/// handed is left in `handed`.
+pub async fn reconcile(
+    plugin: &Plugin,
+    shadow: Option<&Arc<Shadow>>,
+    sources: &Sources,
+    writer: &Writer,
+    fence: &Fence,
+    key: &Key,
+    handed: &mut Handed,
+) -> Result<Outcome, ReconcileError> {
+    let manifest = plugin.manifest();
+    let Some(parent_obj) = sources.parent.get(&key.0, &key.1) else {
+        // Deleted: its children go through garbage collection.
+        if let Some(shadow) = shadow {
+            shadow.forget(key);
+        }
+        return Ok(Outcome::default());
+    };
+    fence.check_reads(manifest, &key.0).await?;
+    let Inputs {
+        parent,
+        observed,
+        request,
+    } = inputs(sources, &parent_obj);
+    let parent_uid = parent_obj.metadata.uid.clone().unwrap_or_default();
+    let request = Arc::new(request);
+    handed.request = Some(request.clone());
+
+    if parent_obj.metadata.deletion_timestamp.is_some() {
+        handed.finalize = true;
+        return finalize(plugin, writer, fence, key, &parent_obj, &parent, request).await;
+    }
+    if let Some(finalizer) = &manifest.finalizer {
+        let mut list = finalizers(&parent);
+        if !list.contains(finalizer) {
+            list.push(finalizer.clone());
+            writer
+                .patch_parent(&manifest.parent, &parent, &finalizers_patch(&parent, list))
+                .await?;
+            // The update comes back through the watch and reconciles again.
+            return Ok(Outcome::default());
+        }
+    }
+
+    let decided = decide(plugin, fence, &parent, &observed, request.clone()).await;
+    if let Some(shadow) = shadow {
+        // The candidate decides on the same request in the background; this
+        // reconcile goes on at once.
+        let live = match &decided {
+            Ok(plan) => Ok(plan.clone()),
+            Err(error) => Err(format_chain(error)),
+        };
+        let (grant, parent, handed) = (fence.grant.clone(), parent.clone(), request.clone());
+        let job = crate::shadow::Job {
+            key: key.clone(),
+            request,
+            live,
+            check: Box::new(move |plugin, desired| {
+                // Parsed again here, off the reconcile's path: a waiting
+                // comparison holds only the request's texts.
+                let observed = handed
+                    .observed
+                    .iter()
+                    .filter_map(|text| serde_json::from_str(text).ok())
+                    .collect::<Vec<Value>>();
+                plan::decide(plugin.manifest(), &grant, &parent, &observed, desired)
+                    .map_err(|error| format_chain(&error))
+            }),
+        };
+        shadow.submit(job, &fence.metrics);
+    }
+    let plan = decided?;
+
+    for step in &plan.children {
+        let child = &step.child;
+        let ty = child_type(manifest, child);
+        let written = match &step.action {
+            Action::Unchanged => continue,
+            // Ours (controlled by this parent): update, guarded by its uid.
+            Action::Update { uid, .. } => {
+                writer
+                    .apply_child(ty, &plan::guarded(child, uid.as_deref()), true)
+                    .await
+            }
+            create @ (Action::Create | Action::CreateOnce) => {
+                let created = if *create == Action::CreateOnce {
+                    create_once(writer, ty, child, &parent_uid).await
+                } else {
+                    create_child(writer, ty, child, &parent_uid).await
+                };
+                match created {
+                    Ok(Created::Applied(applied)) => Ok(*applied),
+                    Ok(Created::Clash(owner)) => {
+                        clash(fence, writer, &parent_obj, key, ty, child, &owner).await;
+                        continue;
+                    }
+                    Err(ReconcileError::Write(error)) => Err(error),
+                    Err(error) => return Err(error),
+                }
+            }
+        };
+        match written {
+            Ok(applied) => {
+                tracing::info!(
+                    child_kind = %ty.kind,
+                    child = applied.metadata.name.as_deref().unwrap_or_default(),
+                    "child written"
+                );
+                sources.remember(ty, applied)
+            }
+            // The parent's namespace is being deleted or is gone: the
+            // parent goes with it, so there is nothing left to converge.
+            Err(error) if error.namespace_gone() => {
+                tracing::debug!(%error, "namespace deleted; not creating children");
+                return Ok(Outcome::default());
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    for gone in &plan.prune {
+        let ty = child_type(manifest, gone);
+        writer.delete_child(ty, gone).await?;
+        tracing::info!(
+            child_kind = %ty.kind,
+            child = gone["metadata"]["name"].as_str().unwrap_or_default(),
+            "child pruned"
+        );
+    }
+    if let Some(status) = &plan.status {
+        match writer.apply_status(&manifest.parent, &parent, status).await {
+            Ok(()) => tracing::info!("status written"),
+            // Deleted after the cache last saw it: nothing left to report.
+            Err(error) if error.not_found() => return Ok(Outcome::default()),
+            Err(error) => return Err(error.into()),
+        }
+    }
+    if let Some(patch) = &plan.parent_patch {
+        // Guarded by the resourceVersion the plugin saw: an answer computed
+        // from a stale cache (e.g. "not stamped yet" while our own stamp is
+        // still on its way through the watch) must not be written. On a
+        // conflict the newer version is on its way and reconciles again.
+        let mut patch = patch.clone();
+        patch["metadata"]["resourceVersion"] = parent["metadata"]["resourceVersion"].clone();
+        match writer.patch_parent(&manifest.parent, &parent, &patch).await {
+            Ok(()) => tracing::info!("parent patched"),
+            Err(error) if error.conflict() || error.not_found() => {
+                tracing::debug!(%error, "parent changed since it was read; waiting for the newer version");
+                return Ok(Outcome::default());
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    fence
+        .record(writer, &parent_obj, key, &plan.answer.events, "Reconcile")
+        .await;
+    Ok(Outcome {
+        requeue_after: plan.requeue_after,
+    })
+}
+
+/// What became of a child the parent does not control yet.
+enum Created {
+    Applied(Box<DynamicObject>),
+    /// An object of that name exists and is not controlled by this parent:
+    /// its controller (or `None`), for the event.
+    Clash(Option<String>),
+}
+
+/// Create a child the parent does not control yet, never overwriting,
+/// adopting or pruning an object it does not control. The create is an
+/// apply that can only create ([`plan::if_absent`]): if an object of that
+/// name exists, made by anyone at any time before the request lands, the API
+/// server refuses it and nothing is written. That object is then read: one
+/// this parent controls (not in the cache yet) is updated, guarded by its
+/// uid; any other is a clash.
+async fn create_child(
+    writer: &Writer,
+    ty: &kubeplug_core::manifest::ApiResource,
+    child: &Value,
+    parent_uid: &str,
+) -> Result<Created, ReconcileError> {
+    match writer.apply_child(ty, &plan::if_absent(child), false).await {
+        Ok(applied) => return Ok(Created::Applied(Box::new(applied))),
+        Err(error) if error.conflict() => {}
+        Err(error) => return Err(error.into()),
+    }
+    let live = existing(writer, ty, child).await?;
+    match controller_of(&live) {
+        Some(owner) if owner.uid == parent_uid => {
+            let guarded = plan::guarded(child, live.metadata.uid.as_deref());
+            let applied = writer.apply_child(ty, &guarded, true).await?;
+            Ok(Created::Applied(Box::new(applied)))
+        }
+        owner => Ok(Created::Clash(
+            owner.map(|o| format!("{} {}", o.kind, o.name)),
+        )),
+    }
+}
+
+/// Create a create-only child with a plain create. "Already exists" is
+/// success when this parent controls the object (created earlier, by this
+/// replica or another, perhaps before a restart): it is never re-applied, so
+/// a generated password never rotates, whatever any cache said.
+async fn create_once(
+    writer: &Writer,
+    ty: &kubeplug_core::manifest::ApiResource,
+    child: &Value,
+    parent_uid: &str,
+) -> Result<Created, ReconcileError> {
+    if let Some(created) = writer.create_child(ty, child).await? {
+        return Ok(Created::Applied(Box::new(created)));
+    }
+    let live = existing(writer, ty, child).await?;
+    match controller_of(&live) {
+        Some(owner) if owner.uid == parent_uid => Ok(Created::Applied(Box::new(live))),
+        owner => Ok(Created::Clash(
+            owner.map(|o| format!("{} {}", o.kind, o.name)),
+        )),
+    }
+}
+
+/// The object a create was refused for, since it exists. Deleted in
+/// between: a conflict, and the next reconcile creates it.
+async fn existing(
+    writer: &Writer,
+    ty: &kubeplug_core::manifest::ApiResource,
+    child: &Value,
+) -> Result<DynamicObject, ReconcileError> {
+    match writer.get_child(ty, child).await? {
+        Some(live) => Ok(live),
+        None => Err(WriteError::Create {
+            what: ObjectKey::of(child).to_string(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("created and deleted concurrently", "Conflict")
+                    .with_code(409)
+                    .boxed(),
+            ),
+        }
+        .into()),
+    }
+}
+
+/// The controller ownerReference of `object`, if any.
+fn controller_of(object: &DynamicObject) -> Option<&OwnerReference> {
+    object
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+}
+
+/// Report a child that clashes with an object this parent does not control:
+/// a Warning event on the parent and a metric; the object stays untouched.
+async fn clash(
+    fence: &Fence,
+    writer: &Writer,
+    parent: &Object,
+    parent_key: &Key,
+    ty: &kubeplug_core::manifest::ApiResource,
+    child: &Value,
+    owner: &Option<String>,
+) {
+    let key = ObjectKey::of(child);
+    let by = owner
+        .as_deref()
+        .map_or("no controller".to_string(), |o| format!("controller {o}"));
+    tracing::warn!(child = %key, %by, "child exists and is not controlled by this parent; left untouched");
+    fence.metrics.child_clash(writer.plugin());
+    let event = kubeplug_runtime::Event {
+        warning: true,
+        reason: "ChildClash".into(),
+        message: format!(
+            "{} {} exists and is not controlled by this {} ({by}); kubeplug leaves it untouched",
+            ty.kind, key.name, parent.types.kind
+        ),
+    };
+    // Budgeted like the plugin's own events: a plugin naming many objects it
+    // does not control must not flood the parent with warnings either.
+    fence
+        .record(writer, parent, parent_key, &[event], "Reconcile")
+        .await;
+}
+
+/// The declared type of a child that passed the fence (or was observed
+/// through a declared child informer).
+pub(crate) fn child_type<'a>(
+    manifest: &'a Manifest,
+    child: &Value,
+) -> &'a kubeplug_core::manifest::ApiResource {
+    manifest
+        .child_type(
+            child["apiVersion"].as_str().unwrap_or_default(),
+            child["kind"].as_str().unwrap_or_default(),
+        )
+        .expect("children are checked against the manifest before writing")
+}
+
+/// Call `finalize` on a parent being deleted that carries the plugin's
+/// finalizer. The answer passes the same fence as a `reconcile` answer: its
+/// events are held to the per-answer quota (over it, nothing is written) and
+/// to the parent's budget, and it is called again no sooner than the
+/// requeue floor.
+async fn finalize(
+    plugin: &Plugin,
+    writer: &Writer,
+    fence: &Fence,
+    key: &Key,
+    parent_obj: &Object,
+    parent: &Value,
+    request: Arc<Request>,
+) -> Result<Outcome, ReconcileError> {
+    let manifest = plugin.manifest();
+    let Some(finalizer) = &manifest.finalizer else {
+        return Ok(Outcome::default());
+    };
+    let list = finalizers(parent);
+    if !list.contains(finalizer) {
+        return Ok(Outcome::default());
+    }
+    let finalized = {
+        let plugin = plugin.clone();
+        call_blocking(move || plugin.finalize(&request)).await?
+    };
+    let grant = &fence.grant;
+    plan::fence_finalize(manifest, grant, &finalized)?;
+    fence
+        .record(writer, parent_obj, key, &finalized.events, "Finalize")
+        .await;
+    if let Some(after) = plan::finalize_requeue_after(&finalized, grant.quotas.requeue_floor()) {
+        return Ok(Outcome {
+            requeue_after: Some(after),
+        });
+    }
+    let rest: Vec<String> = list.into_iter().filter(|f| f != finalizer).collect();
+    writer
+        .patch_parent(&manifest.parent, parent, &finalizers_patch(parent, rest))
+        .await?;
+    Ok(Outcome::default())
+}

@@ -1,0 +1,772 @@
+//! Shadow runs: a candidate version decides beside the live one and is
+//! compared, never written.
+//!
+//! A plugin is a pure function of its request, so the host can hand the very
+//! request the live version gets to a candidate (`<name>.next.wasm`) and
+//! compare the two answers: children added, removed or changed, status,
+//! parent patch, events, requeue, errors. Nothing the candidate answers
+//! reaches the API server. A team promotes the candidate by renaming it over
+//! the live file once the comparison says what they expect.
+//!
+//! A shadow never slows the live version down: once the live version has
+//! decided, the comparison is handed to the background and the reconcile
+//! goes on. At most `slots` candidate calls run at once; comparisons waiting
+//! for a slot queue up (one per parent, the newest; at most [`QUEUE`] of
+//! them and [`QUEUE_BYTES`] of requests and live answers, the oldest dropped
+//! and counted `skipped` beyond that; one bigger than all of it is skipped
+//! at once). A candidate that loops until its deadline costs the host CPU,
+//! never a live reconcile's time.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use crate::metrics::OperatorMetrics;
+use kubeplug_core::plan::diff::{Fields, diff};
+use kubeplug_core::plan::{ObjectKey, Plan};
+use kubeplug_core::report::format_chain;
+use kubeplug_kube::informers::Key;
+use kubeplug_runtime::{Desired, Plugin, Request};
+
+/// Comparisons waiting for a slot, at most.
+pub const QUEUE: usize = 1024;
+
+/// Bytes of comparisons waiting for a slot, at most ([`Job::bytes`]): 16 MiB.
+/// A live answer may be 4 MiB of text (`responseBytes`) and three to four
+/// times that parsed, so 1,024 of them could hold gigabytes; a few
+/// megabytes of typical answers (a few KiB each) is the whole queue.
+pub const QUEUE_BYTES: usize = 16 << 20;
+
+/// How many example differences a shadow keeps for `/plugins`.
+const EXAMPLES: usize = 5;
+/// How many differences of one parent an example keeps.
+const DIFFERENCES_PER_EXAMPLE: usize = 20;
+
+/// One version's decision for a parent: its [`Plan`], or why it failed
+/// (as logged).
+pub type Decision = Result<Plan, String>;
+
+/// A candidate version running in shadow of the live one.
+pub struct Shadow {
+    plugin: Plugin,
+    /// Content key (plugin + settings) of the candidate file.
+    key: String,
+    file: String,
+    since: String,
+    stats: Mutex<Stats>,
+    /// Candidate calls that may run at once.
+    slots: Arc<tokio::sync::Semaphore>,
+    slot_count: usize,
+    /// Comparisons waiting for a slot.
+    waiting: Mutex<Waiting>,
+}
+
+/// Comparisons waiting for a slot, and their bytes ([`Job::bytes`]).
+#[derive(Default)]
+struct Waiting {
+    jobs: std::collections::VecDeque<(Job, tracing::Span, usize)>,
+    bytes: usize,
+}
+
+impl Waiting {
+    fn pop_front(&mut self) -> Option<(Job, tracing::Span)> {
+        let (job, span, bytes) = self.jobs.pop_front()?;
+        self.bytes -= bytes;
+        Some((job, span))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Queue `job` in place of an older one of its parent, dropping the
+    /// oldest while over [`QUEUE`] or [`QUEUE_BYTES`]; returns how many
+    /// comparisons were dropped (`job` itself, if it alone is too big).
+    fn push(&mut self, job: Job, span: tracing::Span, limits: (usize, usize)) -> u64 {
+        let (count, max_bytes) = limits;
+        // The one replaced is superseded, not skipped.
+        let mut replaced = 0;
+        self.jobs.retain(|(j, _, b)| {
+            let same = j.key == job.key;
+            if same {
+                replaced += b;
+            }
+            !same
+        });
+        self.bytes -= replaced;
+        let bytes = job.bytes();
+        if bytes > max_bytes {
+            return 1;
+        }
+        let mut dropped = 0;
+        while !self.jobs.is_empty() && (self.jobs.len() >= count || self.bytes + bytes > max_bytes)
+        {
+            self.pop_front();
+            dropped += 1;
+        }
+        self.bytes += bytes;
+        self.jobs.push_back((job, span, bytes));
+        dropped
+    }
+}
+
+/// A comparison to make: the request and what the live version decided.
+pub struct Job {
+    pub key: Key,
+    pub request: Arc<Request>,
+    /// The live version's decision, owned (the comparison outlives the
+    /// reconcile).
+    pub live: Decision,
+    /// Decides the candidate's answer as the live version's was: the same
+    /// fence, parent and observed children.
+    pub check: Check,
+}
+
+impl Job {
+    /// Bytes the job holds, roughly: the request's texts (shared with the
+    /// caches while they hold the same versions, kept alive by the job once
+    /// they change) and the live answer's parsed values.
+    pub fn bytes(&self) -> usize {
+        let request = &self.request;
+        let texts: usize = std::iter::once(&request.parent)
+            .chain(&request.observed)
+            .chain(&request.related)
+            .map(|t| t.len())
+            .sum();
+        let live = match &self.live {
+            Ok(plan) => {
+                let answer = &plan.answer;
+                answer.children.iter().map(value_bytes).sum::<usize>()
+                    + answer.status.as_ref().map_or(0, value_bytes)
+                    + answer
+                        .events
+                        .iter()
+                        .map(|e| e.reason.len() + e.message.len())
+                        .sum::<usize>()
+                    + plan
+                        .children
+                        .iter()
+                        .map(|step| {
+                            value_bytes(&step.child)
+                                + match &step.action {
+                                    kubeplug_core::plan::Action::Update { live, .. } => {
+                                        value_bytes(live)
+                                    }
+                                    _ => 0,
+                                }
+                        })
+                        .sum::<usize>()
+                    + plan.prune.iter().map(value_bytes).sum::<usize>()
+                    + plan.status.as_ref().map_or(0, value_bytes)
+            }
+            Err(error) => error.len(),
+        };
+        std::mem::size_of::<Job>() + texts + request.now.len() + request.entropy.len() + live
+    }
+}
+
+/// Heap bytes of a parsed JSON value, roughly: a fixed cost per node plus
+/// its text, so that a deep or wide tree counts what it costs.
+pub fn value_bytes(value: &Value) -> usize {
+    const NODE: usize = std::mem::size_of::<Value>();
+    match value {
+        Value::String(s) => NODE + s.len(),
+        Value::Array(items) => NODE + items.iter().map(value_bytes).sum::<usize>(),
+        Value::Object(map) => {
+            NODE + map
+                .iter()
+                .map(|(k, v)| NODE + k.len() + value_bytes(v))
+                .sum::<usize>()
+        }
+        _ => NODE,
+    }
+}
+
+/// See [`Job::check`].
+pub type Check = Box<dyn FnOnce(&Plugin, Desired) -> Decision + Send>;
+
+#[derive(Default)]
+struct Stats {
+    comparisons: u64,
+    skipped: u64,
+    candidate_errors: u64,
+    /// The latest comparison of each parent: a fingerprint of its
+    /// differences (`None`: the same answer).
+    parents: HashMap<Key, Option<u64>>,
+    /// A few parents that differ, with what differs.
+    examples: BTreeMap<Key, Vec<Value>>,
+}
+
+/// What a shadow reports on `/plugins` and in the aggregated API.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowStatus {
+    pub file: String,
+    pub version: String,
+    pub digest: String,
+    /// RFC 3339 time the candidate started shadowing.
+    pub since: String,
+    /// Reconciles compared.
+    pub comparisons: u64,
+    /// Distinct parents compared at least once.
+    pub parents_compared: usize,
+    /// Parents whose latest comparison differs.
+    pub parents_differing: usize,
+    /// Comparisons where the candidate failed (and the live version did not).
+    pub candidate_errors: u64,
+    /// Reconciles not compared: too many comparisons were waiting.
+    pub skipped: u64,
+    /// A few differing parents and what differs (only for loopback
+    /// clients and the aggregated API: they hold cluster data).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<Value>,
+}
+
+/// What one comparison found, for the caller's log and metrics.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Same,
+    /// Differs; `new` if this parent did not differ this way before.
+    Differs {
+        count: usize,
+        first: String,
+        new: bool,
+    },
+    /// The candidate failed where the live version answered.
+    CandidateFailed {
+        error: String,
+        new: bool,
+    },
+}
+
+impl Verdict {
+    /// A short label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Verdict::Same => "same",
+            Verdict::Differs { .. } => "differs",
+            Verdict::CandidateFailed { .. } => "candidate_error",
+        }
+    }
+}
+
+impl Shadow {
+    /// A shadow of `plugin` (from `file`, content key `key`) running at most
+    /// `slots` candidate calls at once.
+    pub fn new(plugin: Plugin, key: String, file: String, slots: usize) -> Shadow {
+        Shadow {
+            plugin,
+            key,
+            file,
+            since: format!("{:.0}", jiff::Timestamp::now()),
+            stats: Mutex::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
+            slot_count: slots.max(1),
+            waiting: Mutex::default(),
+        }
+    }
+
+    /// Make the comparison in `job` in the background: at once if a slot is
+    /// free, else when one frees up. Never waits.
+    pub fn submit(self: &Arc<Self>, job: Job, metrics: &OperatorMetrics) {
+        let span = tracing::Span::current();
+        match self.slots.clone().try_acquire_owned() {
+            Ok(slot) => {
+                tokio::spawn(self.clone().drain(slot, Some((job, span)), metrics.clone()));
+            }
+            Err(_) => {
+                // The newest request of a parent replaces an older one.
+                let dropped =
+                    self.waiting
+                        .lock()
+                        .expect("shadow lock")
+                        .push(job, span, (QUEUE, QUEUE_BYTES));
+                if dropped > 0 {
+                    self.stats.lock().expect("shadow lock").skipped += dropped;
+                }
+            }
+        }
+    }
+
+    /// Compare `first`, then whatever waits, while holding a slot.
+    async fn drain(
+        self: Arc<Self>,
+        mut slot: tokio::sync::OwnedSemaphorePermit,
+        mut next: Option<(Job, tracing::Span)>,
+        metrics: OperatorMetrics,
+    ) {
+        loop {
+            while let Some((job, span)) = next {
+                self.compare(job, &metrics).instrument(span).await;
+                next = self.waiting.lock().expect("shadow lock").pop_front();
+            }
+            drop(slot);
+            // A job queued after the last look, while every slot was held.
+            if self.waiting.lock().expect("shadow lock").is_empty() {
+                return;
+            }
+            match self.slots.clone().try_acquire_owned() {
+                Ok(again) => slot = again,
+                // Another holder drains it.
+                Err(_) => return,
+            }
+            next = self.waiting.lock().expect("shadow lock").pop_front();
+        }
+    }
+
+    /// Call the candidate on the job's request, check its answer and
+    /// compare it with the live decision; log a parent that starts to
+    /// differ (or differs anew) and count it in `metrics`.
+    async fn compare(&self, job: Job, metrics: &OperatorMetrics) {
+        let Job {
+            key,
+            request,
+            live,
+            check,
+        } = job;
+        let plugin = self.plugin.clone();
+        let call = tokio::task::spawn_blocking(move || plugin.reconcile(&request)).await;
+        let candidate = match call {
+            Ok(Ok(desired)) => check(&self.plugin, desired),
+            Ok(Err(error)) => Err(format_chain(&error)),
+            Err(error) => Err(format!("the candidate's call was cancelled: {error}")),
+        };
+        let verdict = self.record(&key, &live, &candidate);
+        let name = self.plugin.name();
+        metrics.shadow_compared(name, verdict.label());
+        metrics.shadow_parents(name, Some(self.counts()));
+        let version = &self.plugin.manifest().version;
+        match verdict {
+            Verdict::Differs {
+                count,
+                first,
+                new: true,
+            } => tracing::info!(
+                candidate_version = %version,
+                differences = count,
+                first = %first,
+                "shadow: the candidate decides differently"
+            ),
+            Verdict::CandidateFailed { error, new: true } => tracing::warn!(
+                candidate_version = %version,
+                %error,
+                "shadow: the candidate fails where the live version answers"
+            ),
+            _ => {}
+        }
+    }
+
+    /// The same candidate with its comparisons cleared (the live version
+    /// changed).
+    pub fn restarted(&self) -> Shadow {
+        Shadow::new(
+            self.plugin.clone(),
+            self.key.clone(),
+            self.file.clone(),
+            self.slot_count,
+        )
+    }
+
+    pub fn plugin(&self) -> &Plugin {
+        &self.plugin
+    }
+
+    /// Content key of the candidate file this shadow runs.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Record the comparison of both decisions for the parent at `key`.
+    pub fn record(&self, key: &Key, live: &Decision, candidate: &Decision) -> Verdict {
+        let differences = compare(live, candidate);
+        let fingerprint = (!differences.is_empty()).then(|| fingerprint(&differences));
+        let mut stats = self.stats.lock().expect("shadow lock");
+        stats.comparisons += 1;
+        let candidate_failed = live.is_ok() && candidate.is_err();
+        if candidate_failed {
+            stats.candidate_errors += 1;
+        }
+        let before = stats.parents.insert(key.clone(), fingerprint);
+        let new = before != Some(fingerprint);
+        match fingerprint {
+            None => {
+                stats.examples.remove(key);
+                Verdict::Same
+            }
+            Some(_) => {
+                if stats.examples.contains_key(key) || stats.examples.len() < EXAMPLES {
+                    let mut kept = differences.clone();
+                    kept.truncate(DIFFERENCES_PER_EXAMPLE);
+                    stats.examples.insert(key.clone(), kept);
+                }
+                match candidate {
+                    Err(error) if candidate_failed => Verdict::CandidateFailed {
+                        error: error.clone(),
+                        new,
+                    },
+                    _ => Verdict::Differs {
+                        count: differences.len(),
+                        first: summary(&differences[0]),
+                        new,
+                    },
+                }
+            }
+        }
+    }
+
+    /// The parent is gone: it no longer counts.
+    pub fn forget(&self, key: &Key) {
+        let mut stats = self.stats.lock().expect("shadow lock");
+        stats.parents.remove(key);
+        stats.examples.remove(key);
+    }
+
+    /// Parents compared and parents differing now.
+    pub fn counts(&self) -> (usize, usize) {
+        let stats = self.stats.lock().expect("shadow lock");
+        let differing = stats.parents.values().filter(|f| f.is_some()).count();
+        (stats.parents.len(), differing)
+    }
+
+    pub fn status(&self) -> ShadowStatus {
+        let stats = self.stats.lock().expect("shadow lock");
+        let manifest = self.plugin.manifest();
+        ShadowStatus {
+            file: self.file.clone(),
+            version: manifest.version.clone(),
+            digest: self.plugin.digest().to_string(),
+            since: self.since.clone(),
+            comparisons: stats.comparisons,
+            parents_compared: stats.parents.len(),
+            parents_differing: stats.parents.values().filter(|f| f.is_some()).count(),
+            candidate_errors: stats.candidate_errors,
+            skipped: stats.skipped,
+            examples: stats
+                .examples
+                .iter()
+                .map(|(key, differences)| {
+                    json!({"parent": parent_name(key), "differences": differences})
+                })
+                .collect(),
+        }
+    }
+}
+
+impl ShadowStatus {
+    /// The status without examples (they hold cluster data).
+    pub fn summary(self) -> ShadowStatus {
+        ShadowStatus {
+            examples: Vec::new(),
+            ..self
+        }
+    }
+}
+
+fn parent_name(key: &Key) -> String {
+    if key.0.is_empty() {
+        key.1.clone()
+    } else {
+        format!("{}/{}", key.0, key.1)
+    }
+}
+
+/// One line naming a difference, for logs.
+fn summary(difference: &Value) -> String {
+    let what = difference["what"].as_str().unwrap_or_default();
+    match what {
+        "child" => {
+            let paths: Vec<&str> = difference["diff"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d["path"].as_str())
+                .take(3)
+                .collect();
+            format!(
+                "child {} {} {}{}",
+                difference["kind"].as_str().unwrap_or_default(),
+                difference["name"].as_str().unwrap_or_default(),
+                difference["change"].as_str().unwrap_or_default(),
+                if paths.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", paths.join(", "))
+                }
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
+fn fingerprint(differences: &[Value]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    Value::Array(differences.to_vec())
+        .to_string()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What differs between the live decision and the candidate's, as a list of
+/// `{what, ...}` objects (`what`: `error`, `child`, `status`, `parentPatch`,
+/// `events`, `requeueAfterSeconds`); empty if both decided alike. Both
+/// decided on the same request, so what the plans write follows from what
+/// is compared: the answers and their prepared children.
+pub fn compare(live: &Decision, candidate: &Decision) -> Vec<Value> {
+    let (live, cand) = match (live, candidate) {
+        (Ok(live), Ok(candidate)) if compared(live) == compared(candidate) => return Vec::new(),
+        (Ok(live), Ok(candidate)) => (live, candidate),
+        (Err(a), Err(b)) if a == b => return Vec::new(),
+        (live, candidate) => {
+            let text = |d: &Decision| match d {
+                Ok(_) => Value::String("answered".into()),
+                Err(error) => json!({"error": error}),
+            };
+            return vec![
+                json!({"what": "error", "live": text(live), "candidate": text(candidate)}),
+            ];
+        }
+    };
+    let mut out = Vec::new();
+    let index = |plan: &Plan| -> BTreeMap<ObjectKey, Value> {
+        plan.children
+            .iter()
+            .map(|step| (ObjectKey::of(&step.child), step.child.clone()))
+            .collect()
+    };
+    let (live_by_key, cand_by_key) = (index(live), index(cand));
+    let row = |key: &ObjectKey, change: &str| json!({"what": "child", "change": change, "kind": key.kind, "name": key.name, "namespace": key.namespace});
+    for (key, child) in &cand_by_key {
+        match live_by_key.get(key) {
+            None => out.push(row(key, "added")),
+            Some(live) if live != child => {
+                let mut changed = row(key, "changed");
+                changed["diff"] = changes(live, child);
+                out.push(changed);
+            }
+            Some(_) => {}
+        }
+    }
+    for key in live_by_key.keys().filter(|k| !cand_by_key.contains_key(k)) {
+        out.push(row(key, "removed"));
+    }
+    let (live, cand) = (&live.answer, &cand.answer);
+    let null = Value::Null;
+    if live.status != cand.status {
+        out.push(json!({
+            "what": "status",
+            "diff": changes(live.status.as_ref().unwrap_or(&null), cand.status.as_ref().unwrap_or(&null)),
+        }));
+    }
+    if live.parent_patch != cand.parent_patch {
+        out.push(json!({"what": "parentPatch", "live": live.parent_patch, "candidate": cand.parent_patch}));
+    }
+    if live.events != cand.events {
+        out.push(json!({"what": "events", "live": live.events, "candidate": cand.events}));
+    }
+    if live.requeue_after != cand.requeue_after {
+        let seconds = |d: Option<std::time::Duration>| d.map(|d| d.as_secs());
+        out.push(json!({
+            "what": "requeueAfterSeconds",
+            "live": seconds(live.requeue_after),
+            "candidate": seconds(cand.requeue_after),
+        }));
+    }
+    out
+}
+
+/// What a comparison looks at in a plan: the answer and the children as
+/// they would be applied.
+fn compared(plan: &Plan) -> (&Desired, Vec<&Value>) {
+    (
+        &plan.answer,
+        plan.children.iter().map(|s| &s.child).collect(),
+    )
+}
+
+/// Field by field, where two objects differ, in both directions (see
+/// [`Fields::Both`]), as `{path, live, candidate}` rows.
+fn changes(live: &Value, candidate: &Value) -> Value {
+    diff(live, candidate, Fields::Both)
+        .into_iter()
+        .map(|c| json!({"path": c.path, "live": c.before, "candidate": c.after}))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sts(image: &str) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "a"},
+               "spec": {"template": {"spec": {"containers": [{"name": "pg", "image": image}]}}}})
+    }
+
+    fn desired(status: Value) -> Desired {
+        Desired {
+            status: Some(status),
+            ..Desired::default()
+        }
+    }
+
+    /// A decision of `answer` whose children are `children`, as prepared.
+    fn decided(answer: &Desired, children: &[Value]) -> Decision {
+        let children = children
+            .iter()
+            .map(|child| kubeplug_core::plan::Step {
+                child: child.clone(),
+                action: kubeplug_core::plan::Action::Create,
+            })
+            .collect();
+        Ok(Plan {
+            answer: answer.clone(),
+            children,
+            prune: Vec::new(),
+            status: answer.status.clone(),
+            parent_patch: None,
+            requeue_after: answer.requeue_after,
+        })
+    }
+
+    #[test]
+    fn the_same_answer_has_no_differences() {
+        let d = desired(json!({"phase": "Running"}));
+        let children = [sts("postgres:16")];
+        assert!(compare(&decided(&d, &children), &decided(&d, &children)).is_empty());
+        assert!(compare(&Err("x".into()), &Err("x".into())).is_empty());
+    }
+
+    #[test]
+    fn a_changed_image_names_the_list_and_both_values() {
+        let d = desired(json!({"phase": "Running"}));
+        let (live, cand) = ([sts("postgres:16")], [sts("mirror/postgres:16")]);
+        let found = compare(&decided(&d, &live), &decided(&d, &cand));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0]["change"], "changed");
+        assert_eq!(found[0]["kind"], "StatefulSet");
+        let diff = &found[0]["diff"][0];
+        assert_eq!(diff["path"], "/spec/template/spec/containers");
+        assert_eq!(diff["candidate"][0]["image"], "mirror/postgres:16");
+        assert!(summary(&found[0]).contains("/spec/template/spec/containers"));
+    }
+
+    #[test]
+    fn added_removed_status_events_and_errors_are_reported() {
+        let live = desired(json!({"phase": "Running"}));
+        let mut cand = desired(json!({"phase": "Pending", "extra": 1}));
+        cand.events.push(kubeplug_runtime::Event {
+            warning: false,
+            reason: "R".into(),
+            message: "m".into(),
+        });
+        let (a, b) = (
+            [sts("x")],
+            [
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db", "namespace": "a"}}),
+            ],
+        );
+        let found = compare(&decided(&live, &a), &decided(&cand, &b));
+        let whats: Vec<String> = found
+            .iter()
+            .map(|d| format!("{} {}", d["what"], d["change"]))
+            .collect();
+        assert_eq!(
+            whats,
+            [
+                "\"child\" \"added\"",
+                "\"child\" \"removed\"",
+                "\"status\" null",
+                "\"events\" null"
+            ]
+        );
+        assert_eq!(
+            found[2]["diff"],
+            json!([{"path": "/extra", "live": null, "candidate": 1}, {"path": "/phase", "live": "Running", "candidate": "Pending"}])
+        );
+        let failed = compare(&decided(&live, &a), &Err("plugin x trapped".into()));
+        assert_eq!(failed[0]["candidate"]["error"], "plugin x trapped");
+    }
+
+    fn unused_check(_: &Plugin, _: Desired) -> Decision {
+        Err("unused".into())
+    }
+
+    fn job(name: &str, bytes: usize) -> Job {
+        let parent: Arc<str> = format!("{{\"metadata\":{{\"name\":\"{name}\"}}}}").into();
+        let live = desired(json!({"blob": "x".repeat(bytes)}));
+        Job {
+            key: ("a".into(), name.into()),
+            request: Arc::new(Request::new(parent, Vec::new(), Vec::new())),
+            live: decided(&live, &[]),
+            check: Box::new(unused_check),
+        }
+    }
+
+    fn span() -> tracing::Span {
+        tracing::Span::none()
+    }
+
+    #[test]
+    fn big_answers_waiting_are_bounded_by_bytes_the_oldest_skipped() {
+        let mut waiting = Waiting::default();
+        let one = job("p0", 1 << 20).bytes();
+        let mut skipped = 0;
+        for i in 0..40 {
+            skipped += waiting.push(job(&format!("p{i}"), 1 << 20), span(), (QUEUE, QUEUE_BYTES));
+            assert!(
+                waiting.bytes <= QUEUE_BYTES,
+                "{} bytes waiting",
+                waiting.bytes
+            );
+        }
+        let kept = waiting.jobs.len();
+        assert_eq!(kept, QUEUE_BYTES / one, "as many as fit");
+        assert_eq!(skipped as usize, 40 - kept);
+        assert_eq!(
+            waiting.jobs.front().map(|(j, _, _)| j.key.1.clone()),
+            Some(format!("p{}", 40 - kept)),
+            "the oldest went first"
+        );
+        assert_eq!(
+            waiting.bytes,
+            waiting.jobs.iter().map(|(_, _, b)| b).sum::<usize>()
+        );
+    }
+
+    #[test]
+    fn an_answer_bigger_than_the_whole_queue_is_skipped_and_pushes_nothing_out() {
+        let mut waiting = Waiting::default();
+        waiting.push(job("small", 10), span(), (QUEUE, QUEUE_BYTES));
+        assert_eq!(
+            waiting.push(job("huge", QUEUE_BYTES), span(), (QUEUE, QUEUE_BYTES)),
+            1
+        );
+        assert_eq!(waiting.jobs.len(), 1);
+    }
+
+    #[test]
+    fn a_newer_request_of_a_parent_replaces_the_older_without_a_skip() {
+        let mut waiting = Waiting::default();
+        assert_eq!(
+            waiting.push(job("p", 1000), span(), (QUEUE, QUEUE_BYTES)),
+            0
+        );
+        assert_eq!(
+            waiting.push(job("p", 2000), span(), (QUEUE, QUEUE_BYTES)),
+            0
+        );
+        assert_eq!(waiting.jobs.len(), 1);
+        assert_eq!(waiting.bytes, job("p", 2000).bytes());
+        // And the count bound holds as before.
+        let mut waiting = Waiting::default();
+        let dropped: u64 = (0..5)
+            .map(|i| waiting.push(job(&format!("q{i}"), 10), span(), (3, QUEUE_BYTES)))
+            .sum();
+        assert_eq!((waiting.jobs.len(), dropped), (3, 2));
+        while waiting.pop_front().is_some() {}
+        assert_eq!(waiting.bytes, 0);
+    }
+}

@@ -1,0 +1,532 @@
+//! A loaded plugin and the calls into it: one fresh `Store` per call.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Engine, Store, Trap};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::answer::{
+    AnswerBytes, api_resource, events, guest_error, host_manifest, parse_response,
+};
+use super::bindings::{self, types};
+use super::budget::{MemoryBudget, Short};
+use super::cache::Origin;
+use super::error::{CallError, LoadError};
+use super::guest_log::LOG_BUDGET;
+use super::limits::Limiter;
+use kubeplug_core::contract::{Desired, Finalized, Limits, Request};
+use kubeplug_core::manifest::{self, Manifest};
+
+/// How much of a guest's stderr (where Rust panics print) is kept per call.
+const STDERR_CAPTURE: usize = 16 << 10;
+/// How long a call waits for the host's memory budget before it gives up
+/// (and is retried later like any transient failure).
+const MEMORY_WAIT: Duration = Duration::from_secs(30);
+/// Per-call host state, owned by the call's `Store`.
+pub struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: Limiter,
+    /// `wasi:http`, refusing every request ([`super::network`]).
+    http: super::network::Http,
+    pub(super) plugin: Arc<str>,
+    pub(super) log_budget: u32,
+    /// Log bytes this call may still write.
+    pub(super) log_bytes: usize,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for State {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http.ctx,
+            table: &mut self.table,
+            hooks: &mut self.http.hooks,
+        }
+    }
+}
+
+/// What the runtime hands to [`Plugin::new`].
+pub(super) struct Loaded {
+    pub engine: Engine,
+    pub pre: bindings::PluginPre<State>,
+    pub digest: String,
+    pub size: usize,
+    pub origin: Origin,
+    pub load_time: Duration,
+    pub config: String,
+    pub limits: Limits,
+    /// The host-wide budget every call of this plugin is charged against.
+    pub budget: Arc<MemoryBudget>,
+    /// Kept so that deadlines keep firing while the plugin lives.
+    pub _ticker: Arc<super::EpochTicker>,
+    /// Kept so that another load of the same bytes shares the compiled
+    /// code while this plugin lives (`runtime::share`).
+    pub _component: Arc<wasmtime::component::Component>,
+}
+
+/// Runs calls into one loaded component.
+struct Caller {
+    loaded: Loaded,
+    /// The guest's `reconcile` and `finalize` exports, found once.
+    reconcile: wasmtime::component::ComponentExportIndex,
+    finalize: wasmtime::component::ComponentExportIndex,
+    /// The plugin's name for errors and logs (from its manifest once known).
+    name: Arc<str>,
+    epoch_tick: Duration,
+    /// About the most memory a recent call used: what the next call
+    /// reserves of the budget before it instantiates.
+    high_water: AtomicUsize,
+}
+
+struct Inner {
+    caller: Arc<Caller>,
+    manifest: Manifest,
+    limits: Limits,
+}
+
+/// A loaded, validated plugin. Cheap to clone; calls may run concurrently.
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.inner.manifest.name)
+            .field("version", &self.inner.manifest.version)
+            .field("digest", &self.inner.caller.loaded.digest)
+            .finish()
+    }
+}
+
+/// `wit/plugin.wit`'s `request`, borrowing every text: lowering it copies
+/// each string once, into guest memory, and nowhere else. (The generated
+/// `types::Request` owns its strings, which would mean copying each cached
+/// object once more per call.)
+#[derive(wasmtime::component::ComponentType, wasmtime::component::Lower)]
+#[component(record)]
+struct WitRequest<'a> {
+    parent: &'a str,
+    observed: &'a [Arc<str>],
+    related: &'a [Arc<str>],
+    config: &'a str,
+    now: &'a str,
+    entropy: &'a [u8],
+}
+
+impl Plugin {
+    /// Call `manifest()` and validate the answer; the plugin exists only if
+    /// both succeed.
+    pub(super) fn new(
+        label: String,
+        loaded: Loaded,
+        epoch_tick: Duration,
+    ) -> Result<Self, LoadError> {
+        let export = |name: &str| {
+            let component = loaded.pre.instance_pre().component();
+            let interface = component.get_export_index(None, bindings::RECONCILER_EXPORT);
+            component
+                .get_export_index(interface.as_ref(), name)
+                .expect("PluginPre checked the component's exports")
+        };
+        let (reconcile, finalize) = (export("reconcile"), export("finalize"));
+        let mut caller = Caller {
+            loaded,
+            reconcile,
+            finalize,
+            name: Arc::from(label.as_str()),
+            epoch_tick,
+            high_water: AtomicUsize::new(0),
+        };
+        let config = caller.loaded.config.clone();
+        let limits = caller.loaded.limits;
+        let manifest = caller
+            .call(limits, async |store, guest| {
+                guest
+                    .kubeplug_plugin_reconciler()
+                    .call_manifest(store, &config)
+                    .await
+            })
+            .and_then(|r| {
+                r.map_err(|e| CallError::Guest {
+                    plugin: label.clone(),
+                    error: guest_error(e),
+                })
+            })
+            .map_err(LoadError::Manifest)?;
+        let mut manifest = host_manifest(manifest);
+        manifest.metadata_only = caller
+            .metadata_only(limits, &config)
+            .map_err(LoadError::Manifest)?;
+        manifest.validate().map_err(LoadError::InvalidManifest)?;
+        caller.name = Arc::from(manifest.name.as_str());
+        Ok(Plugin {
+            inner: Arc::new(Inner {
+                caller: Arc::new(caller),
+                manifest,
+                limits,
+            }),
+        })
+    }
+
+    /// The same component as the host admitted it: the manifest with scopes
+    /// and plurals from API discovery and namespaces narrowed to the grant,
+    /// and the limits of the grant's quotas.
+    pub fn admitted(&self, manifest: Manifest, limits: Limits) -> Plugin {
+        Plugin {
+            inner: Arc::new(Inner {
+                caller: self.inner.caller.clone(),
+                manifest,
+                limits,
+            }),
+        }
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.inner.manifest
+    }
+
+    /// True if `other` is this very plugin as admitted (not merely the same
+    /// file loaded again).
+    pub fn same(&self, other: &Plugin) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.manifest.name
+    }
+
+    /// SHA-256 of the `.wasm` bytes, hex.
+    pub fn digest(&self) -> &str {
+        &self.inner.caller.loaded.digest
+    }
+
+    /// Size of the `.wasm` file in bytes.
+    pub fn size(&self) -> usize {
+        self.inner.caller.loaded.size
+    }
+
+    /// Whether the component was compiled now or loaded precompiled.
+    pub fn origin(&self) -> Origin {
+        self.inner.caller.loaded.origin
+    }
+
+    /// Time spent compiling or deserializing the component.
+    pub fn load_time(&self) -> Duration {
+        self.inner.caller.loaded.load_time
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// The configuration document every call gets, as the JSON text the
+    /// runtime made of [`super::PluginOptions::config`].
+    pub fn config(&self) -> &str {
+        &self.inner.caller.loaded.config
+    }
+
+    fn wit_request<'a>(&'a self, request: &'a Request) -> WitRequest<'a> {
+        WitRequest {
+            parent: &request.parent,
+            observed: &request.observed,
+            related: &request.related,
+            config: &self.inner.caller.loaded.config,
+            now: &request.now,
+            entropy: &request.entropy,
+        }
+    }
+
+    /// Call the guest's `export` (`reconcile` or `finalize`) with
+    /// `request` on a fresh instance; the guest's own error is typed.
+    ///
+    /// The answer is copied out of the guest by wasmtime as the call
+    /// returns (the guest frees its side right after), so it is at most as
+    /// big as the guest's memory; before the call's memory is given back,
+    /// the copy is charged against the host's budget too, then checked
+    /// against the plugin's quotas before any of it is parsed.
+    fn call_with<T>(
+        &self,
+        export: &wasmtime::component::ComponentExportIndex,
+        request: &Request,
+        count: impl FnOnce(&T) -> Result<(), String>,
+    ) -> Result<T, CallError>
+    where
+        T: wasmtime::component::ComponentType
+            + wasmtime::component::Lift
+            + AnswerBytes
+            + Send
+            + Sync
+            + 'static,
+    {
+        let params = self.wit_request(request);
+        let limits = self.limits();
+        let over = |what: String| CallError::OverQuota {
+            plugin: self.name().into(),
+            what,
+        };
+        let answer = self.inner.caller.run(limits, async |store, instance| {
+            let func = instance.get_typed_func::<(WitRequest<'_>,), (Result<T, types::Error>,)>(
+                &mut *store,
+                export,
+            )?;
+            let (answer,) = func.call_async(&mut *store, (params,)).await?;
+            let bytes = match &answer {
+                Ok(t) => t.bytes(),
+                Err(e) => e.bytes(),
+            };
+            store.data_mut().limiter.hold_copy(bytes)?;
+            Ok(answer)
+        })?;
+        let answer = answer.map_err(|e| CallError::Guest {
+            plugin: self.name().into(),
+            error: guest_error(e),
+        })?;
+        count(&answer).map_err(over)?;
+        let bytes = answer.bytes();
+        if bytes > limits.response_bytes {
+            return Err(over(format!(
+                "an answer of {bytes} bytes (quota {})",
+                limits.response_bytes
+            )));
+        }
+        Ok(answer)
+    }
+
+    /// Decide the desired state for one parent.
+    pub fn reconcile(&self, request: &Request) -> Result<Desired, CallError> {
+        let children = self.limits().children;
+        let response: types::Response = self.call_with(
+            &self.inner.caller.reconcile,
+            request,
+            |r: &types::Response| {
+                if r.children.len() > children {
+                    return Err(format!("{} children (quota {children})", r.children.len()));
+                }
+                Ok(())
+            },
+        )?;
+        parse_response(response).map_err(|reason| CallError::Malformed {
+            plugin: self.name().into(),
+            reason,
+        })
+    }
+
+    /// Ask the plugin to clean up for a parent being deleted.
+    pub fn finalize(&self, request: &Request) -> Result<Finalized, CallError> {
+        let r: types::FinalizeResponse =
+            self.call_with(&self.inner.caller.finalize, request, |_| Ok(()))?;
+        Ok(Finalized {
+            done: r.done,
+            requeue_after: r
+                .requeue_after_seconds
+                .map(|s| Duration::from_secs(s.into())),
+            events: events(r.events),
+        })
+    }
+}
+
+impl Caller {
+    /// The kinds the plugin reads only the metadata of, from its optional
+    /// `reads` export (see `wit/plugin.wit`); none without the export.
+    fn metadata_only(
+        &self,
+        limits: Limits,
+        config: &str,
+    ) -> Result<Vec<manifest::ApiResource>, CallError> {
+        let component = self.loaded.pre.instance_pre().component();
+        let Some(export) = component
+            .get_export_index(None, bindings::READS_EXPORT)
+            .and_then(|reads| component.get_export_index(Some(&reads), "metadata-only"))
+        else {
+            return Ok(Vec::new());
+        };
+        let kinds = self.run(limits, async |store, instance| {
+            let call = instance
+                .get_typed_func::<(&str,), (Vec<types::ApiResource>,)>(&mut *store, &export)?;
+            Ok(call.call_async(&mut *store, (config,)).await?.0)
+        })?;
+        Ok(kinds.into_iter().map(api_resource).collect())
+    }
+
+    /// Run `f` against a fresh instance through the generated bindings.
+    fn call<R>(
+        &self,
+        limits: Limits,
+        f: impl AsyncFnOnce(&mut Store<State>, &bindings::Plugin) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        self.run(limits, async |store, instance| {
+            let guest = bindings::Plugin::new(&mut *store, &instance)?;
+            f(store, &guest).await
+        })
+    }
+
+    /// Run `f` against a fresh instance in a fresh `Store` with this plugin's
+    /// limits, and classify any failure.
+    ///
+    /// Before it instantiates, the call reserves memory of the host's budget
+    /// (about what the plugin's recent calls used; see [`super::budget`]).
+    /// Its deadline holds inside host calls too: Wasm code is interrupted by
+    /// the epoch, and a guest blocked in a host call (a `sleep`, a `poll`)
+    /// is dropped when the deadline passes, so no call outlives it.
+    fn run<R>(
+        &self,
+        limits: Limits,
+        f: impl AsyncFnOnce(&mut Store<State>, wasmtime::component::Instance) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let plugin = || self.name.to_string();
+        let reservation = self
+            .loaded
+            .budget
+            .reserve(
+                &self.name,
+                self.high_water.load(Ordering::Relaxed),
+                limits.memory_bytes,
+                MEMORY_WAIT,
+            )
+            .map_err(|short| CallError::HostMemory {
+                plugin: plugin(),
+                reason: short_reason(&short),
+            })?;
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
+        let wasi = WasiCtxBuilder::new()
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let state = State {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: Limiter::new(limits, Some(reservation)),
+            http: Default::default(),
+            plugin: self.name.clone(),
+            log_budget: LOG_BUDGET,
+            log_bytes: limits.log_bytes,
+        };
+        let mut store = Store::new(&self.loaded.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        let ticks = limits
+            .timeout
+            .as_nanos()
+            .div_ceil(self.epoch_tick.as_nanos()) as u64;
+        // +1: the current tick may be about to end.
+        store.set_epoch_deadline(ticks + 1);
+        store.epoch_deadline_trap();
+        let pre = self.loaded.pre.instance_pre();
+        let outcome = block_on(async {
+            tokio::time::timeout(limits.timeout, async {
+                let instance = pre.instantiate_async(&mut store).await?;
+                f(&mut store, instance).await
+            })
+            .await
+        });
+        // A grow the budget refused counts as used: the next call reserves
+        // it up front and waits for it, instead of failing the same way.
+        let limiter = &store.data().limiter;
+        let wanted = match limiter.budget_short {
+            Some(Short::Grow { bytes }) => bytes,
+            _ => 0,
+        };
+        self.remember_use(limiter.used().max(wanted));
+        let result = match outcome {
+            Ok(result) => result,
+            Err(_elapsed) => {
+                return Err(CallError::Deadline {
+                    plugin: plugin(),
+                    timeout: limits.timeout,
+                });
+            }
+        };
+        result.map_err(|error| {
+            let plugin = plugin();
+            let limiter = &store.data().limiter;
+            if limiter.memory_cap_hit {
+                return CallError::MemoryCap {
+                    plugin,
+                    limit_bytes: limits.memory_bytes,
+                };
+            }
+            if let Some(short) = &limiter.budget_short {
+                return CallError::HostMemory {
+                    plugin,
+                    reason: short_reason(short),
+                };
+            }
+            if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+                return CallError::Deadline {
+                    plugin,
+                    timeout: limits.timeout,
+                };
+            }
+            CallError::Trap {
+                plugin,
+                message: trap_message(&error, &stderr),
+            }
+        })
+    }
+
+    /// Keep about the most a recent call used (decaying, so that one big
+    /// call does not make every later one reserve as much).
+    fn remember_use(&self, used: usize) {
+        let _ = self
+            .high_water
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |seen| {
+                Some(used.max(seen - seen / 4))
+            });
+    }
+}
+
+fn short_reason(short: &Short) -> String {
+    match short {
+        Short::Waited { bytes, waited } => format!(
+            "the host's memory budget had no room for {bytes} bytes within {:.0?}",
+            waited
+        ),
+        Short::Grow { bytes } => {
+            format!("the host's memory budget could not cover {bytes} bytes at once")
+        }
+    }
+}
+
+/// Drive a call's future to its end on this thread. Calls run on blocking
+/// threads of the host's runtime (or, offline, on no runtime at all);
+/// wasmtime-wasi's host calls need a Tokio context for their timers.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread => {
+            tokio::task::block_in_place(|| handle.block_on(future))
+        }
+        _ => wasmtime_wasi::runtime::in_tokio(future),
+    }
+}
+
+/// The trap's cause plus what the guest printed (a Rust panic's message).
+fn trap_message(error: &wasmtime::Error, stderr: &MemoryOutputPipe) -> String {
+    let cause = match error.downcast_ref::<Trap>() {
+        Some(trap) => trap.to_string(),
+        None => error.root_cause().to_string(),
+    };
+    let printed = String::from_utf8_lossy(&stderr.contents())
+        .trim()
+        .to_string();
+    if printed.is_empty() {
+        cause
+    } else {
+        format!("{cause}; guest stderr: {printed}")
+    }
+}
