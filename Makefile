@@ -97,6 +97,8 @@ image-check: image plugin-images
 
 lint: toolchain
 	cargo fmt --all -- --check
+	@# Each host crate within its layer (docs/architecture.md).
+	host/layers
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	cargo deny check bans licenses sources
 

@@ -20,7 +20,7 @@ fn fixture(name: &str) -> PathBuf {
 /// The policies the live hosts of the acceptance tests run with: the seed
 /// plugins' grants and the test guests'.
 fn policies() -> String {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     format!(
         "{},{}",
         root.join("deploy/base/policy.yaml").display(),
@@ -433,7 +433,8 @@ fn a_replay_uses_the_captured_entropy() {
     );
     // The same inputs give the same answer, byte for byte, with no notes.
     let capture = capture_file(dir.path(), spec, &entropy(), &digest_of(&plugin), "x");
-    let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../crds/databases.example.com.yaml");
+    let crd =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../crds/databases.example.com.yaml");
     let crd = crd.to_str().unwrap();
     let first = render_request(&capture, &["-o", "json", "--crd", crd]);
     let out = stdout_json(&first);

@@ -35,7 +35,7 @@ fn text(output: &Output) -> String {
 
 fn repo(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
+        .join("../..")
         .join(path)
 }
 

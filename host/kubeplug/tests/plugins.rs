@@ -36,7 +36,7 @@ plugins:
 /// of the plugin to another language), admitted with the shipped CRDs as
 /// the live host would admit it under [`FIXTURE_POLICY`].
 fn fixtures_with(name: &str, wasm: PathBuf) {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = repo.join("plugins").join(name);
     let tmp = tempfile::tempdir().unwrap();
     let policy_file = tmp.path().join("policy.yaml");

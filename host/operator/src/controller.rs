@@ -10,10 +10,10 @@ mod error_policy;
 mod overdue;
 pub mod routes;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use dashmap::DashMap;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -93,7 +93,8 @@ struct Shared {
     fence: Fence,
     metrics: OperatorMetrics,
     settings: Settings,
-    failures: Mutex<HashMap<Key, u32>>,
+    /// Failures per parent, shared by the plugin's workers.
+    failures: DashMap<Key, u32>,
     /// Calls past their deadline lately (see [`overdue`]).
     overdue: Mutex<overdue::Overdue>,
     leadership: Leadership,
@@ -221,7 +222,7 @@ impl Controller {
             fence,
             metrics,
             settings: settings.clone(),
-            failures: Mutex::new(HashMap::new()),
+            failures: DashMap::new(),
             overdue: Mutex::default(),
             counts: Counts::default(),
             leadership,
@@ -320,7 +321,7 @@ impl Controller {
             .lock()
             .expect("rollout lock")
             .start(plugin, previous, key, rollback);
-        self.shared.failures.lock().expect("failures lock").clear();
+        self.shared.failures.clear();
         // The live version changed: what the shadow compared no longer holds.
         let shadow = self.shared.shadow.read().expect("shadow lock").clone();
         if let Some(shadow) = shadow {
@@ -470,7 +471,7 @@ async fn judge(shared: &Shared, plugin: &Plugin, key: &Key, fault: bool) {
             }
         }
     };
-    shared.failures.lock().expect("failures lock").clear();
+    shared.failures.clear();
     requeue_all(shared);
     let event = Event {
         warning: true,

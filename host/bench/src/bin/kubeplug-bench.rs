@@ -2,6 +2,9 @@
 //! (default `target/plugins`) costs, printed as a table. Run by `make bench`;
 //! the figures and how to read them are in `docs/benchmarks.md`.
 //!
+//! One file of ~650 lines on purpose: a benchmark reads best as one flow,
+//! top to bottom, measurement by measurement, as its table prints them.
+//!
 //! For every `*.wasm` in `DIR`:
 //! - compile: in-memory compilation, no cache (median of `--compiles` runs);
 //! - cold load: `Runtime::load` with an empty cache dir: compile, write the

@@ -34,7 +34,7 @@ pub fn other_entropy() -> Vec<u8> {
 
 fn repo_dir(dir: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
+        .join("../..")
         .join(dir)
 }
 

@@ -45,7 +45,7 @@ pub(super) async fn settle(
     }
     match result {
         Ok(outcome) => {
-            shared.failures.lock().expect("failures lock").remove(key);
+            shared.failures.remove(key);
             shared.metrics.reconciled(name, "ok", took);
             if let Some(after) = outcome.requeue_after {
                 shared.queue.add_after(key.clone(), after);
@@ -75,8 +75,7 @@ async fn failed(
     span: &Span,
 ) {
     let failures = {
-        let mut f = shared.failures.lock().expect("failures lock");
-        let n = f.entry(key.clone()).or_insert(0);
+        let mut n = shared.failures.entry(key.clone()).or_insert(0);
         *n += 1;
         *n
     };

@@ -1,9 +1,9 @@
 //! Events per parent per minute: a plugin cannot flood the API server with
 //! events, however often its parents are reconciled.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
 
 use kubeplug_kube::informers::Key;
 
@@ -13,14 +13,15 @@ const WINDOW: Duration = Duration::from_secs(60);
 /// A fixed-window counter of events per parent.
 pub struct EventBudget {
     per_window: u32,
-    used: Mutex<HashMap<Key, (Instant, u32)>>,
+    /// Shared by every worker of the plugin: one shard locked per parent.
+    used: DashMap<Key, (Instant, u32)>,
 }
 
 impl EventBudget {
     pub fn new(per_minute: u32) -> Self {
         EventBudget {
             per_window: per_minute,
-            used: Mutex::new(HashMap::new()),
+            used: DashMap::new(),
         }
     }
 
@@ -34,13 +35,13 @@ impl EventBudget {
         if wanted == 0 {
             return 0;
         }
-        let mut used = self.used.lock().expect("event budget lock");
         // Forget parents whose window ended, so the map stays as small as
         // the set of recently active parents.
-        if used.len() > 1024 {
-            used.retain(|_, (start, _)| now.duration_since(*start) < WINDOW);
+        if self.used.len() > 1024 {
+            self.used
+                .retain(|_, (start, _)| now.duration_since(*start) < WINDOW);
         }
-        let entry = used.entry(key.clone()).or_insert((now, 0));
+        let mut entry = self.used.entry(key.clone()).or_insert((now, 0));
         if now.duration_since(entry.0) >= WINDOW {
             *entry = (now, 0);
         }

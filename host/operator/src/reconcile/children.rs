@@ -1,0 +1,130 @@
+//! Writing the children a parent does not control yet: create, never
+//! overwrite, never adopt. A same-named object this parent does not control
+//! is a clash: reported (a Warning Event, `kubeplug_child_clashes_total`),
+//! never written.
+
+use super::*;
+
+/// What became of a child the parent does not control yet.
+pub(super) enum Created {
+    Applied(Box<DynamicObject>),
+    /// An object of that name exists and is not controlled by this parent:
+    /// its controller (or `None`), for the event.
+    Clash(Option<String>),
+}
+
+/// Create a child the parent does not control yet, never overwriting,
+/// adopting or pruning an object it does not control. The create is an
+/// apply that can only create ([`plan::if_absent`]): if an object of that
+/// name exists, made by anyone at any time before the request lands, the API
+/// server refuses it and nothing is written. That object is then read: one
+/// this parent controls (not in the cache yet) is updated, guarded by its
+/// uid; any other is a clash.
+pub(super) async fn create_child(
+    writer: &Writer,
+    ty: &kubeplug_core::manifest::ApiResource,
+    child: &Value,
+    parent_uid: &str,
+) -> Result<Created, ReconcileError> {
+    match writer.apply_child(ty, &plan::if_absent(child), false).await {
+        Ok(applied) => return Ok(Created::Applied(Box::new(applied))),
+        Err(error) if error.conflict() => {}
+        Err(error) => return Err(error.into()),
+    }
+    let live = existing(writer, ty, child).await?;
+    match controller_of(&live) {
+        Some(owner) if owner.uid == parent_uid => {
+            let guarded = plan::guarded(child, live.metadata.uid.as_deref());
+            let applied = writer.apply_child(ty, &guarded, true).await?;
+            Ok(Created::Applied(Box::new(applied)))
+        }
+        owner => Ok(Created::Clash(
+            owner.map(|o| format!("{} {}", o.kind, o.name)),
+        )),
+    }
+}
+
+/// Create a create-only child with a plain create. "Already exists" is
+/// success when this parent controls the object (created earlier, by this
+/// replica or another, perhaps before a restart): it is never re-applied, so
+/// a generated password never rotates, whatever any cache said.
+pub(super) async fn create_once(
+    writer: &Writer,
+    ty: &kubeplug_core::manifest::ApiResource,
+    child: &Value,
+    parent_uid: &str,
+) -> Result<Created, ReconcileError> {
+    if let Some(created) = writer.create_child(ty, child).await? {
+        return Ok(Created::Applied(Box::new(created)));
+    }
+    let live = existing(writer, ty, child).await?;
+    match controller_of(&live) {
+        Some(owner) if owner.uid == parent_uid => Ok(Created::Applied(Box::new(live))),
+        owner => Ok(Created::Clash(
+            owner.map(|o| format!("{} {}", o.kind, o.name)),
+        )),
+    }
+}
+
+/// The object a create was refused for, since it exists. Deleted in
+/// between: a conflict, and the next reconcile creates it.
+async fn existing(
+    writer: &Writer,
+    ty: &kubeplug_core::manifest::ApiResource,
+    child: &Value,
+) -> Result<DynamicObject, ReconcileError> {
+    match writer.get_child(ty, child).await? {
+        Some(live) => Ok(live),
+        None => Err(WriteError::Create {
+            what: ObjectKey::of(child).to_string(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("created and deleted concurrently", "Conflict")
+                    .with_code(409)
+                    .boxed(),
+            ),
+        }
+        .into()),
+    }
+}
+
+/// The controller ownerReference of `object`, if any.
+fn controller_of(object: &DynamicObject) -> Option<&OwnerReference> {
+    object
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+}
+
+/// Report a child that clashes with an object this parent does not control:
+/// a Warning event on the parent and a metric; the object stays untouched.
+pub(super) async fn clash(
+    fence: &Fence,
+    writer: &Writer,
+    parent: &Object,
+    parent_key: &Key,
+    ty: &kubeplug_core::manifest::ApiResource,
+    child: &Value,
+    owner: &Option<String>,
+) {
+    let key = ObjectKey::of(child);
+    let by = owner
+        .as_deref()
+        .map_or("no controller".to_string(), |o| format!("controller {o}"));
+    tracing::warn!(child = %key, %by, "child exists and is not controlled by this parent; left untouched");
+    fence.metrics.child_clash(writer.plugin());
+    let event = kubeplug_runtime::Event {
+        warning: true,
+        reason: "ChildClash".into(),
+        message: format!(
+            "{} {} exists and is not controlled by this {} ({by}); kubeplug leaves it untouched",
+            ty.kind, key.name, parent.types.kind
+        ),
+    };
+    // Budgeted like the plugin's own events: a plugin naming many objects it
+    // does not control must not flood the parent with warnings either.
+    fence
+        .record(writer, parent, parent_key, &[event], "Reconcile")
+        .await;
+}
