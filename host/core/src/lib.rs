@@ -11,6 +11,7 @@
 
 pub mod admission;
 pub mod contract;
+pub mod key;
 pub mod manifest;
 pub mod plan;
 pub mod policy;

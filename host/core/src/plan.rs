@@ -120,14 +120,14 @@ pub const SERVER_OWNED_FIELDS: &[&str] = &[
 
 /// Identity of an object: API group, kind, namespace, name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectKey {
+pub struct TypedKey {
     pub group: String,
     pub kind: String,
     pub namespace: String,
     pub name: String,
 }
 
-impl ObjectKey {
+impl TypedKey {
     /// The key of a JSON object (group taken from `apiVersion`).
     pub fn of(object: &Value) -> Self {
         let api_version = object["apiVersion"].as_str().unwrap_or_default();
@@ -135,7 +135,7 @@ impl ObjectKey {
             .rsplit_once('/')
             .map(|(g, _)| g)
             .unwrap_or_default();
-        ObjectKey {
+        TypedKey {
             group: group.to_string(),
             kind: object["kind"].as_str().unwrap_or_default().to_string(),
             namespace: object["metadata"]["namespace"]
@@ -150,7 +150,7 @@ impl ObjectKey {
     }
 }
 
-impl std::fmt::Display for ObjectKey {
+impl std::fmt::Display for TypedKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.namespace.is_empty() {
             write!(f, "{}/{}", self.kind, self.name)
@@ -257,7 +257,7 @@ pub fn children(
         if let Value::Object(annotations) = annotations {
             annotations.insert(APPLIED_HASH.into(), hash.into());
         }
-        let key = ObjectKey::of(&child);
+        let key = TypedKey::of(&child);
         if !seen.insert(key.clone()) {
             return Err(FenceError::Duplicate {
                 kind: key.kind,
@@ -434,7 +434,7 @@ pub fn needs_apply(prepared: &Value, observed: Option<&Value>) -> bool {
 /// are not desired any more. Children of other plugins or of people are
 /// never pruned.
 pub fn prune<'a>(manifest: &Manifest, observed: &'a [Value], prepared: &[Value]) -> Vec<&'a Value> {
-    let wanted: BTreeSet<ObjectKey> = prepared.iter().map(ObjectKey::of).collect();
+    let wanted: BTreeSet<TypedKey> = prepared.iter().map(TypedKey::of).collect();
     observed
         .iter()
         .filter(|o| {
@@ -445,7 +445,7 @@ pub fn prune<'a>(manifest: &Manifest, observed: &'a [Value], prepared: &[Value])
             .and_then(Value::as_str)
                 == Some(manifest.name.as_str())
         })
-        .filter(|o| !wanted.contains(&ObjectKey::of(o)))
+        .filter(|o| !wanted.contains(&TypedKey::of(o)))
         .collect()
 }
 

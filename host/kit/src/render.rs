@@ -222,7 +222,7 @@ pub fn render_request(
         prune: plan
             .prune
             .iter()
-            .map(|o| plan::ObjectKey::of(o).to_string())
+            .map(|o| plan::TypedKey::of(o).to_string())
             .collect(),
         status: plan.status,
         parent_patch: plan.parent_patch,

@@ -45,7 +45,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
-pub use cache::{Cache, Key, LeftOut};
+pub use cache::{Cache, LeftOut, ObjectKey};
 pub use object::Object;
 pub use scope::Scope;
 pub use view::View;
@@ -163,9 +163,9 @@ impl Informer {
     /// notified; the watch event that follows does that.
     pub fn remember(&self, object: DynamicObject) {
         let object = Object::new(self.typed(object));
-        let (ns, name) = object.key();
+        let key = object.key();
         let mut cache = self.cache.write().expect("cache lock");
-        if cache.get(&ns, &name).is_none() {
+        if cache.get(&key.namespace, &key.name).is_none() {
             let was = cache.left_out();
             cache.apply(Arc::new(object));
             self.budget_changed(was, cache.left_out(), cache.budget());

@@ -147,8 +147,8 @@ fn database_writes_no_child_again_once_they_are_observed_unchanged() {
     let again = prepared(&plugin, &parent, &second);
     assert_eq!(again.len(), 3);
     for want in &again {
-        let key = plan::ObjectKey::of(want);
-        let observed = stored.iter().find(|o| plan::ObjectKey::of(o) == key);
+        let key = plan::TypedKey::of(want);
+        let observed = stored.iter().find(|o| plan::TypedKey::of(o) == key);
         assert!(observed.is_some(), "{key} was observed");
         assert!(
             !plan::needs_apply(want, observed),

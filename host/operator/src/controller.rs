@@ -29,7 +29,7 @@ use kubeplug_core::rollout::{Judged, Rollout, State};
 use kubeplug_kube::apply::metrics::ApplyMetrics;
 use kubeplug_kube::apply::{WriteError, Writer};
 use kubeplug_kube::identity::Access;
-use kubeplug_kube::informers::{Handler, Informers, Key, Scope, Subscription};
+use kubeplug_kube::informers::{Handler, Informers, ObjectKey, Scope, Subscription};
 use kubeplug_kube::leader::{Elector, Leadership};
 use kubeplug_kube::queue::Queue;
 use kubeplug_runtime::{Event, Plugin};
@@ -84,17 +84,17 @@ struct Shared {
     /// A candidate version deciding beside the live one (see [`crate::shadow`]).
     shadow: RwLock<Option<Arc<Shadow>>>,
     /// The latest upgrade's probation, or its rollback (see [`kubeplug_core::rollback`]).
-    rollout: Mutex<Rollout<Plugin, Key>>,
+    rollout: Mutex<Rollout<Plugin, ObjectKey>>,
     /// Requests of recent failed calls, for replays (see [`crate::replay`]).
     replays: Arc<Ring>,
-    queue: Arc<Queue<Key>>,
+    queue: Arc<Queue<ObjectKey>>,
     sources: Sources,
     writer: Writer,
     fence: Fence,
     metrics: OperatorMetrics,
     settings: Settings,
     /// Failures per parent, shared by the plugin's workers.
-    failures: DashMap<Key, u32>,
+    failures: DashMap<ObjectKey, u32>,
     /// Calls past their deadline lately (see [`overdue`]).
     overdue: Mutex<overdue::Overdue>,
     leadership: Leadership,
@@ -421,7 +421,7 @@ impl Controller {
 
 /// Count a finished reconcile towards `plugin`'s probation, if it is on
 /// probation, and roll it back if it fails it.
-async fn judge(shared: &Shared, plugin: &Plugin, key: &Key, fault: bool) {
+async fn judge(shared: &Shared, plugin: &Plugin, key: &ObjectKey, fault: bool) {
     let (message, failed_on) = {
         let mut rollout = shared.rollout.lock().expect("rollout lock");
         match rollout.record(|new| new.same(plugin), key, fault) {
@@ -479,7 +479,7 @@ async fn judge(shared: &Shared, plugin: &Plugin, key: &Key, fault: bool) {
         message,
     };
     for key in failed_on {
-        if let Some(parent) = shared.sources.parent.get(&key.0, &key.1) {
+        if let Some(parent) = shared.sources.parent.get(&key.namespace, &key.name) {
             shared.writer.event(&parent, &event, "Rollback").await;
         }
     }
@@ -491,7 +491,7 @@ fn requeue_all(shared: &Shared) {
     }
 }
 
-fn parent_keys(shared: &Shared) -> Vec<Key> {
+fn parent_keys(shared: &Shared) -> Vec<ObjectKey> {
     let manifest = shared
         .plugin
         .read()
@@ -552,9 +552,9 @@ async fn worker(shared: Arc<Shared>) {
             plugin = %name,
             kind = %parent.kind,
             group = %parent.group,
-            namespace = %key.0,
+            namespace = %key.namespace,
             // Not `name`: JSON logs put the span's own name under that key.
-            object = %format!("{}/{}", key.0, key.1),
+            object = %key,
         );
         let started = Instant::now();
         let mut handed = Handed::default();

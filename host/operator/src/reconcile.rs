@@ -15,12 +15,12 @@ use crate::metrics::OperatorMetrics;
 use crate::shadow::Shadow;
 use budget::EventBudget;
 use kubeplug_core::manifest::{Manifest, Related};
-use kubeplug_core::plan::{self, Action, ObjectKey, Plan};
+use kubeplug_core::plan::{self, Action, Plan, TypedKey};
 use kubeplug_core::policy::Effective;
 use kubeplug_core::report::format_chain;
 use kubeplug_kube::apply::{WriteError, Writer};
 use kubeplug_kube::identity::{Access, AccessError};
-use kubeplug_kube::informers::{Key, Object, View};
+use kubeplug_kube::informers::{Object, ObjectKey, View};
 use kubeplug_runtime::{CallError, Event, Plugin, Request};
 
 /// Why a reconcile failed. Each is retried with backoff.
@@ -113,7 +113,7 @@ impl Fence {
         &self,
         writer: &Writer,
         parent: &Object,
-        key: &Key,
+        key: &ObjectKey,
         events: &[Event],
         action: &str,
     ) {
@@ -338,18 +338,18 @@ pub async fn reconcile(
     sources: &Sources,
     writer: &Writer,
     fence: &Fence,
-    key: &Key,
+    key: &ObjectKey,
     handed: &mut Handed,
 ) -> Result<Outcome, ReconcileError> {
     let manifest = plugin.manifest();
-    let Some(parent_obj) = sources.parent.get(&key.0, &key.1) else {
+    let Some(parent_obj) = sources.parent.get(&key.namespace, &key.name) else {
         // Deleted: its children go through garbage collection.
         if let Some(shadow) = shadow {
             shadow.forget(key);
         }
         return Ok(Outcome::default());
     };
-    fence.check_reads(manifest, &key.0).await?;
+    fence.check_reads(manifest, &key.namespace).await?;
     let Inputs {
         parent,
         observed,
@@ -514,7 +514,7 @@ async fn finalize(
     plugin: &Plugin,
     writer: &Writer,
     fence: &Fence,
-    key: &Key,
+    key: &ObjectKey,
     parent_obj: &Object,
     parent: &Value,
     request: Arc<Request>,

@@ -26,9 +26,9 @@ use tracing::Instrument;
 
 use crate::metrics::OperatorMetrics;
 use kubeplug_core::plan::diff::{Fields, diff};
-use kubeplug_core::plan::{ObjectKey, Plan};
+use kubeplug_core::plan::{Plan, TypedKey};
 use kubeplug_core::report::format_chain;
-use kubeplug_kube::informers::Key;
+use kubeplug_kube::informers::ObjectKey;
 use kubeplug_runtime::{Desired, Plugin, Request};
 
 /// Comparisons waiting for a slot, at most.
@@ -115,7 +115,7 @@ impl Waiting {
 
 /// A comparison to make: the request and what the live version decided.
 pub struct Job {
-    pub key: Key,
+    pub key: ObjectKey,
     pub request: Arc<Request>,
     /// The live version's decision, owned (the comparison outlives the
     /// reconcile).
@@ -195,9 +195,9 @@ struct Stats {
     candidate_errors: u64,
     /// The latest comparison of each parent: a fingerprint of its
     /// differences (`None`: the same answer).
-    parents: HashMap<Key, Option<u64>>,
+    parents: HashMap<ObjectKey, Option<u64>>,
     /// A few parents that differ, with what differs.
-    examples: BTreeMap<Key, Vec<Value>>,
+    examples: BTreeMap<ObjectKey, Vec<Value>>,
 }
 
 /// What a shadow reports on `/plugins` and in the aggregated API.
@@ -380,7 +380,7 @@ impl Shadow {
     }
 
     /// Record the comparison of both decisions for the parent at `key`.
-    pub fn record(&self, key: &Key, live: &Decision, candidate: &Decision) -> Verdict {
+    pub fn record(&self, key: &ObjectKey, live: &Decision, candidate: &Decision) -> Verdict {
         let differences = compare(live, candidate);
         let fingerprint = (!differences.is_empty()).then(|| fingerprint(&differences));
         let mut stats = self.stats.lock().expect("shadow lock");
@@ -418,7 +418,7 @@ impl Shadow {
     }
 
     /// The parent is gone: it no longer counts.
-    pub fn forget(&self, key: &Key) {
+    pub fn forget(&self, key: &ObjectKey) {
         let mut stats = self.stats.lock().expect("shadow lock");
         stats.parents.remove(key);
         stats.examples.remove(key);
@@ -465,11 +465,11 @@ impl ShadowStatus {
     }
 }
 
-fn parent_name(key: &Key) -> String {
-    if key.0.is_empty() {
-        key.1.clone()
+fn parent_name(key: &ObjectKey) -> String {
+    if key.namespace.is_empty() {
+        key.name.clone()
     } else {
-        format!("{}/{}", key.0, key.1)
+        format!("{}/{}", key.namespace, key.name)
     }
 }
 
@@ -531,14 +531,14 @@ pub fn compare(live: &Decision, candidate: &Decision) -> Vec<Value> {
         }
     };
     let mut out = Vec::new();
-    let index = |plan: &Plan| -> BTreeMap<ObjectKey, Value> {
+    let index = |plan: &Plan| -> BTreeMap<TypedKey, Value> {
         plan.children
             .iter()
-            .map(|step| (ObjectKey::of(&step.child), step.child.clone()))
+            .map(|step| (TypedKey::of(&step.child), step.child.clone()))
             .collect()
     };
     let (live_by_key, cand_by_key) = (index(live), index(cand));
-    let row = |key: &ObjectKey, change: &str| json!({"what": "child", "change": change, "kind": key.kind, "name": key.name, "namespace": key.namespace});
+    let row = |key: &TypedKey, change: &str| json!({"what": "child", "change": change, "kind": key.kind, "name": key.name, "namespace": key.namespace});
     for (key, child) in &cand_by_key {
         match live_by_key.get(key) {
             None => out.push(row(key, "added")),

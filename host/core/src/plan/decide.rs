@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Fenced, ObjectKey};
+use super::{Fenced, TypedKey};
 use crate::contract::Desired;
 use crate::manifest::Manifest;
 use crate::policy::Effective;
@@ -88,8 +88,7 @@ pub fn decide(
     answer: Desired,
 ) -> Result<Plan, Fenced> {
     let prepared = super::fence(manifest, grant, parent, &answer)?;
-    let by_key: HashMap<ObjectKey, &Value> =
-        observed.iter().map(|o| (ObjectKey::of(o), o)).collect();
+    let by_key: HashMap<TypedKey, &Value> = observed.iter().map(|o| (TypedKey::of(o), o)).collect();
     let prune = super::prune(manifest, observed, &prepared)
         .into_iter()
         .cloned()
@@ -98,7 +97,7 @@ pub fn decide(
         .into_iter()
         .map(|child| {
             let create_only = super::create_only(&child);
-            let action = match by_key.get(&ObjectKey::of(&child)) {
+            let action = match by_key.get(&TypedKey::of(&child)) {
                 None if create_only => Action::CreateOnce,
                 None => Action::Create,
                 // Created once, never re-applied (e.g. generated credentials).

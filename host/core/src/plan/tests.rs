@@ -498,7 +498,7 @@ fn pruned_names(observed: &[Value], desired: &[Value]) -> Vec<String> {
     let prepared = children(&composite(), &parent(), desired).unwrap();
     prune(&composite(), observed, &prepared)
         .into_iter()
-        .map(|o| ObjectKey::of(o).to_string())
+        .map(|o| TypedKey::of(o).to_string())
         .collect()
 }
 
@@ -707,18 +707,18 @@ fn a_parent_patch_applies_to_a_parent_without_labels_or_annotations() {
     );
 }
 
-// ObjectKey.
+// TypedKey.
 
 #[test]
 fn an_object_key_takes_the_group_from_the_api_version() {
     let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
                      "metadata": {"name": "orders", "namespace": "shop"}});
-    let key = ObjectKey::of(&sts);
+    let key = TypedKey::of(&sts);
     assert_eq!(key.group, "apps");
     assert_eq!(key.to_string(), "StatefulSet/shop/orders");
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}});
-    assert_eq!(ObjectKey::of(&ns).group, "");
-    assert_eq!(ObjectKey::of(&ns).to_string(), "Namespace/shop");
+    assert_eq!(TypedKey::of(&ns).group, "");
+    assert_eq!(TypedKey::of(&ns).to_string(), "Namespace/shop");
 }
 
 #[test]

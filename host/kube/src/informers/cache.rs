@@ -30,8 +30,10 @@ use std::sync::Arc;
 
 use super::Object;
 
-/// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
-pub type Key = (String, String);
+pub use kubeplug_core::key::ObjectKey;
+
+/// `(namespace, label value)`: a slot of a label index.
+type LabelSlot = (String, String);
 
 fn owner_uids(object: &Object) -> impl Iterator<Item = &str> {
     object
@@ -56,19 +58,19 @@ pub const LEFT_OUT_KEYS: usize = 10_000;
 /// values of the label keys someone looks objects up by, holding at most a
 /// byte budget of them (see the module docs).
 pub struct Cache {
-    objects: BTreeMap<Key, Arc<Object>>,
-    by_owner: HashMap<String, HashSet<Key>>,
+    objects: BTreeMap<ObjectKey, Arc<Object>>,
+    by_owner: HashMap<String, HashSet<ObjectKey>>,
     /// Label key → (namespace, value) → objects, for the keys in
     /// [`Cache::index_label`].
-    by_label: HashMap<String, HashMap<Key, BTreeSet<Key>>>,
+    by_label: HashMap<String, HashMap<LabelSlot, BTreeSet<ObjectKey>>>,
     /// Keys listed since the last `Init`, while a (re)list is running.
-    relisting: Option<HashSet<Key>>,
+    relisting: Option<HashSet<ObjectKey>>,
     /// Bytes of the objects held (see [`Object::size`]).
     bytes: usize,
     /// The most `bytes` may reach.
     budget: usize,
     /// Objects delivered that did not fit: key → their size.
-    left_out: HashMap<Key, usize>,
+    left_out: HashMap<ObjectKey, usize>,
     /// The sizes in `left_out`, summed.
     left_out_bytes: usize,
     /// More objects were left out than `left_out` notes ([`LEFT_OUT_KEYS`]);
@@ -137,13 +139,13 @@ impl Cache {
         !self.left_out.is_empty() && self.bytes.saturating_add(self.left_out_bytes) <= self.budget
     }
 
-    fn forget_left_out(&mut self, key: &Key) {
+    fn forget_left_out(&mut self, key: &ObjectKey) {
         if let Some(size) = self.left_out.remove(key) {
             self.left_out_bytes -= size;
         }
     }
 
-    fn leave_out(&mut self, key: Key, size: usize) {
+    fn leave_out(&mut self, key: ObjectKey, size: usize) {
         self.forget_left_out(&key);
         if self.left_out.len() >= LEFT_OUT_KEYS {
             self.lost_track = true;
@@ -170,7 +172,7 @@ impl Cache {
         }
     }
 
-    fn unindex(&mut self, key: &Key) -> Option<Arc<Object>> {
+    fn unindex(&mut self, key: &ObjectKey) -> Option<Arc<Object>> {
         let old = self.objects.remove(key)?;
         self.bytes -= old.size();
         for uid in owner_uids(&old) {
@@ -183,7 +185,7 @@ impl Cache {
         }
         for (label_key, index) in &mut self.by_label {
             if let Some(value) = label(&old, label_key) {
-                let slot = (key.0.clone(), value.clone());
+                let slot = (key.namespace.clone(), value.clone());
                 if let Some(keys) = index.get_mut(&slot) {
                     keys.remove(key);
                     if keys.is_empty() {
@@ -207,7 +209,7 @@ impl Cache {
         for (label_key, index) in &mut self.by_label {
             if let Some(value) = label(&object, label_key) {
                 index
-                    .entry((key.0.clone(), value.clone()))
+                    .entry((key.namespace.clone(), value.clone()))
                     .or_default()
                     .insert(key.clone());
             }
@@ -223,7 +225,7 @@ impl Cache {
     }
 
     /// An object was deleted.
-    pub fn delete(&mut self, key: &Key) {
+    pub fn delete(&mut self, key: &ObjectKey) {
         self.unindex(key);
         self.forget_left_out(key);
     }
@@ -249,7 +251,7 @@ impl Cache {
     /// watch was down, so their deletion can still be acted upon.
     pub fn init_done(&mut self) -> Vec<Arc<Object>> {
         let listed = self.relisting.take().unwrap_or_default();
-        let stale: Vec<Key> = self
+        let stale: Vec<ObjectKey> = self
             .left_out
             .keys()
             .filter(|k| !listed.contains(*k))
@@ -258,7 +260,7 @@ impl Cache {
         for key in &stale {
             self.forget_left_out(key);
         }
-        let gone: Vec<Key> = self
+        let gone: Vec<ObjectKey> = self
             .objects
             .keys()
             .filter(|k| !listed.contains(*k))
@@ -268,9 +270,7 @@ impl Cache {
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
-        self.objects
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
+        self.objects.get(&ObjectKey::new(namespace, name)).cloned()
     }
 
     /// Objects in `namespace` (in any, for `None`) with an ownerReference
@@ -284,7 +284,7 @@ impl Cache {
             .get(uid)
             .into_iter()
             .flatten()
-            .filter(|k| namespace.is_none_or(|ns| k.0 == ns))
+            .filter(|k| namespace.is_none_or(|ns| k.namespace == ns))
             .filter_map(|k| self.objects.get(k).cloned())
             .collect()
     }
@@ -294,11 +294,11 @@ impl Cache {
         if self.by_label.contains_key(key) {
             return;
         }
-        let mut index: HashMap<Key, BTreeSet<Key>> = HashMap::new();
+        let mut index: HashMap<LabelSlot, BTreeSet<ObjectKey>> = HashMap::new();
         for (k, object) in &self.objects {
             if let Some(value) = label(object, key) {
                 index
-                    .entry((k.0.clone(), value.clone()))
+                    .entry((k.namespace.clone(), value.clone()))
                     .or_default()
                     .insert(k.clone());
             }
@@ -330,8 +330,8 @@ impl Cache {
             None => self.objects.values().cloned().collect(),
             Some(ns) => self
                 .objects
-                .range((ns.to_string(), String::new())..)
-                .take_while(|((n, _), _)| n == ns)
+                .range(ObjectKey::new(ns, "")..)
+                .take_while(|(k, _)| k.namespace == ns)
                 .map(|(_, o)| o.clone())
                 .collect(),
         }
@@ -392,7 +392,7 @@ mod tests {
         cache.apply(obj("a", "y", Some("u1")));
         cache.apply(obj("a", "z", Some("u2")));
         assert_eq!(cache.owned_by(None, "u1").len(), 2);
-        cache.delete(&("a".into(), "x".into()));
+        cache.delete(&ObjectKey::new("a", "x"));
         assert_eq!(cache.owned_by(None, "u1").len(), 1);
         assert!(cache.owned_by(None, "nobody").is_empty());
     }
@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(cache.labelled("a", "instance", "db1").len(), 1);
         // p2 moves to db1; p1 is deleted.
         cache.apply(labelled("a", "p2", None, &[("instance", "db1")]));
-        cache.delete(&("a".into(), "p1".into()));
+        cache.delete(&ObjectKey::new("a", "p1"));
         let found = cache.labelled("a", "instance", "db1");
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].metadata.name.as_deref(), Some("p2"));
@@ -472,7 +472,7 @@ mod tests {
         cache.apply(o.clone());
         cache.apply(o);
         assert_eq!(cache.bytes(), size);
-        cache.delete(&("a".into(), "x".into()));
+        cache.delete(&ObjectKey::new("a", "x"));
         assert_eq!(cache.bytes(), 0);
     }
 
@@ -528,7 +528,7 @@ mod tests {
         cache.apply(sized("a", "o0", 1000));
         cache.apply(sized("a", "o1", 1000));
         assert!(cache.left_out().is_some());
-        cache.delete(&("a".into(), "o1".into()));
+        cache.delete(&ObjectKey::new("a", "o1"));
         assert_eq!(cache.left_out(), None);
         assert!(!cache.wants_relist());
         assert_eq!(cache.len(), 1);
@@ -540,7 +540,7 @@ mod tests {
         cache.apply(sized("a", "o0", 1000));
         cache.apply(sized("a", "o1", 1000));
         assert!(!cache.wants_relist(), "o1 does not fit beside o0");
-        cache.delete(&("a".into(), "o0".into()));
+        cache.delete(&ObjectKey::new("a", "o0"));
         assert!(
             cache.wants_relist(),
             "o1 fits now; nothing re-sends it but a list"
@@ -578,7 +578,7 @@ mod tests {
         let left = cache.left_out().expect("over budget");
         assert!(left.more && left.objects == LEFT_OUT_KEYS, "{left:?}");
         assert!(!cache.wants_relist());
-        cache.delete(&("a".into(), "big".into()));
+        cache.delete(&ObjectKey::new("a", "big"));
         assert!(cache.wants_relist());
         // The relist accounts for everything again.
         cache.init();

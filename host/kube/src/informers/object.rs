@@ -92,8 +92,8 @@ impl Object {
     }
 
     /// `(namespace, name)`.
-    pub fn key(&self) -> super::Key {
-        (
+    pub fn key(&self) -> super::ObjectKey {
+        super::ObjectKey::new(
             self.metadata.namespace.clone().unwrap_or_default(),
             self.metadata.name.clone().unwrap_or_default(),
         )
@@ -137,7 +137,7 @@ mod tests {
         assert_eq!(managed[0]["subresource"], "status");
         assert_eq!(v["spec"]["engine"], "postgres");
         assert_eq!(o.types.kind, "Database");
-        assert_eq!(o.key(), ("ns".to_string(), "db".to_string()));
+        assert_eq!(o.key(), super::super::ObjectKey::new("ns", "db"));
         // The parsed metadata keeps no annotations: the text has them.
         assert!(o.metadata.annotations.is_none());
     }

@@ -17,14 +17,14 @@ use crate::reconcile::{Handed, Outcome, ReconcileError};
 use crate::replay::{Call, Capture};
 use kubeplug_core::contract::Event;
 use kubeplug_core::report::format_chain;
-use kubeplug_kube::informers::Key;
+use kubeplug_kube::informers::ObjectKey;
 use kubeplug_runtime::Plugin;
 
 /// Act on a finished reconcile of `key` by `plugin`, which took `took`.
 pub(super) async fn settle(
     shared: &Shared,
     plugin: &Plugin,
-    key: &Key,
+    key: &ObjectKey,
     result: Result<Outcome, ReconcileError>,
     handed: &Handed,
     took: Duration,
@@ -68,7 +68,7 @@ pub(super) async fn settle(
 async fn failed(
     shared: &Shared,
     plugin: &Plugin,
-    key: &Key,
+    key: &ObjectKey,
     error: &ReconcileError,
     handed: &Handed,
     took: Duration,
@@ -92,8 +92,8 @@ async fn failed(
         shared.replays.record(Capture::new(
             plugin,
             call,
-            &key.0,
-            &key.1,
+            &key.namespace,
+            &key.name,
             request,
             &format_chain(error),
             error.label(),
@@ -102,7 +102,7 @@ async fn failed(
     span.in_scope(|| {
         tracing::warn!(error = %format_chain(error), failures, retry_in = ?delay, "reconcile failed")
     });
-    if let Some(parent) = shared.sources.parent.get(&key.0, &key.1) {
+    if let Some(parent) = shared.sources.parent.get(&key.namespace, &key.name) {
         let event = Event {
             warning: true,
             reason: error.reason().into(),

@@ -1,22 +1,22 @@
 //! Which parents to reconcile when an object changes: pure functions.
 
 use kubeplug_core::manifest::{LabelValue, Manifest, Related};
-use kubeplug_kube::informers::{Key, Object};
+use kubeplug_kube::informers::{Object, ObjectKey};
 
 fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
 }
 
 /// A changed parent: itself, if the plugin watches its namespace.
-pub fn parent_key(manifest: &Manifest, object: &Object) -> Option<Key> {
+pub fn parent_key(manifest: &Manifest, object: &Object) -> Option<ObjectKey> {
     let key = object.key();
-    manifest.watches_namespace(&key.0).then_some(key)
+    manifest.watches_namespace(&key.namespace).then_some(key)
 }
 
 /// A changed child: its controller owner, if that is one of our parents.
 /// Versions may differ (an owner reference written at v1beta1 still names
 /// the same object), so group and kind are compared.
-pub fn owner_key(manifest: &Manifest, object: &Object) -> Option<Key> {
+pub fn owner_key(manifest: &Manifest, object: &Object) -> Option<ObjectKey> {
     let owner = object
         .metadata
         .owner_references
@@ -30,7 +30,7 @@ pub fn owner_key(manifest: &Manifest, object: &Object) -> Option<Key> {
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
     manifest
         .watches_namespace(&namespace)
-        .then(|| (namespace, owner.name.clone()))
+        .then(|| ObjectKey::new(namespace, owner.name.clone()))
 }
 
 /// A changed related object: the parents whose selector matches it. When the
@@ -41,7 +41,7 @@ pub fn related_keys(
     related: &Related,
     object: &Object,
     parents_in: impl Fn(&str) -> Vec<String>,
-) -> Vec<Key> {
+) -> Vec<ObjectKey> {
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
     if !manifest.watches_namespace(&namespace) {
         return Vec::new();
@@ -60,10 +60,10 @@ pub fn related_keys(
         }
     }
     match parent_from_label {
-        Some(name) => vec![(namespace, name)],
+        Some(name) => vec![ObjectKey::new(namespace, name)],
         None => parents_in(&namespace)
             .into_iter()
-            .map(|name| (namespace.clone(), name))
+            .map(|name| ObjectKey::new(namespace.clone(), name))
             .collect(),
     }
 }
@@ -142,7 +142,7 @@ mod tests {
     fn a_child_routes_to_its_controller_owner_of_the_parent_kind() {
         let m = manifest(&[]);
         let child = object("ns", &[], Some(("example.com/v1", "Database", "db1")));
-        assert_eq!(owner_key(&m, &child), Some(("ns".into(), "db1".into())));
+        assert_eq!(owner_key(&m, &child), Some(ObjectKey::new("ns", "db1")));
         let foreign = object("ns", &[], Some(("apps/v1", "Deployment", "d")));
         assert_eq!(owner_key(&m, &foreign), None);
     }
@@ -151,7 +151,7 @@ mod tests {
     fn an_owner_reference_at_another_version_still_routes() {
         let m = manifest(&[]);
         let child = object("ns", &[], Some(("example.com/v2", "Database", "db1")));
-        assert_eq!(owner_key(&m, &child), Some(("ns".into(), "db1".into())));
+        assert_eq!(owner_key(&m, &child), Some(ObjectKey::new("ns", "db1")));
     }
 
     #[test]
@@ -166,7 +166,7 @@ mod tests {
         let m = manifest(&[]);
         let pod = object("ns", &[("app", "database"), ("instance", "db1")], None);
         let keys = related_keys(&m, &pods_related(), &pod, |_| vec!["other".into()]);
-        assert_eq!(keys, vec![("ns".to_string(), "db1".to_string())]);
+        assert_eq!(keys, vec![ObjectKey::new("ns", "db1")]);
         assert!(pods_related().selects(pod.metadata.labels.as_ref(), "db1"));
         assert!(!pods_related().selects(pod.metadata.labels.as_ref(), "db2"));
     }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
-use kubeplug_kube::informers::Key;
+use kubeplug_kube::informers::ObjectKey;
 
 /// The window the budget is counted over.
 const WINDOW: Duration = Duration::from_secs(60);
@@ -14,7 +14,7 @@ const WINDOW: Duration = Duration::from_secs(60);
 pub struct EventBudget {
     per_window: u32,
     /// Shared by every worker of the plugin: one shard locked per parent.
-    used: DashMap<Key, (Instant, u32)>,
+    used: DashMap<ObjectKey, (Instant, u32)>,
 }
 
 impl EventBudget {
@@ -27,11 +27,11 @@ impl EventBudget {
 
     /// Take up to `wanted` events for the parent at `key`; returns how many
     /// may be recorded now.
-    pub fn take(&self, key: &Key, wanted: usize) -> usize {
+    pub fn take(&self, key: &ObjectKey, wanted: usize) -> usize {
         self.take_at(key, wanted, Instant::now())
     }
 
-    fn take_at(&self, key: &Key, wanted: usize, now: Instant) -> usize {
+    fn take_at(&self, key: &ObjectKey, wanted: usize, now: Instant) -> usize {
         if wanted == 0 {
             return 0;
         }
@@ -56,8 +56,8 @@ impl EventBudget {
 mod tests {
     use super::*;
 
-    fn key(name: &str) -> Key {
-        ("ns".into(), name.into())
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::new("ns", name)
     }
 
     #[test]

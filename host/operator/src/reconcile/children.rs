@@ -76,7 +76,7 @@ async fn existing(
     match writer.get_child(ty, child).await? {
         Some(live) => Ok(live),
         None => Err(WriteError::Create {
-            what: ObjectKey::of(child).to_string(),
+            what: TypedKey::of(child).to_string(),
             source: kube::Error::Api(
                 kube::core::Status::failure("created and deleted concurrently", "Conflict")
                     .with_code(409)
@@ -103,12 +103,12 @@ pub(super) async fn clash(
     fence: &Fence,
     writer: &Writer,
     parent: &Object,
-    parent_key: &Key,
+    parent_key: &ObjectKey,
     ty: &kubeplug_core::manifest::ApiResource,
     child: &Value,
     owner: &Option<String>,
 ) {
-    let key = ObjectKey::of(child);
+    let key = TypedKey::of(child);
     let by = owner
         .as_deref()
         .map_or("no controller".to_string(), |o| format!("controller {o}"));

@@ -98,7 +98,7 @@ fn job(name: &str, bytes: usize) -> Job {
     let parent: Arc<str> = format!("{{\"metadata\":{{\"name\":\"{name}\"}}}}").into();
     let live = desired(json!({"blob": "x".repeat(bytes)}));
     Job {
-        key: ("a".into(), name.into()),
+        key: ObjectKey::new("a", name),
         request: Arc::new(Request::new(parent, Vec::new(), Vec::new())),
         live: decided(&live, &[]),
         check: Box::new(unused_check),
@@ -126,7 +126,7 @@ fn big_answers_waiting_are_bounded_by_bytes_the_oldest_skipped() {
     assert_eq!(kept, QUEUE_BYTES / one, "as many as fit");
     assert_eq!(skipped as usize, 40 - kept);
     assert_eq!(
-        waiting.jobs.front().map(|(j, _, _)| j.key.1.clone()),
+        waiting.jobs.front().map(|(j, _, _)| j.key.name.clone()),
         Some(format!("p{}", 40 - kept)),
         "the oldest went first"
     );
