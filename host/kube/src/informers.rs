@@ -45,7 +45,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
-pub use cache::{Cache, LeftOut, ObjectKey};
+pub use cache::{Cache, LeftOut};
+pub use kubeplug_core::key::ObjectKey;
 pub use object::Object;
 pub use scope::Scope;
 pub use view::View;

@@ -24,7 +24,7 @@ use crate::replay::Ring;
 use crate::shadow::Shadow;
 use kubeplug_core::policy::Effective;
 use kubeplug_core::rollback::RollbackSettings;
-pub use kubeplug_core::rollout::RolledBack;
+use kubeplug_core::rollout::RolledBack;
 use kubeplug_core::rollout::{Judged, Rollout, State};
 use kubeplug_kube::apply::metrics::ApplyMetrics;
 use kubeplug_kube::apply::{WriteError, Writer};

@@ -66,7 +66,6 @@ mod serving;
 mod status;
 mod watch;
 
-pub use kubeplug_core::rollout::State;
 pub use placement::MAX_PLUGIN_BYTES;
 use placement::{Layout, Root};
 pub use status::{PluginDetail, Status};

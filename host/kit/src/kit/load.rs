@@ -6,7 +6,6 @@
 use std::path::Path;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use kubeplug_core::admission::{Admission, AdmitError, Offline};
 use kubeplug_core::policy::{Effective, Policy};
@@ -61,10 +60,10 @@ pub fn compile(
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or_default();
-    let digest = hex::encode(Sha256::digest(&bytes));
-    let quotas = Admission::new(policy)
-        .before_compile(stem, &digest)
-        .map_err(LoadError::Refused)?;
+    // Offline a file has no place in a plugin directory, so nothing binds
+    // it before compiling (no pins, no placed grant): only the quotas of the
+    // plugin it is named after apply.
+    let quotas = policy.quotas_for_file(stem);
     runtime
         .load(
             &bytes,

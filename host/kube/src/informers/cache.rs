@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use super::Object;
 
-pub use kubeplug_core::key::ObjectKey;
+use kubeplug_core::key::ObjectKey;
 
 /// `(namespace, label value)`: a slot of a label index.
 type LabelSlot = (String, String);
