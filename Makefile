@@ -137,9 +137,16 @@ demo: plugins host
 demo-down:
 	deploy/demo down
 
-# Runtime micro-benchmark, then the operator benchmark (kubeplug vs a native
-# kube-rs controller on fresh local control planes; BENCH_N="100 1000").
+# The operator benchmark's rows: N:contenders (tests/bench/operator). The
+# scale curve: kubeplug with its defaults against itself without a client
+# limit, the reflector baseline and the floor (no controller), up to 10,000.
+OPERATOR_BENCH_RUNS ?= 1000:kubeplug,kubeplug-unlimited,reflector,floor 3000:kubeplug,reflector,floor 10000:kubeplug,reflector
+
+# Runtime micro-benchmark, then the operator benchmark (kubeplug against the
+# kube-rs controllers and the floor on fresh local control planes, about an
+# hour), the upgrade and rollout benchmarks.
 bench: plugins host
+	cargo build --release -p kubeplug-bench --bins
 	@rm -rf target/bench && mkdir -p target/bench/rust target/bench/languages
 	@for p in $(PLUGINS); do cp "target/plugins/$$p.wasm" target/bench/rust/; done
 	cargo run --release -p kubeplug-bench --bin kubeplug-bench -- target/bench/rust
@@ -148,7 +155,7 @@ bench: plugins host
 	cp target/plugins/myapp.wasm target/test-plugins/myapp-py.wasm target/test-plugins/myapp-ts.wasm \
 		target/plugins/pod-annotator.wasm target/plugins/pod-labeler.wasm target/bench/languages/
 	cargo run --release -p kubeplug-bench --bin kubeplug-bench -- --compiles 1 --calls 1000 --copies 5 target/bench/languages
-	tests/bench/operator
+	BENCH_RUNS="$(OPERATOR_BENCH_RUNS)" tests/bench/operator
 	tests/bench/upgrade
 	tests/bench/rollout
 
