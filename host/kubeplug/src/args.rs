@@ -15,7 +15,7 @@ use crate::api::limits::PreviewLimits;
 use kubeplug_core::policy::Policy;
 use kubeplug_kube::client::ClientSettings;
 use kubeplug_operator::controller::Settings;
-use kubeplug_runtime::{Compiler, LimitSettings, Limits, Runtime};
+use kubeplug_runtime::{Allocation, Compiler, LimitSettings, Limits, Runtime, budget, pool};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Format {
@@ -56,6 +56,12 @@ pub struct RuntimeArgs {
     /// a Python or JavaScript guest compiles for 10-30 s.
     #[arg(long, env = "KUBEPLUG_COMPILES", default_value_t = kubeplug_runtime::DEFAULT_COMPILES)]
     pub compiles: usize,
+    /// `run`: instance slots of the pool calls take their instances from
+    /// (a call waits for a free one); `0` maps each instance on demand
+    /// instead [default: one per 2 MiB of the memory budget for calls,
+    /// 16 to 256].
+    #[arg(long, env = "KUBEPLUG_INSTANCE_SLOTS")]
+    pub instance_slots: Option<u32>,
 }
 
 /// The platform's policy (see [`kubeplug_core::policy`]).
@@ -81,12 +87,16 @@ impl PolicyArgs {
 
 impl RuntimeArgs {
     pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        self.runtime_with(Allocation::OnDemand)
+    }
+
+    fn runtime_with(&self, allocation: Allocation) -> anyhow::Result<Runtime> {
         let dir = if self.no_cache {
             None
         } else {
             Some(self.cache_dir.clone().unwrap_or_else(default_cache_dir))
         };
-        Runtime::new(dir)
+        Runtime::with_allocation(dir, allocation)
             .map(|r| {
                 r.with_compiles(self.compiles)
                     .with_cache_budget(self.compile_cache_bytes)
@@ -100,6 +110,24 @@ impl RuntimeArgs {
     pub fn bounded_runtime(&self) -> anyhow::Result<Runtime> {
         let exe = std::env::current_exe().context("cannot find the kubeplug executable")?;
         Ok(self.runtime()?.with_compiler(Compiler::Subprocess(exe)))
+    }
+
+    /// `run`'s runtime: bounded compiles, calls charged against `plan`,
+    /// instances from a pool sized from it (see
+    /// [`kubeplug_runtime::pool`]) unless `--instance-slots 0`.
+    pub fn serving_runtime(&self, plan: budget::Plan) -> anyhow::Result<Runtime> {
+        let allocation = match self.instance_slots {
+            Some(0) => Allocation::OnDemand,
+            Some(instances) => Allocation::Pooling { instances },
+            None => Allocation::Pooling {
+                instances: pool::slots_for(plan.calls),
+            },
+        };
+        let exe = std::env::current_exe().context("cannot find the kubeplug executable")?;
+        Ok(self
+            .runtime_with(allocation)?
+            .with_compiler(Compiler::Subprocess(exe))
+            .with_memory_plan(plan))
     }
 
     /// The limits asked for on the command line (the policy caps them).

@@ -97,7 +97,9 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let identity = replica_identity();
     let clients = Clients::build(&args, &identity).await?;
     let plan = memory_plan(args.memory_limit_mib, args.runtime.compiles)?;
-    let runtime = Arc::new(args.runtime.bounded_runtime()?.with_memory_plan(plan));
+    let runtime = Arc::new(args.runtime.serving_runtime(plan)?);
+    let slots = runtime.pool_slots().unwrap_or(0);
+    tracing::info!(slots, "instance pool (0 slots: instances mapped on demand)");
     let metrics = HostMetrics::new();
     let informers = Arc::new(
         Informers::new(clients.host.clone(), metrics.informers.clone())

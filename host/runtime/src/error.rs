@@ -41,6 +41,11 @@ pub enum LoadError {
     /// `manifest()` failed, trapped or returned a manifest the host refuses.
     #[error("manifest refused")]
     Manifest(#[source] CallError),
+    /// The component needs more than the host's instances may have
+    /// (memories, tables, core instances, instance metadata: a slot of the
+    /// pool, or the plugin's own instance and table caps).
+    #[error("cannot be instantiated within the host's instance limits: {0}")]
+    DoesNotFit(String),
     /// The manifest is well-formed WIT but breaks a host rule.
     #[error("invalid manifest: {0}")]
     InvalidManifest(String),
@@ -67,6 +72,14 @@ pub enum CallError {
     /// side, not the plugin's fault: retried later).
     #[error("plugin {plugin} was not run: {reason}")]
     HostMemory { plugin: String, reason: String },
+    /// Every instance slot of the host's pool stayed busy (the host's side,
+    /// not the plugin's fault: retried later).
+    #[error("plugin {plugin} was not run: {reason}")]
+    HostBusy { plugin: String, reason: String },
+    /// The component could not be instantiated (its shape breaks a limit of
+    /// the host's instances; found at load).
+    #[error("plugin {plugin} could not be instantiated: {message}")]
+    Instantiate { plugin: String, message: String },
     /// The guest tried to grow a memory past its cap.
     #[error("plugin {plugin} exceeded its memory cap of {limit_bytes} bytes")]
     MemoryCap { plugin: String, limit_bytes: usize },
@@ -88,9 +101,12 @@ pub enum CallError {
 
 impl CallError {
     /// True if the plugin is to blame: everything but the host's own
-    /// shortage of memory.
+    /// shortage of memory or of instance slots.
     pub fn plugin_fault(&self) -> bool {
-        !matches!(self, CallError::HostMemory { .. })
+        !matches!(
+            self,
+            CallError::HostMemory { .. } | CallError::HostBusy { .. }
+        )
     }
 
     /// A short label for metrics and events.
@@ -99,6 +115,8 @@ impl CallError {
             CallError::Deadline { .. } => "deadline",
             CallError::MemoryCap { .. } => "memory_cap",
             CallError::HostMemory { .. } => "host_memory",
+            CallError::HostBusy { .. } => "host_busy",
+            CallError::Instantiate { .. } => "instantiate",
             CallError::Trap { .. } => "trap",
             CallError::Guest { .. } => "guest_error",
             CallError::Malformed { .. } => "malformed",

@@ -10,7 +10,10 @@
 //! - an `InstancePre` per plugin, and a fresh `Store` for every call, so calls
 //!   share no state, may run concurrently and leak nothing between parents;
 //! - limits per call ([`Limits`]): a wall-clock deadline through epoch
-//!   interruption, and memory/instance/table caps through a store limiter.
+//!   interruption, and memory/instance/table caps through a store limiter;
+//! - instances from a pool of slots ([`pool`]) when the host runs plugins
+//!   ([`Allocation::Pooling`]): still a fresh instance per call, without
+//!   mapping its memory, tables and stack each time.
 //!
 //! Guest failures become a typed [`CallError`] naming the plugin and the
 //! cause; nothing a plugin does can take the host process down.
@@ -33,6 +36,7 @@ mod guest_log;
 mod limits;
 mod network;
 mod plugin;
+pub mod pool;
 mod share;
 
 use std::path::PathBuf;
@@ -93,29 +97,28 @@ pub fn engine_config() -> Config {
 ///
 /// `kubeplug-bench` measures both (docs/benchmarks.md). The pooling
 /// allocator keeps slots mapped between calls instead of an mmap/munmap per
-/// instance, at the price of reserving address space for every slot up front.
+/// instance, at the price of reserving address space for every slot up front
+/// (see [`pool`]). `kubeplug run` pools by default; offline commands, which
+/// make few calls, map on demand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allocation {
     /// wasmtime's default: map each instance's memory when it starts.
     OnDemand,
     /// wasmtime's pooling allocator with room for this many instances at
-    /// once.
+    /// once (see [`pool::slots_for`]); a call waits for a free one.
     Pooling { instances: u32 },
 }
 
 fn engine_config_for(allocation: Allocation) -> Config {
     let mut config = Config::new();
     if let Allocation::Pooling { instances } = allocation {
-        let mut pool = wasmtime::PoolingAllocationConfig::default();
-        pool.total_component_instances(instances)
-            .total_core_instances(instances * 4)
-            .total_memories(instances * 2)
-            .total_tables(instances * 4)
-            // A plugin's own cap (the limiter) is what bounds it; a slot
-            // must fit any cap, up to all of a 32-bit memory.
-            .max_memory_size(4 << 30);
-        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool::config(
+            instances,
+        )));
     }
+    // Memories start as a copy-on-write mapping of their initial image
+    // (wasmtime's default, said here because the pool's resets rely on it).
+    config.memory_init_cow(true);
     config.wasm_component_model(true);
     // Deadlines: the ticker thread advances the epoch, each Store gets a
     // deadline in ticks. Cheaper than fuel and measured in wall-clock time.
@@ -139,6 +142,8 @@ pub struct Runtime {
     /// The most memory one compile may use, whatever the plugin's quota
     /// says: what the host's container can hold.
     compile_ceiling: u64,
+    /// The pool's slots a call waits for; `None` when not pooling.
+    slots: Option<Arc<pool::Slots>>,
 }
 
 impl Runtime {
@@ -165,6 +170,12 @@ impl Runtime {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         guest_log::add_to_linker(&mut linker)?;
         let ticker = EpochTicker::spawn(engine.clone());
+        let slots = match allocation {
+            Allocation::OnDemand => None,
+            Allocation::Pooling { instances } => {
+                Some(Arc::new(pool::Slots::new(instances, pool::SLOT_WAIT)))
+            }
+        };
         Ok(Runtime {
             engine,
             linker,
@@ -174,7 +185,22 @@ impl Runtime {
             ticker,
             budget: MemoryBudget::unlimited(),
             compile_ceiling: u64::MAX,
+            slots,
         })
+    }
+
+    /// How long a call waits for a free slot of the pool (default
+    /// [`pool::SLOT_WAIT`]); no effect without a pool. Set before loading.
+    pub fn with_slot_wait(mut self, wait: Duration) -> Self {
+        if let Some(slots) = &self.slots {
+            self.slots = Some(Arc::new(pool::Slots::new(slots.total(), wait)));
+        }
+        self
+    }
+
+    /// The pool's size, `None` when instances are mapped on demand.
+    pub fn pool_slots(&self) -> Option<u32> {
+        self.slots.as_ref().map(|s| s.total())
     }
 
     /// Keep at most `bytes` of precompiled components on disk (default
@@ -241,6 +267,11 @@ impl Runtime {
         }
         let load_time = started.elapsed();
         self.check_contract(&component)?;
+        if self.slots.is_some()
+            && let Some(reason) = pool::misfit(&component)
+        {
+            return Err(LoadError::DoesNotFit(reason));
+        }
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -265,6 +296,7 @@ impl Runtime {
                 config,
                 limits: options.limits,
                 budget: self.budget.clone(),
+                slots: self.slots.clone(),
                 _ticker: self.ticker.clone(),
                 _component: component,
             },
@@ -320,5 +352,55 @@ impl EpochTicker {
 impl Drop for EpochTicker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A core module whose memory starts with the word 5 (a data segment,
+    /// so the memory has a copy-on-write image) and whose `bump` returns
+    /// that word and adds one to it.
+    const BUMP: &[u8] = &[
+        0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+        0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7f, // type: () -> i32
+        0x03, 0x02, 0x01, 0x00, // function 0 of type 0
+        0x05, 0x03, 0x01, 0x00, 0x01, // memory: 1 page
+        0x07, 0x0c, 0x02, 0x04, b'b', b'u', b'm', b'p', 0x00, 0x00, 0x01, b'm', 0x02,
+        0x00, // exports
+        0x0a, 0x17, 0x01, 0x15, 0x01, 0x01, 0x7f, // code: one i32 local
+        0x41, 0x00, 0x41, 0x00, 0x28, 0x02, 0x00, // addr 0, load [0]
+        0x22, 0x00, 0x41, 0x01, 0x6a, 0x36, 0x02, 0x00, // tee, +1, store
+        0x20, 0x00, 0x0b, // return the old word
+        0x0b, 0x0a, 0x01, 0x00, 0x41, 0x00, 0x0b, 0x04, 0x05, 0x00, 0x00, 0x00, // data
+    ];
+
+    fn bump_once(engine: &Engine, module: &wasmtime::Module) -> i32 {
+        let mut store = wasmtime::Store::new(engine, ());
+        store.set_epoch_deadline(1 << 40);
+        let instance = wasmtime::Instance::new(&mut store, module, &[]).unwrap();
+        let bump = instance
+            .get_typed_func::<(), i32>(&mut store, "bump")
+            .unwrap();
+        bump.call(&mut store, ()).unwrap()
+    }
+
+    #[test]
+    fn consecutive_instances_on_a_reused_slot_see_none_of_each_others_memory() {
+        // One slot: every instance after the first reuses it.
+        let engine = Engine::new(&engine_config_for(Allocation::Pooling { instances: 1 })).unwrap();
+        let module = wasmtime::Module::new(&engine, BUMP).unwrap();
+        for _ in 0..3 {
+            assert_eq!(bump_once(&engine, &module), 5);
+        }
+    }
+
+    #[test]
+    fn on_demand_instances_start_from_the_image_too() {
+        let engine = Engine::new(&engine_config()).unwrap();
+        let module = wasmtime::Module::new(&engine, BUMP).unwrap();
+        assert_eq!(bump_once(&engine, &module), 5);
+        assert_eq!(bump_once(&engine, &module), 5);
     }
 }

@@ -70,6 +70,8 @@ pub(super) struct Loaded {
     pub limits: Limits,
     /// The host-wide budget every call of this plugin is charged against.
     pub budget: Arc<MemoryBudget>,
+    /// The pool's slots a call takes one of; `None` when not pooling.
+    pub slots: Option<Arc<super::pool::Slots>>,
     /// Kept so that deadlines keep firing while the plugin lives.
     pub _ticker: Arc<super::EpochTicker>,
     /// Kept so that another load of the same bytes shares the compiled
@@ -167,7 +169,10 @@ impl Plugin {
                     error: guest_error(e),
                 })
             })
-            .map_err(LoadError::Manifest)?;
+            .map_err(|e| match e {
+                CallError::Instantiate { message, .. } => LoadError::DoesNotFit(message),
+                e => LoadError::Manifest(e),
+            })?;
         let mut manifest = host_manifest(manifest);
         manifest.metadata_only = caller
             .metadata_only(limits, &config)
@@ -389,6 +394,17 @@ impl Caller {
         f: impl AsyncFnOnce(&mut Store<State>, wasmtime::component::Instance) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let plugin = || self.name.to_string();
+        // A slot first: waiting for one holds nothing another call needs.
+        let _slot = match &self.loaded.slots {
+            Some(slots) => Some(slots.take().map_err(|busy| CallError::HostBusy {
+                plugin: plugin(),
+                reason: format!(
+                    "all {} instance slots of the host stayed busy for {:.0?}",
+                    busy.slots, busy.waited
+                ),
+            })?),
+            None => None,
+        };
         let reservation = self
             .loaded
             .budget
@@ -428,9 +444,11 @@ impl Caller {
         store.set_epoch_deadline(ticks + 1);
         store.epoch_deadline_trap();
         let pre = self.loaded.pre.instance_pre();
+        let mut instantiated = false;
         let outcome = block_on(async {
             tokio::time::timeout(limits.timeout, async {
                 let instance = pre.instantiate_async(&mut store).await?;
+                instantiated = true;
                 f(&mut store, instance).await
             })
             .await
@@ -471,6 +489,15 @@ impl Caller {
                 return CallError::Deadline {
                     plugin,
                     timeout: limits.timeout,
+                };
+            }
+            if !instantiated && error.downcast_ref::<Trap>().is_none() {
+                // The allocator or a limit refused the instance itself
+                // (e.g. more core instances than a slot holds), before
+                // any guest code ran.
+                return CallError::Instantiate {
+                    plugin,
+                    message: format!("{error:#}"),
                 };
             }
             CallError::Trap {

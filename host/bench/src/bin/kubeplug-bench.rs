@@ -11,7 +11,9 @@
 //!   artefact, link, call `manifest()`;
 //! - cached load: `Runtime::load` from the artefact (median of 20);
 //! - reconcile p50/p99/mean over `--calls` calls with a realistic request
-//!   (fresh instance and Store per call, as the operator does);
+//!   (fresh instance and Store per call, as the operator does), with
+//!   instances mapped on demand (offline commands) and from the pooling
+//!   allocator (`kubeplug run`'s default), p50 of each;
 //! - host memory of a plugin: VmRSS growth from loading it (from the cache)
 //!   and calling it once, i.e. what one more distinct plugin costs the host;
 //! - memory per extra copy: VmRSS growth per further load of the same bytes
@@ -102,10 +104,12 @@ fn main() -> anyhow::Result<()> {
     for f in &fixed {
         println!();
         println!(
-            "fixed cost of a call ({}): p50 {} / p99 {}",
+            "fixed cost of a call ({}): p50 {} / p99 {} on demand, p50 {} / p99 {} pooled",
             f.what,
             fmt_duration(f.latency.p50),
-            fmt_duration(f.latency.p99)
+            fmt_duration(f.latency.p99),
+            fmt_duration(f.pooled.p50),
+            fmt_duration(f.pooled.p99)
         );
     }
     Ok(())
@@ -120,8 +124,12 @@ struct Row {
     cold_load: Duration,
     cached_load: Duration,
     latency: Option<Latency>,
+    /// The same calls on a runtime with the instance pool.
+    pooled: Option<Latency>,
     rss_first: Option<i64>,
     rss_per_copy: Option<i64>,
+    /// VmRSS growth from a pooled runtime, loading and the timed calls.
+    rss_pooled: Option<i64>,
 }
 
 #[derive(Clone, Copy)]
@@ -157,6 +165,7 @@ struct Peer {
 struct FixedCost {
     what: &'static str,
     latency: Latency,
+    pooled: Latency,
 }
 
 impl Peer {
@@ -281,24 +290,29 @@ fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Benc
             );
         }))
     });
-    let peer = match (&realistic, &latency, name.as_str()) {
-        (Some(request), Some(wasm), "database") => Some(Peer {
+    // The same plugin from a pool of the size a 512 MiB pod gets.
+    let before_pool = vm_rss_bytes();
+    let pooled_runtime = Runtime::with_allocation(
+        Some(cache_dir.clone()),
+        Allocation::Pooling {
+            instances: kubeplug_runtime::pool::slots_for(192 << 20),
+        },
+    )?;
+    let pooled_plugin = pooled_runtime.load(&bytes, options(Some(config_for(&name, 0))))?;
+    let pooled = realistic.as_ref().map(|request| {
+        Latency::of(time_calls(args.calls, || {
+            black_box(
+                pooled_plugin
+                    .reconcile(request)
+                    .expect("the benchmark request is valid"),
+            );
+        }))
+    });
+    let peer = match (&realistic, &latency, &pooled, name.as_str()) {
+        (Some(request), Some(wasm), Some(pooled), "database") => Some(Peer {
             plugin: name.clone(),
             wasm: *wasm,
-            pooled: {
-                let pooled = Runtime::with_allocation(
-                    Some(cache_dir.clone()),
-                    Allocation::Pooling { instances: 64 },
-                )?
-                .load(&bytes, options(Some(config_for(&name, 0))))?;
-                Latency::of(time_calls(args.calls, || {
-                    black_box(
-                        pooled
-                            .reconcile(request)
-                            .expect("the benchmark request is valid"),
-                    );
-                }))
-            },
+            pooled: *pooled,
             native: Latency::of(time_calls(args.calls, || {
                 black_box(native_database(request));
             })),
@@ -317,8 +331,20 @@ fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Benc
             latency: Latency::of(time_calls(args.calls, || {
                 black_box(plugin.reconcile(&ignored).expect("an ignored pod is fine"));
             })),
+            pooled: Latency::of(time_calls(args.calls, || {
+                black_box(
+                    pooled_plugin
+                        .reconcile(&ignored)
+                        .expect("an ignored pod is fine"),
+                );
+            })),
         }
     });
+    // What the pool holds resident once its slots were used: the runtime,
+    // the plugin and the slots its calls dirtied, kept for the next ones.
+    let rss_pooled = before_pool.zip(vm_rss_bytes()).map(|(b, a)| a - b);
+    drop(pooled_plugin);
+    drop(pooled_runtime);
     let rss_per_copy = rss_per_copy(&runtime, &bytes, &name, realistic.as_ref(), args.copies)?;
 
     Ok(Bench {
@@ -331,8 +357,10 @@ fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Benc
             cold_load: median(cold),
             cached_load: median(cached),
             latency,
+            pooled,
             rss_first,
             rss_per_copy,
+            rss_pooled,
         },
         peer,
         fixed,
@@ -591,7 +619,7 @@ fn print_machine(args: &Args) {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<14} {:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "{:<14} {:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
         "plugin",
         "lang",
         "wasm",
@@ -602,8 +630,10 @@ fn print_table(rows: &[Row]) {
         "p50",
         "p99",
         "mean",
+        "pooled p50",
         "RSS/plugin",
-        "RSS/copy"
+        "RSS/copy",
+        "RSS/pool"
     );
     for r in rows {
         let (p50, p99, mean) = match &r.latency {
@@ -615,7 +645,7 @@ fn print_table(rows: &[Row]) {
             None => ("-".into(), "-".into(), "-".into()),
         };
         println!(
-            "{:<14} {:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
+            "{:<14} {:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
             r.name,
             r.language,
             fmt_bytes(r.wasm_bytes as i64),
@@ -626,8 +656,10 @@ fn print_table(rows: &[Row]) {
             p50,
             p99,
             mean,
+            r.pooled.map_or("-".into(), |l| fmt_duration(l.p50)),
             r.rss_first.map_or("-".into(), fmt_bytes),
             r.rss_per_copy.map_or("-".into(), fmt_bytes),
+            r.rss_pooled.map_or("-".into(), fmt_bytes),
         );
     }
 }

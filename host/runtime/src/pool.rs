@@ -1,0 +1,239 @@
+//! The instance pool: wasmtime's pooling allocator, sized from the host's
+//! settings, and the gate that makes a call wait for a free slot.
+//!
+//! Every call still gets a fresh instance in a fresh `Store`; what the pool
+//! saves is the work around it. A slot's memory, tables and fiber stack stay
+//! mapped between calls: no mmap/munmap per instance, a memory's
+//! copy-on-write image mapped once per slot and reset (only its dirty pages,
+//! through the kernel's page map) instead of faulted in again, and no stack
+//! mapped per call.
+//!
+//! Guarantees: a call that finds every slot busy waits for one (up to
+//! [`SLOT_WAIT`], then fails with [`crate::CallError::HostBusy`], retried
+//! later like a memory-budget shortage); a component that needs more than a
+//! slot holds (memories, tables, core instances, instance metadata) is
+//! refused at load with the reason, never at a later call.
+//!
+//! Caveats: the pool reserves its address space up front: each memory slot
+//! reserves [`MEMORY_SLOT_BYTES`] plus a guard region, so `slots ×
+//! MEMORIES_PER_COMPONENT` of them (the most, 256 slots: ~2 TiB of a
+//! 64-bit host's 128 TiB; a 512 MiB pod's 96 slots: ~0.8 TiB). That is address space, not memory: untouched pages cost no RSS
+//! and, being mapped without access, no commit charge. What stays resident
+//! is what calls dirtied, up to [`MEMORY_KEEP_RESIDENT`] per memory slot
+//! that was ever used.
+
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use wasmtime::PoolingAllocationConfig;
+use wasmtime::component::Component;
+
+/// Slots of a pool sized by [`slots_for`] at least: the concurrency a
+/// small host (a few plugins, two workers each) needs.
+pub const MIN_SLOTS: u32 = 16;
+/// Slots at most: more calls than this cannot run at once anyway (the
+/// host's blocking threads are bounded), and each slot reserves address
+/// space.
+pub const MAX_SLOTS: u32 = 256;
+
+/// Core instances one component may make: the default per-call cap of
+/// [`kubeplug_core::contract::Limits::instances`]; componentize-py and
+/// componentize-js guests make about a dozen.
+pub const CORE_INSTANCES_PER_COMPONENT: u32 = 20;
+/// Linear memories one component may define: every guest shipped defines
+/// one (Rust, componentize-py and componentize-js alike, measured on
+/// `target/plugins` and `target/test-plugins`); one spare.
+pub const MEMORIES_PER_COMPONENT: u32 = 2;
+/// Tables one component may define: the guests shipped define two (the
+/// largest starts with 7,689 elements, the TypeScript ones).
+pub const TABLES_PER_COMPONENT: u32 = 8;
+/// Elements of one table at most: the default per-call cap of
+/// [`kubeplug_core::contract::Limits::table_elements`].
+pub const TABLE_ELEMENTS: usize = 100_000;
+/// What one memory slot may grow to: all of a 32-bit memory, so that the
+/// plugin's own cap (the store limiter) is what bounds it.
+pub const MEMORY_SLOT_BYTES: usize = 4 << 30;
+/// Instance metadata (`VMContext`s) of one component, all core instances
+/// together: interpreters export and import thousands of functions.
+const COMPONENT_METADATA_BYTES: usize = 16 << 20;
+/// One core instance's metadata.
+const CORE_METADATA_BYTES: usize = 8 << 20;
+/// Bytes of a memory slot reset by copying instead of given back to the
+/// kernel: only pages a call dirtied are copied, so a slot reused by the
+/// same plugin neither faults its heap in again nor pays for pages it did
+/// not touch. A guest's whole working set for the interpreters' guests.
+pub const MEMORY_KEEP_RESIDENT: usize = 16 << 20;
+/// The same for a table (a Python guest's table is ~100 KiB).
+const TABLE_KEEP_RESIDENT: usize = 1 << 20;
+/// The same for a fiber stack (what a call's host side typically touches).
+const STACK_KEEP_RESIDENT: usize = 128 << 10;
+
+/// How long a call waits for a free slot before it gives up (as long as it
+/// would wait for the memory budget).
+pub const SLOT_WAIT: Duration = Duration::from_secs(30);
+
+/// A pool for about the calls a memory budget of `budget_bytes` lets run at
+/// once (each reserves at least [`crate::budget::MIN_RESERVATION`]),
+/// within [`MIN_SLOTS`]..=[`MAX_SLOTS`].
+pub fn slots_for(budget_bytes: usize) -> u32 {
+    let calls = budget_bytes / crate::budget::MIN_RESERVATION;
+    u32::try_from(calls)
+        .unwrap_or(u32::MAX)
+        .clamp(MIN_SLOTS, MAX_SLOTS)
+}
+
+/// wasmtime's pooling configuration for `slots` component instances at
+/// once, each with room for the largest shape a plugin may have.
+pub fn config(slots: u32) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(slots)
+        .total_core_instances(slots * CORE_INSTANCES_PER_COMPONENT)
+        .total_memories(slots * MEMORIES_PER_COMPONENT)
+        .total_tables(slots * TABLES_PER_COMPONENT)
+        // One fiber per call's Store; twice that so that a store being
+        // dropped never holds up the next call's.
+        .total_stacks(slots * 2)
+        .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+        .max_memories_per_component(MEMORIES_PER_COMPONENT)
+        .max_tables_per_component(TABLES_PER_COMPONENT)
+        .max_memories_per_module(MEMORIES_PER_COMPONENT)
+        .max_tables_per_module(TABLES_PER_COMPONENT)
+        .table_elements(TABLE_ELEMENTS)
+        .max_memory_size(MEMORY_SLOT_BYTES)
+        .max_component_instance_size(COMPONENT_METADATA_BYTES)
+        .max_core_instance_size(CORE_METADATA_BYTES)
+        .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
+        .table_keep_resident(TABLE_KEEP_RESIDENT)
+        .async_stack_keep_resident(STACK_KEEP_RESIDENT);
+    pool
+}
+
+/// Why a component cannot be instantiated in a slot, found from its
+/// static shape (core instances and metadata sizes are checked by
+/// instantiating it at load).
+pub fn misfit(component: &Component) -> Option<String> {
+    let needs = component.resources_required()?;
+    if needs.num_memories > MEMORIES_PER_COMPONENT {
+        return Some(format!(
+            "it defines {} memories, a slot holds {MEMORIES_PER_COMPONENT}",
+            needs.num_memories
+        ));
+    }
+    if needs.num_tables > TABLES_PER_COMPONENT {
+        return Some(format!(
+            "it defines {} tables, a slot holds {TABLES_PER_COMPONENT}",
+            needs.num_tables
+        ));
+    }
+    if let Some(elements) = needs.max_initial_table_size
+        && elements > TABLE_ELEMENTS as u64
+    {
+        return Some(format!(
+            "a table starts with {elements} elements, a slot holds {TABLE_ELEMENTS}"
+        ));
+    }
+    None
+}
+
+/// Counts the slots in use, so that a call waits for one instead of
+/// failing in wasmtime's allocator. Cheap to share behind an `Arc`.
+pub struct Slots {
+    total: u32,
+    wait: Duration,
+    used: Mutex<u32>,
+    freed: Condvar,
+}
+
+/// A slot a call holds; given back when dropped.
+pub struct Slot<'a> {
+    slots: &'a Slots,
+}
+
+/// No slot was free within the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy {
+    pub slots: u32,
+    pub waited: Duration,
+}
+
+impl Slots {
+    pub fn new(total: u32, wait: Duration) -> Self {
+        Slots {
+            total,
+            wait,
+            used: Mutex::new(0),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// The pool's size.
+    pub fn total(&self) -> u32 {
+        self.total
+    }
+
+    /// Slots in use now.
+    pub fn used(&self) -> u32 {
+        *self.used.lock().expect("slots lock")
+    }
+
+    /// Take a slot, waiting for one up to the pool's wait.
+    pub fn take(&self) -> Result<Slot<'_>, Busy> {
+        let mut used = self.used.lock().expect("slots lock");
+        let started = Instant::now();
+        while *used >= self.total {
+            let left = self.wait.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(Busy {
+                    slots: self.total,
+                    waited: started.elapsed(),
+                });
+            }
+            used = self.freed.wait_timeout(used, left).expect("slots lock").0;
+        }
+        *used += 1;
+        Ok(Slot { slots: self })
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        *self.slots.used.lock().expect("slots lock") -= 1;
+        self.slots.freed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_finding_every_slot_busy_waits_for_one_given_back() {
+        let slots = std::sync::Arc::new(Slots::new(1, Duration::from_secs(10)));
+        let held = slots.take().unwrap();
+        let waiter = {
+            let slots = slots.clone();
+            std::thread::spawn(move || slots.take().map(|_| ()))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        drop(held);
+        assert_eq!(waiter.join().unwrap(), Ok(()));
+        assert_eq!(slots.used(), 0);
+    }
+
+    #[test]
+    fn a_wait_for_a_slot_gives_up_after_its_bound() {
+        let slots = Slots::new(2, Duration::from_millis(20));
+        let _a = slots.take().unwrap();
+        let _b = slots.take().unwrap();
+        let busy = slots.take().err().expect("no third slot");
+        assert_eq!(busy.slots, 2);
+    }
+
+    #[test]
+    fn the_pool_is_sized_from_the_memory_budget_within_bounds() {
+        // A 512 MiB pod's 192 MiB for calls: 96 calls of 2 MiB.
+        assert_eq!(slots_for(192 << 20), 96);
+        assert_eq!(slots_for(1 << 20), MIN_SLOTS);
+        assert_eq!(slots_for(usize::MAX), MAX_SLOTS);
+    }
+}
