@@ -311,12 +311,14 @@ impl Writer {
     }
 
     /// Server-side apply the parent's `.status` through the subresource.
+    /// Returns the resourceVersion the API server stored it at, by which
+    /// the controller knows the watch event of this very write.
     pub async fn apply_status(
         &self,
         ty: &ApiResource,
         parent: &Value,
         status: &Value,
-    ) -> Result<(), WriteError> {
+    ) -> Result<Option<String>, WriteError> {
         let (ns, name) = name_of(parent);
         let what = describe(ty, ns, name);
         let body = json!({
@@ -333,7 +335,7 @@ impl Writer {
             api.patch_status(name, &params, &Patch::Apply(&body)),
         )
         .await?
-        .map(|_| ())
+        .map(|stored| stored.metadata.resource_version)
         .map_err(|source| WriteError::Status { what, source })
     }
 

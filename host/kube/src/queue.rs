@@ -4,7 +4,18 @@
 //! - a key waiting in the queue is there once, however often it is added;
 //! - a key is never handed to two workers at once: a key added while it is
 //!   being reconciled is queued again when the worker calls [`Queue::done`];
-//! - [`Queue::add_after`] keeps the earliest of several delays for a key.
+//! - [`Queue::add_after`] keeps the earliest of several delays for a key;
+//! - [`Queue::add_event`] coalesces a burst of changes of one key: it is
+//!   handed out once its changes have been quiet for [`Debounce::quiet`],
+//!   and never later than [`Debounce::max`] after the first of them.
+//!
+//! Why debounce: one reconcile's writes come back as a burst of watch
+//! events (each child created, the status written, then the children's
+//! own status and the Pods they start); reconciling on the first of them
+//! sees the rest missing and is followed by another reconcile at once.
+//! Waiting for the burst to end makes one reconcile see all of it, as
+//! kube-runtime's `Controller` debounce does. The bound keeps a key that
+//! changes without a pause (a flapping object) from waiting for ever.
 //!
 //! Backoff and resync policies live in the controller; this is only the queue.
 
@@ -24,35 +35,96 @@ struct State<K> {
     dirty: HashSet<K>,
     /// Pending delayed adds, earliest deadline per key.
     scheduled: HashMap<K, Instant>,
+    /// Keys changed lately, waiting for their changes to settle.
+    settling: HashMap<K, Burst>,
     closed: bool,
+}
+
+/// The changes of one key not yet handed out.
+#[derive(Clone, Copy)]
+struct Burst {
+    first: Instant,
+    last: Instant,
+    /// A task is waiting for this burst's deadline.
+    timer: bool,
+}
+
+impl Burst {
+    fn due(&self, debounce: &Debounce) -> Instant {
+        (self.last + debounce.quiet).min(self.first + debounce.max)
+    }
+}
+
+/// How [`Queue::add_event`] coalesces the changes of one key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Debounce {
+    /// Hand a key out once it has not changed for this long.
+    pub quiet: Duration,
+    /// ... and never later than this after its first change.
+    pub max: Duration,
+}
+
+impl Default for Debounce {
+    /// 500 ms quiet, as the kube-rs baseline of the operator bench: a
+    /// reconcile's writes come back within milliseconds, but the children's
+    /// own controllers answer them over a few hundred (a StatefulSet's
+    /// status, its Pod scheduled, running, ready: ~0.5 s on a local control
+    /// plane), and one reconcile after all of them is the one that sees the
+    /// parent converged. 2 s at most: the latency a parent that never stops
+    /// changing can be given.
+    fn default() -> Self {
+        Debounce {
+            quiet: Duration::from_millis(500),
+            max: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Debounce {
+    /// No coalescing: [`Queue::add_event`] is [`Queue::add`] (so is a
+    /// zero `quiet` or `max`).
+    pub const NONE: Debounce = Debounce {
+        quiet: Duration::ZERO,
+        max: Duration::ZERO,
+    };
 }
 
 pub struct Queue<K> {
     state: Mutex<State<K>>,
     notify: Notify,
+    debounce: Debounce,
 }
 
 impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
+    /// A queue whose [`Queue::add_event`] does not wait.
     pub fn new() -> Arc<Self> {
+        Self::with_debounce(Debounce::NONE)
+    }
+
+    /// A queue whose [`Queue::add_event`] coalesces bursts per `debounce`.
+    pub fn with_debounce(debounce: Debounce) -> Arc<Self> {
         Arc::new(Queue {
+            debounce,
             state: Mutex::new(State {
                 ready: VecDeque::new(),
                 queued: HashSet::new(),
                 active: HashSet::new(),
                 dirty: HashSet::new(),
                 scheduled: HashMap::new(),
+                settling: HashMap::new(),
                 closed: false,
             }),
             notify: Notify::new(),
         })
     }
 
-    /// Queue `key` now.
+    /// Queue `key` now (a burst of changes waiting for it is absorbed).
     pub fn add(&self, key: K) {
         let mut s = self.state.lock().expect("queue lock");
         if s.closed {
             return;
         }
+        s.settling.remove(&key);
         if s.active.contains(&key) {
             s.dirty.insert(key);
         } else if s.queued.insert(key.clone()) {
@@ -94,6 +166,67 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         });
     }
 
+    /// `key` changed: queue it once its changes settle (see [`Debounce`]).
+    /// A key already waiting in the queue stays where it is: it will read
+    /// the latest state when handed out. A key being worked on is queued
+    /// after [`Queue::done`], once the changes made meanwhile settle.
+    pub fn add_event(self: &Arc<Self>, key: K) {
+        if self.debounce.quiet.is_zero() || self.debounce.max.is_zero() {
+            return self.add(key);
+        }
+        let now = Instant::now();
+        let due = {
+            let mut s = self.state.lock().expect("queue lock");
+            if s.closed || s.queued.contains(&key) {
+                return;
+            }
+            let active = s.active.contains(&key);
+            let burst = s.settling.entry(key.clone()).or_insert(Burst {
+                first: now,
+                last: now,
+                timer: false,
+            });
+            burst.last = now;
+            if burst.timer || active {
+                return;
+            }
+            burst.timer = true;
+            burst.due(&self.debounce)
+        };
+        self.settle_at(key, due);
+    }
+
+    /// Wait until `due`, then hand `key` out if its burst has settled by
+    /// then; otherwise wait for its new deadline.
+    fn settle_at(self: &Arc<Self>, key: K, mut due: Instant) {
+        let queue = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep_until(due).await;
+                let Some(queue) = queue.upgrade() else { return };
+                let mut s = queue.state.lock().expect("queue lock");
+                let active = s.active.contains(&key);
+                let Some(burst) = s.settling.get_mut(&key) else {
+                    // Absorbed by an `add`.
+                    return;
+                };
+                if active {
+                    // `done` takes over.
+                    burst.timer = false;
+                    return;
+                }
+                let now_due = burst.due(&queue.debounce);
+                if now_due > due {
+                    due = now_due;
+                    continue;
+                }
+                drop(s);
+                queue.add(key);
+                return;
+            }
+        });
+    }
+
     /// The next key to work on; `None` once the queue is closed.
     pub async fn next(&self) -> Option<K> {
         loop {
@@ -120,14 +253,24 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     }
 
     /// The worker is finished with `key`.
-    pub fn done(&self, key: &K) {
-        let requeue = {
+    pub fn done(self: &Arc<Self>, key: &K) {
+        let (requeue, settle) = {
             let mut s = self.state.lock().expect("queue lock");
             s.active.remove(key);
-            s.dirty.remove(key)
+            let requeue = s.dirty.remove(key);
+            let settle = match s.settling.get_mut(key) {
+                Some(burst) if !requeue && !burst.timer => {
+                    burst.timer = true;
+                    Some(burst.due(&self.debounce))
+                }
+                _ => None,
+            };
+            (requeue, settle)
         };
         if requeue {
             self.add(key.clone());
+        } else if let Some(due) = settle {
+            self.settle_at(key.clone(), due);
         }
     }
 
@@ -184,6 +327,99 @@ mod tests {
         q.done(&"a");
         tokio::time::sleep(Duration::from_secs(120)).await;
         assert_eq!(q.len(), 0, "the superseded 60 s add must not fire");
+    }
+
+    fn debounced() -> Arc<Queue<&'static str>> {
+        Queue::with_debounce(Debounce {
+            quiet: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        })
+    }
+
+    async fn sleep_ms(ms: u64) {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_events_is_handed_out_once_when_it_has_been_quiet() {
+        let q = debounced();
+        q.add_event("a");
+        sleep_ms(60).await;
+        q.add_event("a");
+        sleep_ms(60).await;
+        assert_eq!(q.len(), 0, "60 ms after the last change: not quiet yet");
+        sleep_ms(50).await;
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.next().await, Some("a"));
+        q.done(&"a");
+        sleep_ms(2000).await;
+        assert_eq!(q.len(), 0, "the burst is handed out once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_that_never_stops_changing_waits_no_longer_than_the_max() {
+        let q = debounced();
+        for _ in 0..19 {
+            q.add_event("a");
+            sleep_ms(50).await;
+        }
+        q.add_event("a");
+        assert_eq!(q.len(), 0, "950 ms after the first change");
+        sleep_ms(51).await;
+        // Past 1000 ms after the first change, though the last was 51 ms ago.
+        assert_eq!(q.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn events_while_a_key_is_worked_on_queue_it_again_once_they_settle() {
+        let q = debounced();
+        q.add("a");
+        assert_eq!(q.next().await, Some("a"));
+        q.add_event("a");
+        sleep_ms(500).await;
+        assert_eq!(q.len(), 0, "never two workers on one key");
+        q.done(&"a");
+        // The change was 500 ms ago: quiet already.
+        sleep_ms(1).await;
+        assert_eq!(q.next().await, Some("a"));
+        q.done(&"a");
+        q.add("a");
+        assert_eq!(q.next().await, Some("a"));
+        q.add_event("a");
+        q.done(&"a");
+        sleep_ms(50).await;
+        assert_eq!(q.len(), 0, "a change just before done still settles");
+        sleep_ms(60).await;
+        assert_eq!(q.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_immediate_add_takes_the_place_of_a_settling_burst() {
+        let q = debounced();
+        q.add_event("a");
+        q.add("a");
+        assert_eq!(q.next().await, Some("a"));
+        q.done(&"a");
+        sleep_ms(2000).await;
+        assert_eq!(q.len(), 0, "the burst was absorbed by the add");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn events_of_a_key_waiting_in_the_queue_are_absorbed() {
+        let q = debounced();
+        q.add("a");
+        q.add_event("a");
+        assert_eq!(q.next().await, Some("a"));
+        q.done(&"a");
+        sleep_ms(2000).await;
+        assert_eq!(q.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_debounce_an_event_is_queued_at_once() {
+        let q = Queue::new();
+        q.add_event("a");
+        assert_eq!(q.len(), 1);
     }
 
     #[tokio::test]

@@ -358,6 +358,13 @@ pub struct RunArgs {
     /// Resync period for plugins whose manifest sets none, in seconds.
     #[arg(long, default_value_t = Settings::default().resync.as_secs())]
     pub resync_seconds: u64,
+    /// Coalesce a parent's changes: reconcile it once they have been quiet
+    /// this long, in milliseconds (0: at once).
+    #[arg(long, env = "KUBEPLUG_DEBOUNCE_MS", default_value_t = Settings::default().debounce.quiet.as_millis() as u64)]
+    pub debounce_ms: u64,
+    /// ... and no later than this after the first of them, in milliseconds.
+    #[arg(long, env = "KUBEPLUG_DEBOUNCE_MAX_MS", default_value_t = Settings::default().debounce.max.as_millis() as u64)]
+    pub debounce_max_ms: u64,
     /// Elect a leader per plugin through a Lease, so that several replicas
     /// can run with one writer per plugin.
     #[arg(long, env = "KUBEPLUG_LEADER_ELECT")]

@@ -20,6 +20,7 @@ use kubeplug_kube::health::ApiHealth;
 use kubeplug_kube::identity::Access;
 use kubeplug_kube::informers::Informers;
 use kubeplug_kube::leader::{Elector, LeaseSettings};
+use kubeplug_kube::queue::Debounce;
 use kubeplug_operator::controller::Settings;
 use kubeplug_operator::metrics::OperatorMetrics;
 use kubeplug_operator::registry::{Registry, Wiring};
@@ -131,6 +132,10 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 concurrency: args.concurrency,
                 resync: Duration::from_secs(args.resync_seconds.max(1)),
                 elector: elector.clone(),
+                debounce: Debounce {
+                    quiet: Duration::from_millis(args.debounce_ms),
+                    max: Duration::from_millis(args.debounce_max_ms),
+                },
                 ..Settings::default()
             },
             namespaces: (!args.namespaces.is_empty()).then(|| args.namespaces.clone()),

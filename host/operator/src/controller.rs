@@ -31,7 +31,7 @@ use kubeplug_kube::apply::{WriteError, Writer};
 use kubeplug_kube::identity::Access;
 use kubeplug_kube::informers::{Handler, Informers, ObjectKey, Scope, Subscription};
 use kubeplug_kube::leader::{Elector, Leadership};
-use kubeplug_kube::queue::Queue;
+use kubeplug_kube::queue::{Debounce, Queue};
 use kubeplug_runtime::{Event, Plugin};
 
 /// Scheduling knobs shared by every controller of a host.
@@ -47,6 +47,8 @@ pub struct Settings {
     pub resync: Duration,
     /// Leader election per plugin; `None`: this replica always leads.
     pub elector: Option<Arc<Elector>>,
+    /// How the changes of one parent are coalesced into one reconcile.
+    pub debounce: Debounce,
 }
 
 impl Default for Settings {
@@ -58,6 +60,7 @@ impl Default for Settings {
             // Events drive reconciles; resync only repairs what was missed.
             resync: Duration::from_secs(600),
             elector: None,
+            debounce: Debounce::default(),
         }
     }
 }
@@ -206,11 +209,13 @@ impl Controller {
         );
         let fence = Fence {
             events: budget::EventBudget::new(identity.grant.quotas.events_per_parent_per_minute),
+            last_calls: reconcile::unchanged::LastCalls::new(&identity.grant),
+            echoes: reconcile::echoes::Echoes::default(),
             grant: Arc::new(identity.grant),
             access: identity.access,
             metrics: metrics.clone(),
         };
-        let queue = Queue::new();
+        let queue = Queue::with_debounce(settings.debounce);
         let shared = Arc::new(Shared {
             plugin: RwLock::new(plugin),
             shadow: RwLock::new(None),
@@ -231,10 +236,16 @@ impl Controller {
         let mut subscriptions = Vec::new();
         let m = Arc::new(manifest.clone());
         {
-            let (q, m) = (queue.clone(), m.clone());
+            let (q, m, s) = (queue.clone(), m.clone(), Arc::downgrade(&shared));
             let h: Handler = Arc::new(move |o| {
                 if let Some(k) = routes::parent_key(&m, o) {
-                    q.add(k)
+                    // Our own status write coming back (see `echoes`).
+                    if s.upgrade().is_some_and(|s| s.fence.echoes.is_echo(&k, o)) {
+                        tracing::debug!(parent = %k, "echo of our own status write; not queued");
+                        return;
+                    }
+                    routes::trace_trigger("parent", o, &k);
+                    q.add_event(k)
                 }
             });
             subscriptions.extend(parent.subscribe(h));
@@ -243,7 +254,8 @@ impl Controller {
             let (q, m) = (queue.clone(), m.clone());
             let h: Handler = Arc::new(move |o| {
                 if let Some(k) = routes::owner_key(&m, o) {
-                    q.add(k)
+                    routes::trace_trigger("child", o, &k);
+                    q.add_event(k)
                 }
             });
             subscriptions.extend(informer.subscribe(h));
@@ -258,7 +270,8 @@ impl Controller {
                         .collect()
                 };
                 for k in routes::related_keys(&m, &r, o, parents_in) {
-                    q.add(k)
+                    routes::trace_trigger("related", o, &k);
+                    q.add_event(k)
                 }
             });
             subscriptions.extend(informer.subscribe(h));
@@ -322,6 +335,7 @@ impl Controller {
             .expect("rollout lock")
             .start(plugin, previous, key, rollback);
         self.shared.failures.clear();
+        self.shared.fence.last_calls.forget_all();
         // The live version changed: what the shadow compared no longer holds.
         let shadow = self.shared.shadow.read().expect("shadow lock").clone();
         if let Some(shadow) = shadow {
@@ -472,6 +486,7 @@ async fn judge(shared: &Shared, plugin: &Plugin, key: &ObjectKey, fault: bool) {
         }
     };
     shared.failures.clear();
+    shared.fence.last_calls.forget_all();
     requeue_all(shared);
     let event = Event {
         warning: true,
@@ -525,6 +540,8 @@ async fn resync(shared: Arc<Shared>) {
         };
         tokio::time::sleep(period).await;
         let spread = resync_spread(period);
+        // A resync calls every parent, unchanged inputs or not.
+        shared.fence.last_calls.forget_all();
         for key in parent_keys(&shared) {
             shared
                 .queue
@@ -556,6 +573,7 @@ async fn worker(shared: Arc<Shared>) {
             // Not `name`: JSON logs put the span's own name under that key.
             object = %key,
         );
+        span.in_scope(|| tracing::debug!("reconcile started"));
         let started = Instant::now();
         let mut handed = Handed::default();
         // Losing leadership cancels the reconcile at its next await point;

@@ -62,6 +62,7 @@ struct ReasonLabels {
 #[derive(Clone)]
 pub struct OperatorMetrics {
     reconciles: Family<ResultLabels, Counter>,
+    skipped: Family<PluginLabels, Counter>,
     duration: Family<PluginLabels, Histogram>,
     queue_depth: Family<PluginLabels, Gauge>,
     plugin_info: Family<InfoLabels, Gauge>,
@@ -84,6 +85,7 @@ impl OperatorMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = OperatorMetrics {
             reconciles: Family::default(),
+            skipped: Family::default(),
             duration: Family::new_with_constructor(|| {
                 // 100 µs .. ~1.6 s: a healthy reconcile is a few ms with writes.
                 Histogram::new(exponential_buckets(0.0001, 2.0, 15))
@@ -107,6 +109,13 @@ impl OperatorMetrics {
             "reconciles",
             "Reconciles by plugin and result",
             m.reconciles.clone(),
+        );
+        // Apart from `reconciles`, which counts calls: a skip costs a hash,
+        // no call and no write.
+        registry.register(
+            "reconciles_skipped",
+            "Reconciles not called because the plugin's inputs were those of its last call that wrote nothing",
+            m.skipped.clone(),
         );
         registry.register(
             "reconcile_duration_seconds",
@@ -223,6 +232,11 @@ impl OperatorMetrics {
         self.duration
             .get_or_create(&plugin_labels(plugin))
             .observe(took.as_secs_f64());
+    }
+
+    /// A reconcile skipped: unchanged inputs (see `reconcile::unchanged`).
+    pub fn skipped(&self, plugin: &str) {
+        self.skipped.get_or_create(&plugin_labels(plugin)).inc();
     }
 
     pub fn queue_depth(&self, plugin: &str, depth: usize) {

@@ -2,6 +2,8 @@
 
 pub mod budget;
 mod children;
+pub mod echoes;
+pub mod unchanged;
 
 use children::{Created, clash, create_child, create_once};
 use std::sync::Arc;
@@ -70,6 +72,9 @@ impl ReconcileError {
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub requeue_after: Option<Duration>,
+    /// The plugin was not called: its inputs are those of its last call
+    /// that wrote nothing (see [`unchanged`]).
+    pub skipped: bool,
 }
 
 impl ReconcileError {
@@ -102,6 +107,10 @@ pub struct Fence {
     pub access: Arc<Access>,
     pub events: EventBudget,
     pub metrics: OperatorMetrics,
+    /// Each parent's last call that wrote nothing (see [`unchanged`]).
+    pub last_calls: unchanged::LastCalls,
+    /// The resourceVersions of our own status writes (see [`echoes`]).
+    pub echoes: echoes::Echoes,
 }
 
 impl Fence {
@@ -347,6 +356,8 @@ pub async fn reconcile(
         if let Some(shadow) = shadow {
             shadow.forget(key);
         }
+        fence.last_calls.forget(key);
+        fence.echoes.forget(key);
         return Ok(Outcome::default());
     };
     fence.check_reads(manifest, &key.namespace).await?;
@@ -375,6 +386,16 @@ pub async fn reconcile(
         }
     }
 
+    // A shadow compares live decisions: every parent is called while it runs.
+    let inputs = fence.last_calls.fingerprint(plugin, &request);
+    if shadow.is_none() && fence.last_calls.unchanged(key, &inputs) {
+        tracing::debug!("inputs unchanged since the last call, which wrote nothing; not called");
+        return Ok(Outcome {
+            skipped: true,
+            ..Outcome::default()
+        });
+    }
+    fence.last_calls.forget(key);
     let decided = decide(plugin, fence, &parent, &observed, request.clone()).await;
     if let Some(shadow) = shadow {
         // The candidate decides on the same request in the background; this
@@ -403,6 +424,11 @@ pub async fn reconcile(
         shadow.submit(job, &fence.metrics);
     }
     let plan = decided?;
+    let writes_nothing = plan.children.iter().all(|s| s.action == Action::Unchanged)
+        && plan.prune.is_empty()
+        && plan.status.is_none()
+        && plan.parent_patch.is_none()
+        && plan.requeue_after.is_none();
 
     for step in &plan.children {
         let child = &step.child;
@@ -461,7 +487,12 @@ pub async fn reconcile(
     }
     if let Some(status) = &plan.status {
         match writer.apply_status(&manifest.parent, &parent, status).await {
-            Ok(()) => tracing::info!("status written"),
+            Ok(version) => {
+                tracing::info!("status written");
+                if let Some(version) = version {
+                    fence.echoes.wrote(key, version);
+                }
+            }
             // Deleted after the cache last saw it: nothing left to report.
             Err(error) if error.not_found() => return Ok(Outcome::default()),
             Err(error) => return Err(error.into()),
@@ -486,8 +517,12 @@ pub async fn reconcile(
     fence
         .record(writer, &parent_obj, key, &plan.answer.events, "Reconcile")
         .await;
+    if writes_nothing {
+        fence.last_calls.wrote_nothing(key, inputs);
+    }
     Ok(Outcome {
         requeue_after: plan.requeue_after,
+        skipped: false,
     })
 }
 
@@ -539,6 +574,7 @@ async fn finalize(
     if let Some(after) = plan::finalize_requeue_after(&finalized, grant.quotas.requeue_floor()) {
         return Ok(Outcome {
             requeue_after: Some(after),
+            skipped: false,
         });
     }
     let rest: Vec<String> = list.into_iter().filter(|f| f != finalizer).collect();

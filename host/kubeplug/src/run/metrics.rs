@@ -63,6 +63,7 @@ mod tests {
         m.operator
             .call_memory(kubeplug_runtime::BudgetStats::default());
         m.operator.reconciled("p", "ok", Duration::from_millis(3));
+        m.operator.skipped("p");
         m.apply.read("p", "get");
         m.access.access_review();
         m.apply.write("p", "apply");

@@ -31,6 +31,13 @@ pub(super) async fn settle(
     span: &Span,
 ) {
     let name = plugin.name();
+    if let Ok(outcome) = &result
+        && outcome.skipped
+    {
+        // Not a call: nothing to count towards probation or the deadlines.
+        shared.metrics.skipped(name);
+        return;
+    }
     if !matches!(&result, Err(error) if error.not_leader()) {
         use std::sync::atomic::Ordering::Relaxed;
         shared.counts.reconciles.fetch_add(1, Relaxed);
@@ -53,6 +60,8 @@ pub(super) async fn settle(
         }
         Err(error) if error.not_leader() => {
             shared.metrics.reconciled(name, "not_leader", took);
+            // Whoever leads meanwhile may write: call every parent again.
+            shared.fence.last_calls.forget_all();
             span.in_scope(|| {
                 tracing::info!("leadership lost; reconcile stopped, nothing more written")
             });

@@ -7,6 +7,19 @@ fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
 }
 
+/// Log (at debug) which change queued the parent at `key`: `via` is
+/// `parent`, `child` or `related`.
+pub fn trace_trigger(via: &'static str, object: &Object, key: &ObjectKey) {
+    tracing::debug!(
+        via,
+        kind = %object.types.kind,
+        name = object.metadata.name.as_deref().unwrap_or_default(),
+        resource_version = object.metadata.resource_version.as_deref().unwrap_or_default(),
+        parent = %key,
+        "parent queued by a change"
+    );
+}
+
 /// A changed parent: itself, if the plugin watches its namespace.
 pub fn parent_key(manifest: &Manifest, object: &Object) -> Option<ObjectKey> {
     let key = object.key();
