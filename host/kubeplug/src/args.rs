@@ -383,11 +383,14 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 2.0)]
     pub retry_period: f64,
     /// Requests per second to the API server, per client (the host's own
-    /// and each plugin's); 0: unlimited.
-    #[arg(long, default_value_t = ClientSettings::default().qps)]
-    pub api_qps: f64,
-    /// Requests above the sustained rate, per client.
-    #[arg(long, default_value_t = ClientSettings::default().burst)]
+    /// and each plugin's), a fixed ceiling a platform can set; 0: unlimited.
+    /// Unset: adaptive, no pacing until the API server throttles (429, or
+    /// 503 with Retry-After), then half the rate the client sent, growing
+    /// back by 10/s and lifted after 30 s without throttling.
+    #[arg(long)]
+    pub api_qps: Option<f64>,
+    /// Requests above the sustained rate, per client (with --api-qps N).
+    #[arg(long, default_value_t = 200)]
     pub api_burst: u32,
     /// Longest wait for an answer to one API request (watches excepted), in
     /// seconds.

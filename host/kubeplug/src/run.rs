@@ -15,7 +15,7 @@ use crate::api::limits::PreviewLimits;
 use crate::args::RunArgs;
 use crate::drain;
 use kubeplug_core::policy::PolicyFiles;
-use kubeplug_kube::client::ClientSettings;
+use kubeplug_kube::client::{ClientSettings, RateLimit};
 use kubeplug_kube::health::ApiHealth;
 use kubeplug_kube::identity::Access;
 use kubeplug_kube::informers::Informers;
@@ -40,8 +40,7 @@ const INITIAL_LOAD_WAIT: Duration = Duration::from_secs(120);
 /// 30 s Kubernetes waits before killing a pod.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// How long the background tasks (file watcher, gauges, API health checks)
-/// may take to stop: they stop at their next await point.
+/// How long the background tasks (file watcher, gauges) may take to stop: they stop at their next await point.
 const TASKS_DRAIN: Duration = Duration::from_secs(1);
 
 /// How long the servers may take to stop: the admin server's own bound on
@@ -96,12 +95,15 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     );
     let policy = Arc::new(args.policy.watch()?);
     let identity = replica_identity();
-    let clients = Clients::build(&args, &identity).await?;
+    let metrics = HostMetrics::new();
+    // Every client reports its answers and failures here: readiness
+    // follows what the host sends anyway, no polling.
+    let health = Arc::new(ApiHealth::new(metrics.health.clone()));
+    let clients = Clients::build(&args, &identity, &metrics, &health).await?;
     let plan = memory_plan(args.memory_limit_mib, args.runtime.compiles)?;
     let runtime = Arc::new(args.runtime.serving_runtime(plan)?);
     let slots = runtime.pool_slots().unwrap_or(0);
     tracing::info!(slots, "instance pool (0 slots: instances mapped on demand)");
-    let metrics = HostMetrics::new();
     let informers = Arc::new(
         Informers::new(clients.host.clone(), metrics.informers.clone())
             .with_watch_budget(args.watch_cache_bytes),
@@ -147,21 +149,13 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     // that liveness answers while reconciles in flight finish.
     let (tasks, tasks_watch) = drain::channel();
     let (servers, servers_watch) = drain::channel();
-    let health = Arc::new(ApiHealth::default());
-    tokio::spawn(
-        tasks_watch.clone().run_until(
-            health
-                .clone()
-                .watch(clients.host.clone(), metrics.health.clone()),
-        ),
-    );
     let operator_metrics = metrics.operator.clone();
     let scanned = Arc::new(AtomicBool::new(false));
     let probes = Arc::new(probes(
         metrics.registry,
         &registry,
         &runtime,
-        &health,
+        (&health, &clients.host),
         &scanned,
         &operator_metrics,
     ));
@@ -252,15 +246,30 @@ struct Clients {
 }
 
 impl Clients {
-    async fn build(args: &RunArgs, identity: &str) -> anyhow::Result<Clients> {
+    async fn build(
+        args: &RunArgs,
+        identity: &str,
+        metrics: &HostMetrics,
+        health: &Arc<ApiHealth>,
+    ) -> anyhow::Result<Clients> {
         let config = kube::Config::infer()
             .await
             .context("failed to find Kubernetes credentials (kubeconfig or in-cluster)")?;
+        let limit = match args.api_qps {
+            None => RateLimit::Adaptive,
+            Some(qps) if qps <= 0.0 => RateLimit::Unlimited,
+            Some(qps) => RateLimit::Fixed {
+                qps,
+                burst: args.api_burst,
+            },
+        };
         let settings = ClientSettings {
-            qps: args.api_qps,
-            burst: args.api_burst,
+            name: "host".into(),
+            limit,
             timeout: secs("--api-timeout", args.api_timeout)?,
             user_agent: format!("kubeplug/{} ({identity})", env!("CARGO_PKG_VERSION")),
+            requests: Some(metrics.requests.clone()),
+            health: Some(health.clone()),
         };
         let host = kubeplug_kube::client::build(&config, &settings)
             .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
@@ -284,7 +293,7 @@ impl Clients {
             config,
             &ClientSettings {
                 user_agent: format!("{} {purpose}", settings.user_agent),
-                ..settings.clone()
+                ..settings.named(purpose)
             },
         )?)
     }
@@ -331,7 +340,7 @@ fn probes(
     metrics: prometheus_client::registry::Registry,
     registry: &Arc<Registry>,
     runtime: &Runtime,
-    health: &Arc<ApiHealth>,
+    (health, client): (&Arc<ApiHealth>, &kube::Client),
     scanned: &Arc<AtomicBool>,
     operator: &OperatorMetrics,
 ) -> Probes {
@@ -349,14 +358,21 @@ fn probes(
             })
         },
         // Ready: the plugins present at start are loaded, their caches have
-        // listed once, and the API server answers now.
+        // listed once, and the API server answers (see kubeplug_kube::health:
+        // from the host's own requests and watches, a probe only after a
+        // silence).
         ready: {
-            let (health, scanned, registry) = (health.clone(), scanned.clone(), registry.clone());
+            let (health, client, scanned, registry) = (
+                health.clone(),
+                client.clone(),
+                scanned.clone(),
+                registry.clone(),
+            );
             Box::new(move || {
                 if !scanned.load(Ordering::Relaxed) {
                     return Err("loading the plugins present at start".into());
                 }
-                health.ready()?;
+                health.ready(&client)?;
                 let unsynced = registry.unsynced();
                 if !unsynced.is_empty() {
                     return Err(format!("caches of {} not listed yet", unsynced.join(", ")));

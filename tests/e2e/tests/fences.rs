@@ -486,3 +486,91 @@ fn a_grant_the_platform_withdraws_stops_the_plugin_and_a_new_one_starts_it_again
     running(&host, "database");
     database_runs(&ns.name, "ungranted");
 }
+
+/// The `managedFields` entries of `what` in `ns` as (manager, operation,
+/// subresource); kubectl hides them unless asked.
+fn managers(ns: &str, what: &str) -> Vec<(String, String, String)> {
+    let text = kubectl_ok(
+        &["get", "-n", ns, what, "-o", "json", "--show-managed-fields"],
+        None,
+    );
+    let object: Value = serde_json::from_str(&text).expect("kubectl's JSON");
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let s = |k: &str| m[k].as_str().unwrap_or_default().to_string();
+            (s("manager"), s("operation"), s("subresource"))
+        })
+        .collect()
+}
+
+/// The fence at no request cost: a child is created by one apply that can
+/// only create (a resourceVersion no stored object has), so its fields
+/// belong to the plugin's apply manager from the create on, and a later
+/// answer that drops a field removes it from the live object. The version
+/// switch is the field drop: `database-v2` labels every child
+/// `example.com/plugin-revision: v2`, `database` (v1) does not. The clash
+/// case (a same-named object this parent does not control is refused, never
+/// adopted) is the test above. Also counts, with the host's own counter,
+/// the requests the plugin's client sent for one Database: no GET.
+#[test]
+fn a_child_created_by_the_create_only_apply_loses_a_field_a_later_answer_drops() {
+    const REVISION: &str = "example.com/plugin-revision";
+    install_crds();
+    let ns = Namespace::new("fence-drop");
+    let n = ns.name.as_str();
+    let dir = PluginDir::with(&[]);
+    dir.install("database-v2", "database");
+    let host = Host::start(&dir);
+    running(&host, "database");
+    apply(n, &database("dropped"));
+    database_runs(n, "dropped");
+    for child in ["statefulset/dropped", "service/dropped"] {
+        let live = get_json(n, child).expect("child exists");
+        assert_eq!(
+            live["metadata"]["labels"][REVISION], "v2",
+            "{child}: {live}"
+        );
+        let managers = managers(n, child);
+        let applies: Vec<_> = managers.iter().filter(|m| m.1 == "Apply").collect();
+        assert_eq!(applies.len(), 1, "{child}: one apply manager: {managers:?}");
+        // The StatefulSet controller writes its status subresource; nothing
+        // else may have written the object with an Update.
+        let updates: Vec<_> = managers
+            .iter()
+            .filter(|m| m.1 == "Update" && m.2.is_empty())
+            .collect();
+        assert!(updates.is_empty(), "{child}: Update entries: {managers:?}");
+    }
+    // What the plugin's client sent for this one Database (create, status):
+    // creates are applies, and none is preceded by a GET.
+    let sent = host
+        .series("kubeplug_api_requests_total")
+        .into_iter()
+        .filter(|(labels, _)| labels.contains("client=\"database\""))
+        .collect::<Vec<_>>();
+    let total: f64 = sent.iter().map(|(_, v)| v).sum();
+    println!("FIGURE requests_for_one_database {total} {sent:?}");
+    let gets: f64 = sent
+        .iter()
+        .filter(|(labels, _)| labels.contains("method=\"GET\""))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(gets, 0.0, "no GET before a create: {sent:?}");
+
+    // v1's answers drop the label: it leaves the live objects.
+    dir.install("database", "database");
+    for child in ["statefulset/dropped", "service/dropped"] {
+        eventually(&format!("{child} to lose {REVISION}"), TIMEOUT, || {
+            let live = get_json(n, child)?;
+            live["metadata"]["labels"][REVISION].is_null().then_some(())
+        });
+        let live = get_json(n, child).expect("child still exists");
+        assert_eq!(
+            live["metadata"]["labels"]["app.kubernetes.io/managed-by"], "kubeplug",
+            "{child} keeps the fields still answered: {live}"
+        );
+    }
+}

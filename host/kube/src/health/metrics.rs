@@ -1,10 +1,11 @@
-//! The API health check's metric: whether the API server answers.
+//! The API health's metric: whether the API server answers (its help text
+//! still says "health checks": dashboards know it so).
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// `api_reachable`. Cheap to clone.
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct HealthMetrics {
     api_reachable: Gauge,
 }

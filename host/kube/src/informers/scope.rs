@@ -205,6 +205,9 @@ mod tests {
             Some("metadata.namespace!=kube-public,metadata.namespace!=kube-system")
         );
         assert_eq!(config.label_selector.as_deref(), Some("app=db"));
+        // Bookmarks are what tell an idle host its API server still answers
+        // (crate::health): every watch asks for them.
+        assert!(config.bookmarks);
         assert_eq!(
             scope.to_string(),
             " but kube-public,kube-system with app=db (metadata)"

@@ -3,6 +3,7 @@
 use prometheus_client::registry::Registry;
 
 use kubeplug_kube::apply::metrics::ApplyMetrics;
+use kubeplug_kube::client::metrics::RequestMetrics;
 use kubeplug_kube::health::metrics::HealthMetrics;
 use kubeplug_kube::identity::metrics::AccessMetrics;
 use kubeplug_kube::informers::metrics::InformerMetrics;
@@ -19,6 +20,7 @@ pub struct HostMetrics {
     pub apply: ApplyMetrics,
     pub access: AccessMetrics,
     pub health: HealthMetrics,
+    pub requests: RequestMetrics,
 }
 
 impl HostMetrics {
@@ -30,6 +32,7 @@ impl HostMetrics {
         let leader = LeaderMetrics::register(&mut registry);
         let informers = InformerMetrics::register(&mut registry);
         let health = HealthMetrics::register(&mut registry);
+        let requests = RequestMetrics::register(&mut registry);
         HostMetrics {
             registry,
             operator,
@@ -38,6 +41,7 @@ impl HostMetrics {
             apply,
             access,
             health,
+            requests,
         }
     }
 }
@@ -85,6 +89,8 @@ mod tests {
         m.operator.shadow_parents("p", Some((2, 1)));
         m.operator.rolled_back("p");
         m.health.api_reachable(true);
+        m.requests.request("host", "GET", Some(200));
+        m.requests.request("p", "WATCH", None);
         let mut lines: Vec<_> = crate::admin::encode(&m.registry)
             .lines()
             .map(String::from)

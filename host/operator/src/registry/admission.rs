@@ -93,12 +93,15 @@ impl Registry {
             .map_err(Failure::Discovery)?;
         let admitted =
             admission.admit(plugin.manifest(), plugin.digest(), settings.limits, &served)?;
-        let client = identity::client_for(&w.config, &admitted.grant, &w.client_settings).map_err(
-            |source| Failure::Client {
-                plugin: plugin.name().to_string(),
-                source,
-            },
-        )?;
+        let client = identity::client_for(
+            &w.config,
+            &admitted.grant,
+            &w.client_settings.named(plugin.name()),
+        )
+        .map_err(|source| Failure::Client {
+            plugin: plugin.name().to_string(),
+            source,
+        })?;
         let identity = Identity {
             grant: admitted.grant,
             client,
