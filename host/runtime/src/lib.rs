@@ -38,6 +38,7 @@ mod network;
 mod plugin;
 pub mod pool;
 mod share;
+pub mod timings;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -18,6 +18,7 @@ use super::cache::Origin;
 use super::error::{CallError, LoadError};
 use super::guest_log::LOG_BUDGET;
 use super::limits::Limiter;
+use super::timings::{Clock, Stage};
 use kubeplug_core::contract::{Desired, Finalized, Limits, Request};
 use kubeplug_core::manifest::{self, Manifest};
 
@@ -37,6 +38,8 @@ pub struct State {
     pub(super) log_budget: u32,
     /// Log bytes this call may still write.
     pub(super) log_bytes: usize,
+    /// Where the call's time goes (`timings`; nothing without the feature).
+    clock: Clock,
 }
 
 impl WasiView for State {
@@ -289,6 +292,7 @@ impl Plugin {
                 &mut *store,
                 export,
             )?;
+            store.data_mut().clock.lap(Stage::Export);
             let (answer,) = func.call_async(&mut *store, (params,)).await?;
             let bytes = match &answer {
                 Ok(t) => t.bytes(),
@@ -394,6 +398,7 @@ impl Caller {
         f: impl AsyncFnOnce(&mut Store<State>, wasmtime::component::Instance) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let plugin = || self.name.to_string();
+        let mut clock = Clock::start();
         // A slot first: waiting for one holds nothing another call needs.
         let _slot = match &self.loaded.slots {
             Some(slots) => Some(slots.take().map_err(|busy| CallError::HostBusy {
@@ -405,6 +410,7 @@ impl Caller {
             })?),
             None => None,
         };
+        clock.lap(Stage::Slot);
         let reservation = self
             .loaded
             .budget
@@ -418,6 +424,7 @@ impl Caller {
                 plugin: plugin(),
                 reason: short_reason(&short),
             })?;
+        clock.lap(Stage::Reserve);
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
         let wasi = WasiCtxBuilder::new()
             .stderr(stderr.clone())
@@ -433,6 +440,7 @@ impl Caller {
             plugin: self.name.clone(),
             log_budget: LOG_BUDGET,
             log_bytes: limits.log_bytes,
+            clock,
         };
         let mut store = Store::new(&self.loaded.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -443,13 +451,17 @@ impl Caller {
         // +1: the current tick may be about to end.
         store.set_epoch_deadline(ticks + 1);
         store.epoch_deadline_trap();
+        store.data_mut().clock.lap(Stage::Store);
         let pre = self.loaded.pre.instance_pre();
         let mut instantiated = false;
         let outcome = block_on(async {
             tokio::time::timeout(limits.timeout, async {
                 let instance = pre.instantiate_async(&mut store).await?;
                 instantiated = true;
-                f(&mut store, instance).await
+                store.data_mut().clock.lap(Stage::Instantiate);
+                let result = f(&mut store, instance).await;
+                store.data_mut().clock.lap(Stage::Call);
+                result
             })
             .await
         });
@@ -461,6 +473,11 @@ impl Caller {
             _ => 0,
         };
         self.remember_use(limiter.used().max(wanted));
+        let memory_cap_hit = limiter.memory_cap_hit;
+        let budget_short = limiter.budget_short.clone();
+        let mut clock = store.data().clock;
+        drop(store);
+        clock.lap(Stage::Drop);
         let result = match outcome {
             Ok(result) => result,
             Err(_elapsed) => {
@@ -472,14 +489,13 @@ impl Caller {
         };
         result.map_err(|error| {
             let plugin = plugin();
-            let limiter = &store.data().limiter;
-            if limiter.memory_cap_hit {
+            if memory_cap_hit {
                 return CallError::MemoryCap {
                     plugin,
                     limit_bytes: limits.memory_bytes,
                 };
             }
-            if let Some(short) = &limiter.budget_short {
+            if let Some(short) = &budget_short {
                 return CallError::HostMemory {
                     plugin,
                     reason: short_reason(short),

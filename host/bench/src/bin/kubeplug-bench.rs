@@ -55,6 +55,12 @@ struct Args {
     /// Compilations (and cold loads) timed per plugin; the median is shown.
     #[arg(long, default_value_t = 3)]
     compiles: usize,
+    /// Instead of the table: p50 of each stage of a pooled call (slot,
+    /// budget, Store, instantiate, export, call, Store drop) for
+    /// pod-annotator, database, myapp-py and myapp-ts, from `DIR` and
+    /// `DIR/../test-plugins`. Needs `--features breakdown`.
+    #[arg(long)]
+    breakdown: bool,
 }
 
 /// Calls made before timing, so that lazily initialised state (page faults
@@ -86,6 +92,9 @@ fn main() -> anyhow::Result<()> {
 
     let scratch = std::env::temp_dir().join(format!("kubeplug-bench-{}", std::process::id()));
     print_machine(&args);
+    if args.breakdown {
+        return breakdown(&args);
+    }
     let mut rows = Vec::new();
     let mut peers = Vec::new();
     let mut fixed = Vec::new();
@@ -365,6 +374,76 @@ fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Benc
         peer,
         fixed,
     })
+}
+
+/// The plugins `--breakdown` times, each with its request: the fixed cost
+/// (an ignored pod), a Rust reconcile, and the interpreters' guests.
+#[cfg(feature = "breakdown")]
+const BREAKDOWN: [(&str, &str); 4] = [
+    ("plugins", "pod-annotator"),
+    ("plugins", "database"),
+    ("test-plugins", "myapp-py"),
+    ("test-plugins", "myapp-ts"),
+];
+
+/// `--breakdown`: where a pooled call's time goes, stage by stage (see
+/// `kubeplug_runtime::timings`). Compiled artefacts are cached in the temp
+/// dir across runs, since only calls are timed here.
+#[cfg(feature = "breakdown")]
+fn breakdown(args: &Args) -> anyhow::Result<()> {
+    use kubeplug_runtime::timings::{self, Stage};
+    let root = args.dir.parent().unwrap_or(Path::new("."));
+    let cache = std::env::temp_dir().join("kubeplug-bench-breakdown-cache");
+    let runtime = Runtime::with_allocation(
+        Some(cache),
+        Allocation::Pooling {
+            instances: kubeplug_runtime::pool::slots_for(192 << 20),
+        },
+    )?;
+    print!("{:<14}", "p50 (µs)");
+    for stage in Stage::ALL {
+        print!(" {:>11}", stage.name());
+    }
+    println!(" {:>11}", "whole call");
+    for (dir, name) in BREAKDOWN {
+        let path = root.join(dir).join(format!("{name}.wasm"));
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let plugin = runtime.load(&bytes, options(Some(config_for(name, 0))))?;
+        let request = if name == "pod-annotator" {
+            let mut elsewhere = pod();
+            elsewhere["metadata"]["namespace"] = "kube-system".into();
+            request(&elsewhere, &[], &[])
+        } else {
+            realistic_request(name, &plugin)?.context("a request for the plugin")?
+        };
+        timings::take();
+        let whole = time_calls(args.calls, || {
+            black_box(
+                plugin
+                    .reconcile(&request)
+                    .expect("the benchmark request is valid"),
+            );
+        });
+        let samples = timings::take();
+        print!("{name:<14}");
+        for stage in Stage::ALL {
+            // The warm-up calls' stages are in `samples` too: skip them.
+            let mut of: Vec<Duration> = samples
+                .iter()
+                .filter(|(s, _)| *s == stage)
+                .map(|(_, d)| *d)
+                .collect();
+            of.drain(..of.len().saturating_sub(args.calls.max(1)));
+            print!(" {:>11.1}", median(of).as_secs_f64() * 1e6);
+        }
+        println!(" {:>11.1}", median(whole).as_secs_f64() * 1e6);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "breakdown"))]
+fn breakdown(_args: &Args) -> anyhow::Result<()> {
+    bail!("--breakdown needs the runtime's timings: build with `--features breakdown`")
 }
 
 fn time_calls(calls: usize, mut call: impl FnMut()) -> Vec<Duration> {
