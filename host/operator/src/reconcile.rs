@@ -424,11 +424,7 @@ pub async fn reconcile(
         shadow.submit(job, &fence.metrics);
     }
     let plan = decided?;
-    let writes_nothing = plan.children.iter().all(|s| s.action == Action::Unchanged)
-        && plan.prune.is_empty()
-        && plan.status.is_none()
-        && plan.parent_patch.is_none()
-        && plan.requeue_after.is_none();
+    let writes_nothing = plan.writes_nothing();
 
     for step in &plan.children {
         let child = &step.child;

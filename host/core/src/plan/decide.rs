@@ -37,6 +37,20 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
 }
 
+impl Plan {
+    /// True if executing the plan changes nothing in the cluster: every
+    /// child unchanged, nothing pruned, no status, no parent patch, and no
+    /// requeue asked (events aside: they report, they change nothing the
+    /// next call reads). Such a call can be skipped when its inputs recur.
+    pub fn writes_nothing(&self) -> bool {
+        self.children.iter().all(|s| s.action == Action::Unchanged)
+            && self.prune.is_empty()
+            && self.status.is_none()
+            && self.parent_patch.is_none()
+            && self.requeue_after.is_none()
+    }
+}
+
 /// One desired child and what to do about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
