@@ -11,13 +11,20 @@
 //! short while) whether the plugin's ServiceAccount may read that kind in that
 //! namespace. What it may not read, it never sees.
 //!
+//! Checks of the same read that arrive together share one review: a burst of
+//! reconciles costs one request per plugin, kind, verb and namespace, not one
+//! per reconcile in flight. Under a dead API server, the checks waiting for a
+//! review that failed get its error at once instead of one timeout each.
+//!
 //! Caveat: a cached answer outlives an RBAC change by up to [`ALLOWED_TTL`]
 //! (a grant) or [`DENIED_TTL`] (a refusal).
 
 pub mod metrics;
 
 use dashmap::DashMap;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
 
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -72,17 +79,38 @@ pub enum AccessError {
     #[error("cannot check what {user} may read")]
     Review {
         user: String,
+        /// Shared by every check that waited for the failed review.
         #[source]
-        source: kube::Error,
+        source: Arc<kube::Error>,
     },
+}
+
+/// What the host knows of one read.
+#[derive(Default)]
+struct Known {
+    /// The last answer and when it came.
+    answer: Option<(bool, Instant)>,
+    /// The last review's failure, if it failed after the last answer.
+    failure: Option<(Arc<kube::Error>, Instant)>,
+}
+
+impl Known {
+    fn fresh(&self) -> Option<bool> {
+        let (allowed, at) = self.answer?;
+        let ttl = if allowed { ALLOWED_TTL } else { DENIED_TTL };
+        (at.elapsed() < ttl).then_some(allowed)
+    }
 }
 
 /// Cached SubjectAccessReviews, shared by every plugin of a host.
 pub struct Access {
     client: Client,
     metrics: self::metrics::AccessMetrics,
-    /// Shared by every reconcile task: a concurrent map, no lock to hold.
-    cache: DashMap<Read, (bool, Instant)>,
+    /// Shared by every reconcile task. The map's lock is held only to find a
+    /// read's entry; the entry's own lock is held across its review, so that
+    /// concurrent checks of one read wait for that review instead of sending
+    /// their own.
+    cache: DashMap<Read, Arc<tokio::sync::Mutex<Known>>>,
 }
 
 impl Access {
@@ -115,21 +143,38 @@ impl Access {
                 String::new()
             },
         };
-        let cached = self.cache.get(&read).map(|entry| *entry);
-        let allowed = match cached {
-            Some((allowed, at))
-                if at.elapsed() < if allowed { ALLOWED_TTL } else { DENIED_TTL } =>
-            {
-                allowed
-            }
-            _ => {
-                let allowed = self.review(grant, &read).await?;
-                // Bounded: one entry per plugin, kind, verb and namespace.
-                if self.cache.len() > 100_000 {
-                    self.cache.clear();
+        let asked = Instant::now();
+        let entry = self.entry(&read);
+        let mut known = entry.lock().await;
+        let allowed = match known.fresh() {
+            Some(allowed) => allowed,
+            None => {
+                if let Some((source, at)) = &known.failure
+                    && *at > asked
+                {
+                    // The review this check waited for failed.
+                    return Err(AccessError::Review {
+                        user: read.user,
+                        source: source.clone(),
+                    });
                 }
-                self.cache.insert(read.clone(), (allowed, Instant::now()));
-                allowed
+                match self.review(grant, &read).await {
+                    Ok(allowed) => {
+                        *known = Known {
+                            answer: Some((allowed, Instant::now())),
+                            failure: None,
+                        };
+                        allowed
+                    }
+                    Err(source) => {
+                        let source = Arc::new(source);
+                        known.failure = Some((source.clone(), Instant::now()));
+                        return Err(AccessError::Review {
+                            user: read.user,
+                            source,
+                        });
+                    }
+                }
             }
         };
         if allowed {
@@ -148,7 +193,20 @@ impl Access {
         }
     }
 
-    async fn review(&self, grant: &Effective, read: &Read) -> Result<bool, AccessError> {
+    /// The entry of `read`, made if new. Bounded: one entry per plugin, kind,
+    /// verb and namespace; past 100,000 (namespaces come and go) the map
+    /// starts again.
+    fn entry(&self, read: &Read) -> Arc<tokio::sync::Mutex<Known>> {
+        if let Some(entry) = self.cache.get(read) {
+            return entry.clone();
+        }
+        if self.cache.len() > 100_000 {
+            self.cache.clear();
+        }
+        self.cache.entry(read.clone()).or_default().clone()
+    }
+
+    async fn review(&self, grant: &Effective, read: &Read) -> Result<bool, kube::Error> {
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: Some(read.user.clone()),
@@ -167,11 +225,10 @@ impl Access {
         self.metrics.access_review();
         let answer = Api::<SubjectAccessReview>::all(self.client.clone())
             .create(&PostParams::default(), &review)
-            .await
-            .map_err(|source| AccessError::Review {
-                user: read.user.clone(),
-                source,
-            })?;
+            .await?;
         Ok(answer.status.is_some_and(|s| s.allowed))
     }
 }
+
+#[cfg(test)]
+mod tests;
