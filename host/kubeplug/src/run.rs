@@ -102,8 +102,10 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let clients = Clients::build(&args, &identity, &metrics, &health).await?;
     let plan = memory_plan(args.memory_limit_mib, args.runtime.compiles)?;
     let runtime = Arc::new(args.runtime.serving_runtime(plan)?);
-    let slots = runtime.pool_slots().unwrap_or(0);
-    tracing::info!(slots, "instance pool (0 slots: instances mapped on demand)");
+    match runtime.pool_slots() {
+        Some(slots) => tracing::info!(slots, "instances from a pool"),
+        None => tracing::info!("instances mapped on demand (no pool)"),
+    }
     let informers = Arc::new(
         Informers::new(clients.host.clone(), metrics.informers.clone())
             .with_watch_budget(args.watch_cache_bytes),
