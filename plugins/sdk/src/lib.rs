@@ -46,6 +46,8 @@
 // it is expanded; everything written here stays safe.
 #![deny(unsafe_code)]
 
+#[doc(hidden)]
+pub mod alloc;
 mod conditions;
 mod context;
 mod manifest;
@@ -70,6 +72,18 @@ pub mod bindings {
         default_bindings_module: "kubeplug_sdk::bindings",
     });
 }
+
+/// The guest's allocator (see [`alloc`]): installed in every Wasm build of a
+/// plugin unless the `allocator` feature is off (for a plugin that brings its
+/// own). Wasm guests here are single-threaded, so its unsynchronized state
+/// is only ever reached from one thread.
+#[cfg(all(
+    target_arch = "wasm32",
+    not(target_feature = "atomics"),
+    feature = "allocator"
+))]
+#[global_allocator]
+static ALLOCATOR: alloc::SizeClasses = alloc::SizeClasses::new();
 
 pub use conditions::{Condition, Time, set_condition, time};
 pub use context::Context;
