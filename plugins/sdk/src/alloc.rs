@@ -51,6 +51,7 @@ struct State {
 }
 
 impl SizeClasses {
+    /// An empty allocator: it takes its first chunk on the first small block.
     pub const fn new() -> Self {
         SizeClasses {
             state: UnsafeCell::new(State {

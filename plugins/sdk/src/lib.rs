@@ -41,12 +41,19 @@
 //!
 //! The shipped plugins do all three and stay under 300 KiB; see
 //! `plugins/database` for a composite plugin written this way.
+//!
+//! # Allocation
+//!
+//! A Wasm build gets the SDK's allocator ([`alloc`]): small blocks in
+//! power-of-two classes, cheap for the many short-lived allocations of JSON
+//! trees in a call that runs in a fresh instance. Turn off the default
+//! `allocator` feature to install your own `#[global_allocator]`.
 
 // Deny, not forbid: the generated export glue is unsafe and allowed where
-// it is expanded; everything written here stays safe.
+// it is expanded, the allocator (`alloc`) where it hands out memory;
+// everything else written here stays safe.
 #![deny(unsafe_code)]
 
-#[doc(hidden)]
 pub mod alloc;
 mod conditions;
 mod context;
