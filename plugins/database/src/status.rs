@@ -2,8 +2,8 @@
 
 use kubeplug_sdk::k8s_openapi::api::apps::v1::StatefulSet;
 use kubeplug_sdk::k8s_openapi::api::core::v1::Pod;
-use kubeplug_sdk::serde_json::Value;
 use kubeplug_sdk::{Condition, Context, Meta, set_condition, time};
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use crate::Database;
@@ -84,7 +84,8 @@ pub fn status(ctx: &Context<crate::Config>, db: &Database) -> DatabaseStatus {
     pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let ready = pods.iter().filter(|p| is_ready(p)).count() as i32;
     let failed = pods.iter().any(|p| phase_of(p) == "Failed");
-    let sts = ctx.observed_named_as::<StatefulSet, Value>(name);
+    // Only whether it exists matters: read none of it (a `Value` would copy it).
+    let sts = ctx.observed_named_as::<StatefulSet, IgnoredAny>(name);
     let want = db.spec.replicas;
 
     let (phase, reason, message) = if failed {
@@ -113,7 +114,7 @@ pub fn status(ctx: &Context<crate::Config>, db: &Database) -> DatabaseStatus {
         )
     };
 
-    let previous: DatabaseStatus = serde_json::from_value(ctx.status().clone()).unwrap_or_default();
+    let previous = DatabaseStatus::deserialize(ctx.status()).unwrap_or_default();
     let mut conditions = previous.conditions;
     if let Some(now) = time(&ctx.now) {
         set_condition(

@@ -41,11 +41,20 @@
 //!
 //! The shipped plugins do all three and stay under 300 KiB; see
 //! `plugins/database` for a composite plugin written this way.
+//!
+//! # Allocation
+//!
+//! A Wasm build gets the SDK's allocator ([`alloc`]): small blocks in
+//! power-of-two classes, cheap for the many short-lived allocations of JSON
+//! trees in a call that runs in a fresh instance. Turn off the default
+//! `allocator` feature to install your own `#[global_allocator]`.
 
 // Deny, not forbid: the generated export glue is unsafe and allowed where
-// it is expanded; everything written here stays safe.
+// it is expanded, the allocator (`alloc`) where it hands out memory;
+// everything else written here stays safe.
 #![deny(unsafe_code)]
 
+pub mod alloc;
 mod conditions;
 mod context;
 mod manifest;
@@ -70,6 +79,18 @@ pub mod bindings {
         default_bindings_module: "kubeplug_sdk::bindings",
     });
 }
+
+/// The guest's allocator (see [`alloc`]): installed in every Wasm build of a
+/// plugin unless the `allocator` feature is off (for a plugin that brings its
+/// own). Wasm guests here are single-threaded, so its unsynchronized state
+/// is only ever reached from one thread.
+#[cfg(all(
+    target_arch = "wasm32",
+    not(target_feature = "atomics"),
+    feature = "allocator"
+))]
+#[global_allocator]
+static ALLOCATOR: alloc::SizeClasses = alloc::SizeClasses::new();
 
 pub use conditions::{Condition, Time, set_condition, time};
 pub use context::Context;
