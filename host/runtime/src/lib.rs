@@ -204,7 +204,11 @@ impl Runtime {
             budget: MemoryBudget::unlimited(),
             compile_ceiling: u64::MAX,
             slots,
-            reaper: Arc::new(reaper::Reaper::spawn()),
+            reaper: Arc::new(if tuning.reset_off_path {
+                reaper::Reaper::spawn()
+            } else {
+                reaper::Reaper::inline()
+            }),
         })
     }
 

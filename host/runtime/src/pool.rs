@@ -104,6 +104,9 @@ pub struct Tuning {
     pub max_unused_warm_slots: u32,
     /// Decommits batched before they are flushed (1: none).
     pub decommit_batch_size: usize,
+    /// Reset a spent Store on the reaper's thread ([`crate::reaper`]), not
+    /// on the call's.
+    pub reset_off_path: bool,
 }
 
 impl Default for Tuning {
@@ -115,6 +118,7 @@ impl Default for Tuning {
             pagemap_scan: scan_is_safe(),
             max_unused_warm_slots: 100,
             decommit_batch_size: 1,
+            reset_off_path: true,
         }
     }
 }

@@ -56,11 +56,16 @@ impl<T: Send + 'static> Reaper<T> {
             },
             Err(error) => {
                 tracing::warn!(%error, "no reaper thread: calls drop their Stores themselves");
-                Reaper {
-                    queue: None,
-                    thread: None,
-                }
+                Reaper::inline()
             }
+        }
+    }
+
+    /// A reaper without a thread: every [`Reaper::reap`] drops inline.
+    pub fn inline() -> Self {
+        Reaper {
+            queue: None,
+            thread: None,
         }
     }
 
