@@ -482,7 +482,12 @@ fn breakdown(args: &Args) -> anyhow::Result<()> {
                     .map(|(_, d)| *d)
                     .collect();
                 of.drain(..of.len().saturating_sub(args.calls.max(1)));
-                print!(" {:>11.1}", median(of).as_secs_f64() * 1e6);
+                if of.is_empty() {
+                    // No such stage in this tuning (no reset off the path).
+                    print!(" {:>11}", "-");
+                } else {
+                    print!(" {:>11.1}", median(of).as_secs_f64() * 1e6);
+                }
             }
             let kept = runtime
                 .pool_resident()
