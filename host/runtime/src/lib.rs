@@ -150,7 +150,7 @@ pub struct Runtime {
     compile_ceiling: u64,
     /// The pool's slots a call waits for; `None` when not pooling.
     slots: Option<Arc<pool::Slots>>,
-    /// Drops calls' spent Stores off their path (`reaper`).
+    /// Drops calls' spent Stores off their path when pooling (`reaper`).
     reaper: Arc<reaper::Reaper<plugin::Spent>>,
 }
 
@@ -177,6 +177,7 @@ impl Runtime {
         tuning: pool::Tuning,
     ) -> wasmtime::Result<Self> {
         let engine = Engine::new(&engine_config_tuned(allocation, tuning))?;
+        let pooled = matches!(allocation, Allocation::Pooling { .. });
         let mut linker = Linker::new(&engine);
         // Rust's std on wasm32-wasip2 imports WASI; plugins get a WASI with
         // no files, no environment, no network and captured stderr.
@@ -204,7 +205,9 @@ impl Runtime {
             budget: MemoryBudget::unlimited(),
             compile_ceiling: u64::MAX,
             slots,
-            reaper: Arc::new(if tuning.reset_off_path {
+            // On demand (offline commands, few calls), a Store's drop is
+            // an unmap, left on the call's path.
+            reaper: Arc::new(if pooled && tuning.reset_off_path {
                 reaper::Reaper::spawn()
             } else {
                 reaper::Reaper::inline()
