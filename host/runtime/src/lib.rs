@@ -37,6 +37,7 @@ mod limits;
 mod network;
 mod plugin;
 pub mod pool;
+mod reaper;
 mod share;
 pub mod timings;
 
@@ -111,11 +112,15 @@ pub enum Allocation {
 }
 
 fn engine_config_for(allocation: Allocation) -> Config {
+    engine_config_tuned(allocation, pool::Tuning::default())
+}
+
+fn engine_config_tuned(allocation: Allocation, tuning: pool::Tuning) -> Config {
     let mut config = Config::new();
     if let Allocation::Pooling { instances } = allocation {
-        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool::config(
-            instances,
-        )));
+        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(
+            pool::config_tuned(instances, tuning),
+        ));
     }
     // Memories start as a copy-on-write mapping of their initial image
     // (wasmtime's default, said here because the pool's resets rely on it).
@@ -145,6 +150,8 @@ pub struct Runtime {
     compile_ceiling: u64,
     /// The pool's slots a call waits for; `None` when not pooling.
     slots: Option<Arc<pool::Slots>>,
+    /// Drops calls' spent Stores off their path when pooling (`reaper`).
+    reaper: Arc<reaper::Reaper<plugin::Spent>>,
 }
 
 impl Runtime {
@@ -159,7 +166,18 @@ impl Runtime {
         cache_dir: Option<PathBuf>,
         allocation: Allocation,
     ) -> wasmtime::Result<Self> {
-        let engine = Engine::new(&engine_config_for(allocation))?;
+        Self::with_pool_tuning(cache_dir, allocation, pool::Tuning::default())
+    }
+
+    /// [`Runtime::with_allocation`] with the pool's resets tuned otherwise
+    /// than the host's default (for measuring them; no effect on demand).
+    pub fn with_pool_tuning(
+        cache_dir: Option<PathBuf>,
+        allocation: Allocation,
+        tuning: pool::Tuning,
+    ) -> wasmtime::Result<Self> {
+        let engine = Engine::new(&engine_config_tuned(allocation, tuning))?;
+        let pooled = matches!(allocation, Allocation::Pooling { .. });
         let mut linker = Linker::new(&engine);
         // Rust's std on wasm32-wasip2 imports WASI; plugins get a WASI with
         // no files, no environment, no network and captured stderr.
@@ -187,6 +205,13 @@ impl Runtime {
             budget: MemoryBudget::unlimited(),
             compile_ceiling: u64::MAX,
             slots,
+            // On demand (offline commands, few calls), a Store's drop is
+            // an unmap, left on the call's path.
+            reaper: Arc::new(if pooled && tuning.reset_off_path {
+                reaper::Reaper::spawn()
+            } else {
+                reaper::Reaper::inline()
+            }),
         })
     }
 
@@ -202,6 +227,24 @@ impl Runtime {
     /// The pool's size, `None` when instances are mapped on demand.
     pub fn pool_slots(&self) -> Option<u32> {
         self.slots.as_ref().map(|s| s.total())
+    }
+
+    /// The pool's slots (size and slots in use now, a Store waiting for its
+    /// reset included); `None` when instances are mapped on demand.
+    pub fn slots(&self) -> Option<&Arc<pool::Slots>> {
+        self.slots.as_ref()
+    }
+
+    /// What the pool keeps resident for the next calls, `None` when not
+    /// pooling: memory slots used before and free now, and the bytes of
+    /// memory they keep (what each one's next reset copies back, at most).
+    pub fn pool_resident(&self) -> Option<pool::Resident> {
+        let metrics = self.engine.pooling_allocator_metrics()?;
+        Some(pool::Resident {
+            warm_memories: metrics.unused_warm_memories(),
+            memory_bytes: metrics.unused_memory_bytes_resident(),
+            table_bytes: metrics.unused_table_bytes_resident(),
+        })
     }
 
     /// Keep at most `bytes` of precompiled components on disk (default
@@ -298,6 +341,7 @@ impl Runtime {
                 limits: options.limits,
                 budget: self.budget.clone(),
                 slots: self.slots.clone(),
+                reaper: self.reaper.clone(),
                 _ticker: self.ticker.clone(),
                 _component: component,
             },

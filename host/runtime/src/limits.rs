@@ -34,6 +34,12 @@ impl Limiter {
         self.used
     }
 
+    /// The call's share of the host's budget, taken out once the call is
+    /// over, so that it is given back after the Store's reset, not before.
+    pub fn take_reservation(&mut self) -> Option<Reservation> {
+        self.reservation.take()
+    }
+
     /// Charge `bytes` the host copied out of the guest (an answer) against
     /// the budget, beside the guest's own memory, which is still held.
     pub fn hold_copy(&mut self, bytes: usize) -> wasmtime::Result<()> {

@@ -13,11 +13,13 @@ use super::answer::{
     AnswerBytes, api_resource, events, guest_error, host_manifest, parse_response,
 };
 use super::bindings::{self, types};
-use super::budget::{MemoryBudget, Short};
+use super::budget::{MemoryBudget, Reservation, Short};
 use super::cache::Origin;
 use super::error::{CallError, LoadError};
 use super::guest_log::LOG_BUDGET;
 use super::limits::Limiter;
+use super::pool::Slot;
+use super::reaper::Reaper;
 use super::timings::{Clock, Stage};
 use kubeplug_core::contract::{Desired, Finalized, Limits, Request};
 use kubeplug_core::manifest::{self, Manifest};
@@ -61,6 +63,16 @@ impl wasmtime_wasi_http::WasiHttpView for State {
     }
 }
 
+/// What a call holds once its answer is lifted, handed to the reaper
+/// ([`super::reaper`]) and dropped there in field order: the Store (the
+/// slot's reset), then the memory reservation, then the pool slot, so that
+/// neither is given back before the reset is done.
+pub(super) struct Spent {
+    _store: Store<State>,
+    _reservation: Option<Reservation>,
+    _slot: Option<Slot>,
+}
+
 /// What the runtime hands to [`Plugin::new`].
 pub(super) struct Loaded {
     pub engine: Engine,
@@ -75,6 +87,8 @@ pub(super) struct Loaded {
     pub budget: Arc<MemoryBudget>,
     /// The pool's slots a call takes one of; `None` when not pooling.
     pub slots: Option<Arc<super::pool::Slots>>,
+    /// Where a call's spent Store is dropped, off the call's path.
+    pub reaper: Arc<Reaper<Spent>>,
     /// Kept so that deadlines keep firing while the plugin lives.
     pub _ticker: Arc<super::EpochTicker>,
     /// Kept so that another load of the same bytes shares the compiled
@@ -400,7 +414,7 @@ impl Caller {
         let plugin = || self.name.to_string();
         let mut clock = Clock::start();
         // A slot first: waiting for one holds nothing another call needs.
-        let _slot = match &self.loaded.slots {
+        let slot = match &self.loaded.slots {
             Some(slots) => Some(slots.take().map_err(|busy| CallError::HostBusy {
                 plugin: plugin(),
                 reason: format!(
@@ -467,7 +481,7 @@ impl Caller {
         });
         // A grow the budget refused counts as used: the next call reserves
         // it up front and waits for it, instead of failing the same way.
-        let limiter = &store.data().limiter;
+        let limiter = &mut store.data_mut().limiter;
         let wanted = match limiter.budget_short {
             Some(Short::Grow { bytes }) => bytes,
             _ => 0,
@@ -475,8 +489,14 @@ impl Caller {
         self.remember_use(limiter.used().max(wanted));
         let memory_cap_hit = limiter.memory_cap_hit;
         let budget_short = limiter.budget_short.clone();
+        let reservation = limiter.take_reservation();
         let mut clock = store.data().clock;
-        drop(store);
+        // Trapped, timed out or answered alike: the reset is not the caller's.
+        self.loaded.reaper.reap(Spent {
+            _store: store,
+            _reservation: reservation,
+            _slot: slot,
+        });
         clock.lap(Stage::Drop);
         let result = match outcome {
             Ok(result) => result,

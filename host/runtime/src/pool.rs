@@ -4,9 +4,12 @@
 //! Every call still gets a fresh instance in a fresh `Store`; what the pool
 //! saves is the work around it. A slot's memory, tables and fiber stack stay
 //! mapped between calls: no mmap/munmap per instance, a memory's
-//! copy-on-write image mapped once per slot and reset (only its dirty pages,
-//! through the kernel's page map) instead of faulted in again, and no stack
-//! mapped per call.
+//! copy-on-write image mapped once per slot and reset instead of faulted in
+//! again, and no stack mapped per call. The reset copies the kept part of
+//! a memory (up to [`MEMORY_KEEP_RESIDENT`]) back from the image: with the
+//! kernel's page-map scan ([`Tuning::pagemap_scan`], on where it is safe)
+//! only the pages some call of the slot wrote, else all of it; and it is
+//! done off the call's path ([`crate::reaper`]).
 //!
 //! Guarantees: a call that finds every slot busy waits for one (up to
 //! [`SLOT_WAIT`], then fails with [`crate::CallError::HostBusy`], retried
@@ -22,11 +25,11 @@
 //! is what calls dirtied, up to [`MEMORY_KEEP_RESIDENT`] per memory slot
 //! that was ever used.
 
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use wasmtime::PoolingAllocationConfig;
 use wasmtime::component::Component;
+use wasmtime::{Enabled, PoolingAllocationConfig};
 
 /// Slots of a pool sized by [`slots_for`] at least: the concurrency a
 /// small host (a few plugins, two workers each) needs.
@@ -82,9 +85,67 @@ pub fn slots_for(budget_bytes: usize) -> u32 {
         .clamp(MIN_SLOTS, MAX_SLOTS)
 }
 
+/// How the pool resets a slot for its next instance. [`Tuning::default`] is
+/// the host's; other values are for measuring (`kubeplug-bench --breakdown
+/// --tunings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// Bytes of a memory reset by copying (see [`MEMORY_KEEP_RESIDENT`]).
+    pub memory_keep_resident: usize,
+    /// The same for a table.
+    pub table_keep_resident: usize,
+    /// The same for a fiber stack.
+    pub stack_keep_resident: usize,
+    /// Find the pages to copy back with the kernel's `PAGEMAP_SCAN` (only
+    /// the pages still resident and written since the slot was mapped)
+    /// instead of copying all of the kept part; see [`scan_is_safe`].
+    pub pagemap_scan: bool,
+    /// Slots kept warm (image mapped, pages resident) while unused.
+    pub max_unused_warm_slots: u32,
+    /// Decommits batched before they are flushed (1: none).
+    pub decommit_batch_size: usize,
+    /// Reset a spent Store on the reaper's thread ([`crate::reaper`]), not
+    /// on the call's.
+    pub reset_off_path: bool,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            memory_keep_resident: MEMORY_KEEP_RESIDENT,
+            table_keep_resident: TABLE_KEEP_RESIDENT,
+            stack_keep_resident: STACK_KEEP_RESIDENT,
+            pagemap_scan: scan_is_safe(),
+            max_unused_warm_slots: 100,
+            decommit_batch_size: 1,
+            reset_off_path: true,
+        }
+    }
+}
+
+/// Whether the page-map scan may choose the pages to reset: only when this
+/// host has no swap. wasmtime 48's scan asks for *present* written pages, so
+/// a page a call wrote that was swapped out before the reset would be
+/// neither copied back nor decommitted, and the next instance in the slot
+/// would read it (bytecodealliance/wasmtime#14357, open). Without the scan
+/// the whole kept part is copied back, swapped or not. Read once, when the
+/// engine is made: swap turned on later is not seen (Kubernetes nodes run
+/// without swap unless `NodeSwap` is configured).
+pub fn scan_is_safe() -> bool {
+    let no_swap = std::fs::read_to_string("/proc/swaps")
+        .map(|swaps| swaps.lines().skip(1).all(|l| l.trim().is_empty()))
+        .unwrap_or(false);
+    no_swap && PoolingAllocationConfig::is_pagemap_scan_available()
+}
+
 /// wasmtime's pooling configuration for `slots` component instances at
 /// once, each with room for the largest shape a plugin may have.
 pub fn config(slots: u32) -> PoolingAllocationConfig {
+    config_tuned(slots, Tuning::default())
+}
+
+/// [`config`] with another [`Tuning`].
+pub fn config_tuned(slots: u32, tuning: Tuning) -> PoolingAllocationConfig {
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(slots)
         .total_core_instances(slots * CORE_INSTANCES_PER_COMPONENT)
@@ -102,9 +163,16 @@ pub fn config(slots: u32) -> PoolingAllocationConfig {
         .max_memory_size(MEMORY_SLOT_BYTES)
         .max_component_instance_size(COMPONENT_METADATA_BYTES)
         .max_core_instance_size(CORE_METADATA_BYTES)
-        .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
-        .table_keep_resident(TABLE_KEEP_RESIDENT)
-        .async_stack_keep_resident(STACK_KEEP_RESIDENT);
+        .linear_memory_keep_resident(tuning.memory_keep_resident)
+        .table_keep_resident(tuning.table_keep_resident)
+        .async_stack_keep_resident(tuning.stack_keep_resident)
+        .pagemap_scan(if tuning.pagemap_scan {
+            Enabled::Auto
+        } else {
+            Enabled::No
+        })
+        .max_unused_warm_slots(tuning.max_unused_warm_slots)
+        .decommit_batch_size(tuning.decommit_batch_size);
     pool
 }
 
@@ -135,6 +203,17 @@ pub fn misfit(component: &Component) -> Option<String> {
     None
 }
 
+/// What the pool keeps resident between calls ([`crate::Runtime::pool_resident`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resident {
+    /// Memory slots used before and free now.
+    pub warm_memories: u32,
+    /// Bytes those memory slots keep resident.
+    pub memory_bytes: usize,
+    /// The same for table slots.
+    pub table_bytes: usize,
+}
+
 /// Counts the slots in use, so that a call waits for one instead of
 /// failing in wasmtime's allocator. Cheap to share behind an `Arc`.
 pub struct Slots {
@@ -144,9 +223,10 @@ pub struct Slots {
     freed: Condvar,
 }
 
-/// A slot a call holds; given back when dropped.
-pub struct Slot<'a> {
-    slots: &'a Slots,
+/// A slot a call holds; given back when dropped (after the call's `Store`
+/// is, see [`crate::reaper`]).
+pub struct Slot {
+    slots: Arc<Slots>,
 }
 
 /// No slot was free within the wait.
@@ -177,7 +257,7 @@ impl Slots {
     }
 
     /// Take a slot, waiting for one up to the pool's wait.
-    pub fn take(&self) -> Result<Slot<'_>, Busy> {
+    pub fn take(self: &Arc<Self>) -> Result<Slot, Busy> {
         let mut used = self.used.lock().expect("slots lock");
         let started = Instant::now();
         while *used >= self.total {
@@ -191,11 +271,13 @@ impl Slots {
             used = self.freed.wait_timeout(used, left).expect("slots lock").0;
         }
         *used += 1;
-        Ok(Slot { slots: self })
+        Ok(Slot {
+            slots: self.clone(),
+        })
     }
 }
 
-impl Drop for Slot<'_> {
+impl Drop for Slot {
     fn drop(&mut self) {
         *self.slots.used.lock().expect("slots lock") -= 1;
         self.slots.freed.notify_one();
@@ -208,7 +290,7 @@ mod tests {
 
     #[test]
     fn a_call_finding_every_slot_busy_waits_for_one_given_back() {
-        let slots = std::sync::Arc::new(Slots::new(1, Duration::from_secs(10)));
+        let slots = Arc::new(Slots::new(1, Duration::from_secs(10)));
         let held = slots.take().unwrap();
         let waiter = {
             let slots = slots.clone();
@@ -222,7 +304,7 @@ mod tests {
 
     #[test]
     fn a_wait_for_a_slot_gives_up_after_its_bound() {
-        let slots = Slots::new(2, Duration::from_millis(20));
+        let slots = Arc::new(Slots::new(2, Duration::from_millis(20)));
         let _a = slots.take().unwrap();
         let _b = slots.take().unwrap();
         let busy = slots.take().err().expect("no third slot");

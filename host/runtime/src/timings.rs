@@ -4,7 +4,9 @@
 //! Behind the `timings` feature (off by default). Without it, [`Clock`] is
 //! an empty type whose laps compile to nothing, so the host pays nothing
 //! for the hook. With it, each call appends its stages to a thread-local
-//! list that [`take`] drains (calls run on the caller's thread).
+//! list that [`take`] drains (calls run on the caller's thread); the reset
+//! of a call's Store, done by the reaper thread (`reaper`), goes to a shared
+//! list that [`take_off_path`] drains.
 
 /// The stages of one call, in the order a call goes through them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -23,13 +25,18 @@ pub enum Stage {
     /// Lowering the request, running the guest, lifting its answer and its
     /// post-return (wasmtime runs post-return inside the call).
     Call,
-    /// Dropping the `Store`: the instance's slot reset (memory, tables,
-    /// stack) and the host state freed.
+    /// Handing the spent `Store` to the reaper (`reaper`): what is left of
+    /// its drop on the call's path.
     Drop,
+    /// Dropping the `Store` on the reaper's thread, off the call's path: the
+    /// instance's slot reset (memory, tables, stack), the host state freed,
+    /// then the memory reservation and the slot given back. Not part of the
+    /// whole call's time, but of its CPU time.
+    Reset,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 7] = [
+    pub const ALL: [Stage; 8] = [
         Stage::Slot,
         Stage::Reserve,
         Stage::Store,
@@ -37,6 +44,7 @@ impl Stage {
         Stage::Export,
         Stage::Call,
         Stage::Drop,
+        Stage::Reset,
     ];
 
     pub fn name(self) -> &'static str {
@@ -48,6 +56,7 @@ impl Stage {
             Stage::Export => "export",
             Stage::Call => "call",
             Stage::Drop => "drop",
+            Stage::Reset => "reset",
         }
     }
 }
@@ -55,6 +64,7 @@ impl Stage {
 #[cfg(feature = "timings")]
 mod enabled {
     use std::cell::RefCell;
+    use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
     use super::Stage;
@@ -62,6 +72,9 @@ mod enabled {
     thread_local! {
         static SAMPLES: RefCell<Vec<(Stage, Duration)>> = const { RefCell::new(Vec::new()) };
     }
+
+    /// Stages timed off the caller's thread (the reaper's resets).
+    static OFF_PATH: Mutex<Vec<(Stage, Duration)>> = Mutex::new(Vec::new());
 
     /// Times consecutive stages of a call.
     #[derive(Clone, Copy)]
@@ -79,16 +92,32 @@ mod enabled {
             SAMPLES.with(|s| s.borrow_mut().push((stage, spent)));
             self.0 = now;
         }
+
+        /// [`Clock::lap`] for a stage run on another thread than the call's.
+        pub fn lap_off_path(&mut self, stage: Stage) {
+            let now = Instant::now();
+            let spent = now - self.0;
+            OFF_PATH
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((stage, spent));
+            self.0 = now;
+        }
     }
 
     /// The stages this thread's calls went through since the last `take`.
     pub fn take() -> Vec<(Stage, Duration)> {
         SAMPLES.with(|s| std::mem::take(&mut *s.borrow_mut()))
     }
+
+    /// The stages any thread timed off the calls' path since the last call.
+    pub fn take_off_path() -> Vec<(Stage, Duration)> {
+        std::mem::take(&mut *OFF_PATH.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 #[cfg(feature = "timings")]
-pub use enabled::{Clock, take};
+pub use enabled::{Clock, take, take_off_path};
 
 /// Without the `timings` feature: nothing is measured.
 #[cfg(not(feature = "timings"))]
@@ -104,6 +133,9 @@ impl Clock {
 
     #[inline(always)]
     pub(crate) fn lap(&mut self, _stage: Stage) {}
+
+    #[inline(always)]
+    pub(crate) fn lap_off_path(&mut self, _stage: Stage) {}
 }
 
 #[cfg(all(test, feature = "timings"))]

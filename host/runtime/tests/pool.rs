@@ -2,14 +2,17 @@
 //! `target/test-plugins/hostile.wasm`): a call finding every slot busy
 //! waits, then fails as the host's shortage; a memory eater is still
 //! stopped at its cap; a shape that cannot be instantiated is refused at
-//! load. (Isolation on a reused slot: `lib.rs`'s unit tests.)
+//! load; a call never sees an earlier call's memory, and every slot and
+//! byte of the budget comes back once the spent Stores are reset off the
+//! calls' path (`reaper`). (Isolation of raw instances on a reused slot:
+//! `lib.rs`'s unit tests.)
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kubeplug_runtime::{
-    Allocation, CallError, Limits, LoadError, Plugin, PluginOptions, Request, Runtime,
+    Allocation, CallError, Limits, LoadError, MemoryBudget, Plugin, PluginOptions, Request, Runtime,
 };
 use serde_json::json;
 
@@ -140,4 +143,86 @@ fn every_call_gives_its_slot_back() {
     for _ in 0..8 {
         plugin.reconcile(&behave("ok", json!({}))).unwrap();
     }
+}
+
+/// `marker`'s answer: the word and page count its memory had at the start.
+fn marker(plugin: &Plugin) -> String {
+    let desired = plugin
+        .reconcile(&behave("marker", json!({"write": 1234, "mib": 4})))
+        .unwrap();
+    assert_eq!(desired.children.len(), 1);
+    desired.children[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_call_never_sees_an_earlier_calls_memory() {
+    for runtime in [pooled(1), Runtime::new(None).unwrap()] {
+        let plugin = load(&runtime, limits()).unwrap();
+        let fresh = marker(&plugin);
+        assert!(fresh.starts_with("h-seen-7-pages-"), "{fresh}");
+        // A call that grows the memory by 8 MiB, then calls on the same
+        // slot (the pool has one): the word and the size are the image's.
+        plugin
+            .reconcile(&behave("hold", json!({"mib": 8, "ms": 1})))
+            .unwrap();
+        for _ in 0..3 {
+            assert_eq!(marker(&plugin), fresh);
+        }
+    }
+}
+
+/// Wait (up to a generous bound, not a speed target) for the reaper to
+/// have reset every spent Store.
+fn settled(done: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+#[test]
+fn concurrent_calls_give_back_every_slot_and_byte_once_their_stores_are_reset() {
+    let budget = MemoryBudget::new(256 << 20);
+    let runtime = pooled(4).with_memory_budget(budget.clone());
+    let slots = runtime.slots().unwrap().clone();
+    let plugin = load(&runtime, limits()).unwrap();
+    let fresh = marker(&plugin);
+    let callers: Vec<_> = (0..8)
+        .map(|_| {
+            let plugin = plugin.clone();
+            std::thread::spawn(move || (0..10).map(|_| marker(&plugin)).collect::<Vec<_>>())
+        })
+        .collect();
+    for caller in callers {
+        for seen in caller.join().unwrap() {
+            assert_eq!(seen, fresh);
+        }
+    }
+    assert!(settled(|| slots.used() == 0 && budget.stats().used == 0));
+    let stats = budget.stats();
+    assert!(stats.peak <= stats.total, "{stats:?}");
+    assert_eq!(stats.timed_out, 0);
+}
+
+#[test]
+fn dropping_the_runtime_with_stores_still_queued_leaks_nothing() {
+    let budget = MemoryBudget::new(256 << 20);
+    let runtime = pooled(4).with_memory_budget(budget.clone());
+    let slots = runtime.slots().unwrap().clone();
+    let plugin = load(&runtime, limits()).unwrap();
+    for _ in 0..20 {
+        marker(&plugin);
+    }
+    // The last handle on the reaper drains its queue before it is gone.
+    drop(plugin);
+    drop(runtime);
+    assert_eq!(slots.used(), 0);
+    assert_eq!(budget.stats().used, 0);
 }

@@ -83,6 +83,12 @@
 //!   (default 500) milliseconds, then answers with nothing to write.
 //! - `log-fields`: one log call with `spec.count` (default 1,500,000)
 //!   empty fields, then the ok ConfigMap.
+//! - `marker` (isolation between calls): answers a ConfigMap
+//!   `<name>-seen-<word>-pages-<pages>`, with the word a static of its
+//!   memory image held when the call began (7 in the image) and the pages
+//!   its memory had, then writes `spec.write` (default 99) over the word and
+//!   dirties `spec.mib` (default 4) MiB of heap: a fresh instance always
+//!   answers 7 and its image's page count.
 //!
 //! `i` counts from 0.
 //!
@@ -101,6 +107,7 @@
 #![deny(unsafe_code)]
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use kubeplug_sdk::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kubeplug_sdk::{
@@ -160,6 +167,8 @@ impl Finalizer {
 }
 
 const FINALIZER: &str = "test.kubeplug.io/hold";
+/// `marker`'s word: 7 in the memory image, overwritten by every call.
+static MARKER: AtomicU32 = AtomicU32::new(7);
 const RELEASE: &str = "test.kubeplug.io/release";
 
 /// A cluster-scoped resource type (or a namespaced one declared as such).
@@ -360,6 +369,16 @@ impl Plugin for Hostile {
                 // Nothing to write: valid for a decorator too.
                 Ok(Response::default())
             }
+            "marker" => {
+                let pages = memory_pages();
+                let seen = MARKER.swap(count(ctx, "write", 99) as u32, Ordering::Relaxed);
+                let heap = vec![0xa5u8; (count(ctx, "mib", 4) << 20) as usize];
+                std::hint::black_box(&heap);
+                Response::default().child(&config_map(
+                    &format!("{name}-seen-{seen}-pages-{pages}"),
+                    [],
+                ))
+            }
             "log-fields" => {
                 let fields = vec![("", ""); count(ctx, "count", 1_500_000) as usize];
                 kubeplug_sdk::log::info("fields", &fields);
@@ -406,6 +425,14 @@ impl Plugin for Hostile {
             _ => Ok(FinalizeResponse::pending(1)),
         }
     }
+}
+
+/// The guest memory's size in Wasm pages (0 when not built for Wasm).
+fn memory_pages() -> usize {
+    #[cfg(target_arch = "wasm32")]
+    return core::arch::wasm32::memory_size(0);
+    #[cfg(not(target_arch = "wasm32"))]
+    return 0;
 }
 
 /// `spec.<key>` as a count, or `default` when absent or not a number.

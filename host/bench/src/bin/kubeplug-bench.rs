@@ -61,6 +61,10 @@ struct Args {
     /// `DIR/../test-plugins`. Needs `--features breakdown`.
     #[arg(long)]
     breakdown: bool,
+    /// With `--breakdown`: the pool tunings to time, comma-separated
+    /// (`default`, `no-scan`, `keep-1m`, ...; see `tuning`).
+    #[arg(long, default_value = "default")]
+    tunings: String,
 }
 
 /// Calls made before timing, so that lazily initialised state (page faults
@@ -113,12 +117,15 @@ fn main() -> anyhow::Result<()> {
     for f in &fixed {
         println!();
         println!(
-            "fixed cost of a call ({}): p50 {} / p99 {} on demand, p50 {} / p99 {} pooled",
+            "fixed cost of a call ({}): p50 {} / p99 {} (CPU {} per call) on demand, \
+             p50 {} / p99 {} (CPU {} per call) pooled",
             f.what,
             fmt_duration(f.latency.p50),
             fmt_duration(f.latency.p99),
+            fmt_duration(f.latency.cpu),
             fmt_duration(f.pooled.p50),
-            fmt_duration(f.pooled.p99)
+            fmt_duration(f.pooled.p99),
+            fmt_duration(f.pooled.cpu)
         );
     }
     Ok(())
@@ -146,18 +153,37 @@ struct Latency {
     p50: Duration,
     p99: Duration,
     mean: Duration,
+    /// The process's CPU time over the timed calls divided by the calls:
+    /// every thread's, so work moved off a call's path (the reaper's
+    /// resets, the epoch ticker) still counts.
+    cpu: Duration,
 }
 
 impl Latency {
-    fn of(mut samples: Vec<Duration>) -> Self {
+    fn of(timed: Timed) -> Self {
+        let mut samples = timed.samples;
         samples.sort();
         let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
         Latency {
             p50: at(0.50),
             p99: at(0.99),
             mean: samples.iter().sum::<Duration>() / samples.len() as u32,
+            cpu: timed.cpu / samples.len() as u32,
         }
     }
+}
+
+/// What [`time_calls`] measured: each call's wall-clock time, and the
+/// process's CPU time over all of them.
+struct Timed {
+    samples: Vec<Duration>,
+    cpu: Duration,
+}
+
+/// CPU time of the whole process (all threads, live and ended).
+fn process_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 struct Peer {
@@ -191,10 +217,11 @@ impl Peer {
             fmt_duration(self.wasm.p99)
         );
         println!(
-            "  wasm, pooling allocator              {:>9} / {:>9}   {:.2}x on-demand (p50)",
+            "  wasm, pooling allocator              {:>9} / {:>9}   {:.2}x on-demand (p50), CPU {} per call",
             fmt_duration(self.pooled.p50),
             fmt_duration(self.pooled.p99),
-            ratio(self.pooled.p50, self.wasm.p50)
+            ratio(self.pooled.p50, self.wasm.p50),
+            fmt_duration(self.pooled.cpu)
         );
         println!(
             "  same logic, native                   {:>9} / {:>9}   wasm is {:.1}x native (p50)",
@@ -387,76 +414,153 @@ const BREAKDOWN: [(&str, &str); 4] = [
 ];
 
 /// `--breakdown`: where a pooled call's time goes, stage by stage (see
-/// `kubeplug_runtime::timings`). Compiled artefacts are cached in the temp
-/// dir across runs, since only calls are timed here.
+/// `kubeplug_runtime::timings`), for each pool tuning of `--tunings`, each
+/// plugin in a runtime of its own. Compiled artefacts are cached in the temp
+/// dir across runs, since only calls are timed here. Besides the stages:
+/// the whole call's p50, the process's CPU time per call (the reaper's
+/// resets included), and what one warm memory slot keeps resident after the
+/// calls (what its reset copies back).
 #[cfg(feature = "breakdown")]
 fn breakdown(args: &Args) -> anyhow::Result<()> {
     use kubeplug_runtime::timings::{self, Stage};
     let root = args.dir.parent().unwrap_or(Path::new("."));
     let cache = std::env::temp_dir().join("kubeplug-bench-breakdown-cache");
-    let runtime = Runtime::with_allocation(
-        Some(cache),
-        Allocation::Pooling {
-            instances: kubeplug_runtime::pool::slots_for(192 << 20),
-        },
-    )?;
-    print!("{:<14}", "p50 (µs)");
+    let tunings = args
+        .tunings
+        .split(',')
+        .map(|name| tuning(name.trim()).map(|t| (name.trim(), t)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    print!("{:<14} {:<10}", "p50 (µs)", "tuning");
     for stage in Stage::ALL {
         print!(" {:>11}", stage.name());
     }
-    println!(" {:>11}", "whole call");
+    println!(
+        " {:>11} {:>9} {:>12}",
+        "whole call", "CPU/call", "kept/slot"
+    );
     for (dir, name) in BREAKDOWN {
         let path = root.join(dir).join(format!("{name}.wasm"));
         let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        let plugin = runtime.load(&bytes, options(Some(config_for(name, 0))))?;
-        let request = if name == "pod-annotator" {
-            let mut elsewhere = pod();
-            elsewhere["metadata"]["namespace"] = "kube-system".into();
-            request(&elsewhere, &[], &[])
-        } else {
-            realistic_request(name, &plugin)?.context("a request for the plugin")?
-        };
-        timings::take();
-        let whole = time_calls(args.calls, || {
-            black_box(
-                plugin
-                    .reconcile(&request)
-                    .expect("the benchmark request is valid"),
+        for (tuning_name, tuning) in &tunings {
+            let runtime = Runtime::with_pool_tuning(
+                Some(cache.clone()),
+                Allocation::Pooling {
+                    instances: kubeplug_runtime::pool::slots_for(192 << 20),
+                },
+                *tuning,
+            )?;
+            let plugin = runtime.load(&bytes, options(Some(config_for(name, 0))))?;
+            let request = if name == "pod-annotator" {
+                let mut elsewhere = pod();
+                elsewhere["metadata"]["namespace"] = "kube-system".into();
+                request(&elsewhere, &[], &[])
+            } else {
+                realistic_request(name, &plugin)?.context("a request for the plugin")?
+            };
+            timings::take();
+            timings::take_off_path();
+            let whole = Latency::of(time_calls(args.calls, || {
+                black_box(
+                    plugin
+                        .reconcile(&request)
+                        .expect("the benchmark request is valid"),
+                );
+            }));
+            // The last calls' Stores reset, so the pool is at rest.
+            let slots = runtime.slots().expect("a pooled runtime").clone();
+            while slots.used() > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let mut samples = timings::take();
+            samples.extend(timings::take_off_path());
+            print!("{name:<14} {tuning_name:<10}");
+            for stage in Stage::ALL {
+                // The warm-up calls' stages are in `samples` too: skip them.
+                let mut of: Vec<Duration> = samples
+                    .iter()
+                    .filter(|(s, _)| *s == stage)
+                    .map(|(_, d)| *d)
+                    .collect();
+                of.drain(..of.len().saturating_sub(args.calls.max(1)));
+                if of.is_empty() {
+                    // No such stage in this tuning (no reset off the path).
+                    print!(" {:>11}", "-");
+                } else {
+                    print!(" {:>11.1}", median(of).as_secs_f64() * 1e6);
+                }
+            }
+            let kept = runtime
+                .pool_resident()
+                .filter(|r| r.warm_memories > 0)
+                .map_or("-".into(), |r| {
+                    fmt_bytes((r.memory_bytes / r.warm_memories as usize) as i64)
+                });
+            println!(
+                " {:>11.1} {:>9.1} {:>12}",
+                whole.p50.as_secs_f64() * 1e6,
+                whole.cpu.as_secs_f64() * 1e6,
+                kept
             );
-        });
-        let samples = timings::take();
-        print!("{name:<14}");
-        for stage in Stage::ALL {
-            // The warm-up calls' stages are in `samples` too: skip them.
-            let mut of: Vec<Duration> = samples
-                .iter()
-                .filter(|(s, _)| *s == stage)
-                .map(|(_, d)| *d)
-                .collect();
-            of.drain(..of.len().saturating_sub(args.calls.max(1)));
-            print!(" {:>11.1}", median(of).as_secs_f64() * 1e6);
         }
-        println!(" {:>11.1}", median(whole).as_secs_f64() * 1e6);
     }
     Ok(())
 }
 
-#[cfg(not(feature = "breakdown"))]
-fn breakdown(_args: &Args) -> anyhow::Result<()> {
-    bail!("--breakdown needs the runtime's timings: build with `--features breakdown`")
+/// The pool tunings `--tunings` names: the host's default and one change
+/// from it each.
+#[cfg(feature = "breakdown")]
+fn tuning(name: &str) -> anyhow::Result<kubeplug_runtime::pool::Tuning> {
+    let mut t = kubeplug_runtime::pool::Tuning::default();
+    match name {
+        "default" => {}
+        "no-scan" => t.pagemap_scan = false,
+        "scan" => t.pagemap_scan = true,
+        "keep-0" => t.memory_keep_resident = 0,
+        "keep-1m" => t.memory_keep_resident = 1 << 20,
+        "keep-4m" => t.memory_keep_resident = 4 << 20,
+        "keep-64m" => t.memory_keep_resident = 64 << 20,
+        "table-0" => t.table_keep_resident = 0,
+        "stack-0" => t.stack_keep_resident = 0,
+        "warm-0" => t.max_unused_warm_slots = 0,
+        "batch-16" => t.decommit_batch_size = 16,
+        "inline" => t.reset_off_path = false,
+        // The pool before the reaper and the scan: what a call paid before.
+        "before" => {
+            t.reset_off_path = false;
+            t.pagemap_scan = false;
+        }
+        other => bail!(
+            "unknown tuning {other:?}: default, no-scan, scan, keep-0, keep-1m, keep-4m, \
+             keep-64m, table-0, stack-0, warm-0, batch-16, inline, before"
+        ),
+    }
+    Ok(t)
 }
 
-fn time_calls(calls: usize, mut call: impl FnMut()) -> Vec<Duration> {
+#[cfg(not(feature = "breakdown"))]
+fn breakdown(args: &Args) -> anyhow::Result<()> {
+    bail!(
+        "--breakdown (tunings {}) needs the runtime's timings: build with `--features breakdown`",
+        args.tunings
+    )
+}
+
+fn time_calls(calls: usize, mut call: impl FnMut()) -> Timed {
     for _ in 0..WARMUP_CALLS {
         call();
     }
-    (0..calls.max(1))
+    let cpu = process_cpu();
+    let samples = (0..calls.max(1))
         .map(|_| {
             let started = Instant::now();
             call();
             started.elapsed()
         })
-        .collect()
+        .collect();
+    Timed {
+        samples,
+        cpu: process_cpu().saturating_sub(cpu),
+    }
 }
 
 /// What built a component, from the producer strings toolchains leave in it.
@@ -698,7 +802,7 @@ fn print_machine(args: &Args) {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<14} {:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
+        "{:<14} {:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "plugin",
         "lang",
         "wasm",
@@ -710,6 +814,7 @@ fn print_table(rows: &[Row]) {
         "p99",
         "mean",
         "pooled p50",
+        "pooled CPU",
         "RSS/plugin",
         "RSS/copy",
         "RSS/pool"
@@ -724,7 +829,7 @@ fn print_table(rows: &[Row]) {
             None => ("-".into(), "-".into(), "-".into()),
         };
         println!(
-            "{:<14} {:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
+            "{:<14} {:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
             r.name,
             r.language,
             fmt_bytes(r.wasm_bytes as i64),
@@ -736,6 +841,7 @@ fn print_table(rows: &[Row]) {
             p99,
             mean,
             r.pooled.map_or("-".into(), |l| fmt_duration(l.p50)),
+            r.pooled.map_or("-".into(), |l| fmt_duration(l.cpu)),
             r.rss_first.map_or("-".into(), fmt_bytes),
             r.rss_per_copy.map_or("-".into(), fmt_bytes),
             r.rss_pooled.map_or("-".into(), fmt_bytes),
