@@ -214,7 +214,6 @@ impl Controller {
             grant: Arc::new(identity.grant),
             access: identity.access,
             metrics: metrics.clone(),
-            events_in_flight: Arc::new(tokio::sync::Semaphore::new(reconcile::EVENTS_IN_FLIGHT)),
         };
         let queue = Queue::with_debounce(settings.debounce);
         let shared = Arc::new(Shared {

@@ -5,10 +5,9 @@ mod children;
 pub mod echoes;
 pub mod unchanged;
 
-use children::{Written, clash};
+use children::{Created, clash, create_child, create_once};
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::Instrument;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::DynamicObject;
@@ -112,12 +111,7 @@ pub struct Fence {
     pub last_calls: unchanged::LastCalls,
     /// The resourceVersions of our own status writes (see [`echoes`]).
     pub echoes: echoes::Echoes,
-    /// Event batches on their way (see [`Fence::record`]).
-    pub events_in_flight: Arc<tokio::sync::Semaphore>,
 }
-
-/// Event batches a plugin may have on their way before its workers wait.
-pub const EVENTS_IN_FLIGHT: usize = 64;
 
 impl Fence {
     /// Record `events` on the parent at `key` within its budget (see
@@ -133,33 +127,13 @@ impl Fence {
         action: &str,
     ) {
         let allowed = self.events.take(key, events.len());
+        for event in &events[..allowed] {
+            writer.event(parent, event, action).await;
+        }
         if allowed < events.len() {
             self.metrics
                 .events_dropped(writer.plugin(), events.len() - allowed);
         }
-        if allowed == 0 {
-            return;
-        }
-        // Like client-go's recorder, events are sent in the background: a
-        // worker does not wait a round trip for a best-effort write. Bounded:
-        // with EVENTS_IN_FLIGHT batches on their way, the worker waits for
-        // one to finish. The writer's leadership gate still applies when
-        // each is sent; events still on their way when the host stops are
-        // lost, as client-go's are.
-        let Ok(permit) = self.events_in_flight.clone().acquire_owned().await else {
-            return;
-        };
-        let (writer, parent, action) = (writer.clone(), parent.clone(), action.to_string());
-        let events = events[..allowed].to_vec();
-        tokio::spawn(
-            async move {
-                for event in &events {
-                    writer.event(&parent, event, &action).await;
-                }
-                drop(permit);
-            }
-            .instrument(tracing::Span::current()),
-        );
     }
 
     /// Ok if the plugin's ServiceAccount may read everything this reconcile
@@ -452,21 +426,33 @@ pub async fn reconcile(
     let plan = decided?;
     let writes_nothing = plan.writes_nothing();
 
-    // The children are independent objects: written all at once, one round
-    // trip for a new parent's children instead of one per child. Their
-    // outcomes are then taken in the plan's order.
-    let written = children::write_all(writer, manifest, &plan.children, &parent_uid).await;
-    for (step, written) in plan.children.iter().zip(written) {
+    for step in &plan.children {
         let child = &step.child;
         let ty = child_type(manifest, child);
-        let written = match written {
-            Written::Unchanged => continue,
-            Written::Clash(owner) => {
-                clash(fence, writer, &parent_obj, key, ty, child, &owner).await;
-                continue;
+        let written = match &step.action {
+            Action::Unchanged => continue,
+            // Ours (controlled by this parent): update, guarded by its uid.
+            Action::Update { uid, .. } => {
+                writer
+                    .apply_child(ty, &plan::guarded(child, uid.as_deref()), true)
+                    .await
             }
-            Written::Failed(error) => return Err(error),
-            Written::Done(written) => written,
+            create @ (Action::Create | Action::CreateOnce) => {
+                let created = if *create == Action::CreateOnce {
+                    create_once(writer, ty, child, &parent_uid).await
+                } else {
+                    create_child(writer, ty, child, &parent_uid).await
+                };
+                match created {
+                    Ok(Created::Applied(applied)) => Ok(*applied),
+                    Ok(Created::Clash(owner)) => {
+                        clash(fence, writer, &parent_obj, key, ty, child, &owner).await;
+                        continue;
+                    }
+                    Err(ReconcileError::Write(error)) => Err(error),
+                    Err(error) => return Err(error),
+                }
+            }
         };
         match written {
             Ok(applied) => {
@@ -475,7 +461,7 @@ pub async fn reconcile(
                     child = applied.metadata.name.as_deref().unwrap_or_default(),
                     "child written"
                 );
-                sources.remember(ty, *applied)
+                sources.remember(ty, applied)
             }
             // The parent's namespace is being deleted or is gone: the
             // parent goes with it, so there is nothing left to converge.

@@ -1,75 +1,12 @@
-//! Writing a plan's children. Those the parent does not control yet are
-//! created, never overwritten, never adopted: a same-named object this parent
-//! does not control is a clash, reported (a Warning Event,
-//! `kubeplug_child_clashes_total`), never written. Those it controls are
-//! applied, guarded by their uid.
-//!
-//! The children of one plan are distinct objects that passed the fence
-//! together, so they are written concurrently: a new parent's children cost
-//! one round trip to the API server, not one per child (a worker waiting on
-//! the API server is what bounds a controller's throughput once it has a
-//! backlog). Outcomes come back in the plan's order, for the caller to report.
+//! Writing the children a parent does not control yet: create, never
+//! overwrite, never adopt. A same-named object this parent does not control
+//! is a clash: reported (a Warning Event, `kubeplug_child_clashes_total`),
+//! never written.
 
 use super::*;
-use kubeplug_core::plan::Step;
-
-/// What became of one step of a plan.
-pub(super) enum Written {
-    /// Nothing to write.
-    Unchanged,
-    /// Written (or refused by the API server: the caller decides).
-    Done(Result<Box<DynamicObject>, WriteError>),
-    /// Not written: a same-named object this parent does not control.
-    Clash(Option<String>),
-    /// Could not be decided (the read after a refused create failed).
-    Failed(ReconcileError),
-}
-
-/// Write every step of `steps` at once; their outcomes in `steps`' order.
-pub(super) async fn write_all(
-    writer: &Writer,
-    manifest: &Manifest,
-    steps: &[Step],
-    parent_uid: &str,
-) -> Vec<Written> {
-    futures::future::join_all(
-        steps
-            .iter()
-            .map(|step| write(writer, manifest, step, parent_uid)),
-    )
-    .await
-}
-
-async fn write(writer: &Writer, manifest: &Manifest, step: &Step, parent_uid: &str) -> Written {
-    let child = &step.child;
-    let ty = child_type(manifest, child);
-    match &step.action {
-        Action::Unchanged => Written::Unchanged,
-        // Ours (controlled by this parent): update, guarded by its uid.
-        Action::Update { uid, .. } => Written::Done(
-            writer
-                .apply_child(ty, &plan::guarded(child, uid.as_deref()), true)
-                .await
-                .map(Box::new),
-        ),
-        create @ (Action::Create | Action::CreateOnce) => {
-            let created = if *create == Action::CreateOnce {
-                create_once(writer, ty, child, parent_uid).await
-            } else {
-                create_child(writer, ty, child, parent_uid).await
-            };
-            match created {
-                Ok(Created::Applied(applied)) => Written::Done(Ok(applied)),
-                Ok(Created::Clash(owner)) => Written::Clash(owner),
-                Err(ReconcileError::Write(error)) => Written::Done(Err(error)),
-                Err(error) => Written::Failed(error),
-            }
-        }
-    }
-}
 
 /// What became of a child the parent does not control yet.
-enum Created {
+pub(super) enum Created {
     Applied(Box<DynamicObject>),
     /// An object of that name exists and is not controlled by this parent:
     /// its controller (or `None`), for the event.
@@ -83,7 +20,7 @@ enum Created {
 /// server refuses it and nothing is written. That object is then read: one
 /// this parent controls (not in the cache yet) is updated, guarded by its
 /// uid; any other is a clash.
-async fn create_child(
+pub(super) async fn create_child(
     writer: &Writer,
     ty: &kubeplug_core::manifest::ApiResource,
     child: &Value,
@@ -111,7 +48,7 @@ async fn create_child(
 /// success when this parent controls the object (created earlier, by this
 /// replica or another, perhaps before a restart): it is never re-applied, so
 /// a generated password never rotates, whatever any cache said.
-async fn create_once(
+pub(super) async fn create_once(
     writer: &Writer,
     ty: &kubeplug_core::manifest::ApiResource,
     child: &Value,
