@@ -105,7 +105,11 @@ pub struct Tuning {
     /// Decommits batched before they are flushed (1: none).
     pub decommit_batch_size: usize,
     /// Reset a spent Store on the reaper's thread ([`crate::reaper`]), not
-    /// on the call's.
+    /// on the call's. Off by default: on a 2-core host with every core busy,
+    /// handing the Store over cost more (~10 µs) than the reset it moved
+    /// (4–5 µs with the page-map scan); docs/benchmarks.md, "Reset off the
+    /// call's path". A host with idle cores may measure otherwise
+    /// (`kubeplug-bench --breakdown --tunings default,off-path`).
     pub reset_off_path: bool,
 }
 
@@ -118,7 +122,7 @@ impl Default for Tuning {
             pagemap_scan: scan_is_safe(),
             max_unused_warm_slots: 100,
             decommit_batch_size: 1,
-            reset_off_path: true,
+            reset_off_path: false,
         }
     }
 }

@@ -26,6 +26,16 @@ fn pooled(slots: u32) -> Runtime {
     Runtime::with_allocation(None, Allocation::Pooling { instances: slots }).unwrap()
 }
 
+/// A pool whose spent Stores are reset on the reaper's thread (off by
+/// default; see `pool::Tuning::reset_off_path`).
+fn pooled_off_path(slots: u32) -> Runtime {
+    let tuning = kubeplug_runtime::pool::Tuning {
+        reset_off_path: true,
+        ..Default::default()
+    };
+    Runtime::with_pool_tuning(None, Allocation::Pooling { instances: slots }, tuning).unwrap()
+}
+
 fn limits() -> Limits {
     Limits {
         timeout: Duration::from_secs(5),
@@ -159,7 +169,7 @@ fn marker(plugin: &Plugin) -> String {
 
 #[test]
 fn a_call_never_sees_an_earlier_calls_memory() {
-    for runtime in [pooled(1), Runtime::new(None).unwrap()] {
+    for runtime in [pooled(1), pooled_off_path(1), Runtime::new(None).unwrap()] {
         let plugin = load(&runtime, limits()).unwrap();
         let fresh = marker(&plugin);
         assert!(fresh.starts_with("h-seen-7-pages-"), "{fresh}");
@@ -189,8 +199,14 @@ fn settled(done: impl Fn() -> bool) -> bool {
 
 #[test]
 fn concurrent_calls_give_back_every_slot_and_byte_once_their_stores_are_reset() {
+    for runtime in [pooled(4), pooled_off_path(4)] {
+        concurrent_calls_give_back_every_slot_and_byte(runtime);
+    }
+}
+
+fn concurrent_calls_give_back_every_slot_and_byte(runtime: Runtime) {
     let budget = MemoryBudget::new(256 << 20);
-    let runtime = pooled(4).with_memory_budget(budget.clone());
+    let runtime = runtime.with_memory_budget(budget.clone());
     let slots = runtime.slots().unwrap().clone();
     let plugin = load(&runtime, limits()).unwrap();
     let fresh = marker(&plugin);
@@ -214,7 +230,7 @@ fn concurrent_calls_give_back_every_slot_and_byte_once_their_stores_are_reset() 
 #[test]
 fn dropping_the_runtime_with_stores_still_queued_leaks_nothing() {
     let budget = MemoryBudget::new(256 << 20);
-    let runtime = pooled(4).with_memory_budget(budget.clone());
+    let runtime = pooled_off_path(4).with_memory_budget(budget.clone());
     let slots = runtime.slots().unwrap().clone();
     let plugin = load(&runtime, limits()).unwrap();
     for _ in 0..20 {

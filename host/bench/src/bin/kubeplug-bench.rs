@@ -524,6 +524,7 @@ fn tuning(name: &str) -> anyhow::Result<kubeplug_runtime::pool::Tuning> {
         "warm-0" => t.max_unused_warm_slots = 0,
         "batch-16" => t.decommit_batch_size = 16,
         "inline" => t.reset_off_path = false,
+        "off-path" => t.reset_off_path = true,
         // The pool before the reaper and the scan: what a call paid before.
         "before" => {
             t.reset_off_path = false;
@@ -531,7 +532,7 @@ fn tuning(name: &str) -> anyhow::Result<kubeplug_runtime::pool::Tuning> {
         }
         other => bail!(
             "unknown tuning {other:?}: default, no-scan, scan, keep-0, keep-1m, keep-4m, \
-             keep-64m, table-0, stack-0, warm-0, batch-16, inline, before"
+             keep-64m, table-0, stack-0, warm-0, batch-16, inline, off-path, before"
         ),
     }
     Ok(t)
