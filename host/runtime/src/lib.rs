@@ -150,7 +150,8 @@ pub struct Runtime {
     compile_ceiling: u64,
     /// The pool's slots a call waits for; `None` when not pooling.
     slots: Option<Arc<pool::Slots>>,
-    /// Drops calls' spent Stores off their path when pooling (`reaper`).
+    /// Where calls' spent Stores are dropped: on the call's path unless the
+    /// pool's tuning asks for the reaper thread (`reaper`).
     reaper: Arc<reaper::Reaper<plugin::Spent>>,
 }
 

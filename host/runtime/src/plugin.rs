@@ -87,7 +87,8 @@ pub(super) struct Loaded {
     pub budget: Arc<MemoryBudget>,
     /// The pool's slots a call takes one of; `None` when not pooling.
     pub slots: Option<Arc<super::pool::Slots>>,
-    /// Where a call's spent Store is dropped, off the call's path.
+    /// Where a call's spent Store is dropped (inline by default; see
+    /// `pool::Tuning::reset_off_path`).
     pub reaper: Arc<Reaper<Spent>>,
     /// Kept so that deadlines keep firing while the plugin lives.
     pub _ticker: Arc<super::EpochTicker>,

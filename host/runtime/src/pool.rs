@@ -8,8 +8,9 @@
 //! again, and no stack mapped per call. The reset copies the kept part of
 //! a memory (up to [`MEMORY_KEEP_RESIDENT`]) back from the image: with the
 //! kernel's page-map scan ([`Tuning::pagemap_scan`], on where it is safe)
-//! only the pages some call of the slot wrote, else all of it; and it is
-//! done off the call's path ([`crate::reaper`]).
+//! only the pages some call of the slot wrote, else all of it; on the
+//! call's path by default, or on the reaper's thread ([`crate::reaper`],
+//! [`Tuning::reset_off_path`]).
 //!
 //! Guarantees: a call that finds every slot busy waits for one (up to
 //! [`SLOT_WAIT`], then fails with [`crate::CallError::HostBusy`], retried

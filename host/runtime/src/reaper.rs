@@ -3,9 +3,12 @@
 //! Dropping a pooled `Store` resets its slot: wasmtime copies back from the
 //! memory image every page of the memory still resident, up to the pool's
 //! keep-resident size (see [`crate::pool`]). That was 26 of a small call's
-//! 38 µs and ~1 ms of an interpreter guest's call. So a pooled call hands
-//! what it holds to the reaper thread once the answer is lifted, and returns
-//! at once (on demand, the drop is an unmap and stays on the call's path).
+//! 38 µs and ~1 ms of an interpreter guest's call. With the reaper, a pooled
+//! call hands what it holds to the reaper thread once the answer is lifted,
+//! and returns at once (on demand, the drop is an unmap and stays on the
+//! call's path). Off by default (`pool::Tuning::reset_off_path`): since only
+//! written pages are reset, the hand-over cost more than the reset it moved
+//! on a 2-core host with busy cores (docs/benchmarks.md).
 //!
 //! Guarantees: whatever a call hands over is dropped whole, in its own field
 //! order (for a call: the `Store`, then its memory-budget reservation, then
