@@ -5,6 +5,7 @@
 //! nothing was written" can be checked. Decisions about *whether* to write
 //! live in [`kubeplug_core::plan`]; this module only performs them.
 
+mod events;
 pub mod metrics;
 
 use std::future::Future;
@@ -16,6 +17,8 @@ use kube::api::{
     PropagationPolicy,
 };
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+
+use self::events::Events;
 use serde_json::{Value, json};
 
 use self::metrics::ApplyMetrics;
@@ -130,11 +133,43 @@ impl WriteError {
 #[derive(Clone)]
 pub struct Writer {
     client: Client,
-    plugin: String,
     field_manager: String,
-    recorder: Recorder,
+    gate: Gate,
+    events: Events,
+}
+
+/// The fence every request of a plugin's writer passes: sent only while
+/// this replica leads the plugin, counted per plugin and verb.
+#[derive(Clone)]
+struct Gate {
+    plugin: String,
     metrics: ApplyMetrics,
     leadership: Leadership,
+}
+
+impl Gate {
+    /// Send one write, fenced: refused unless this replica leads, counted
+    /// (per plugin and verb), and dropped unsent the moment leadership ends.
+    /// The check runs before every poll (`biased`), so a request still
+    /// waiting (rate limit, a retry after a 429) is never sent after the
+    /// term is over, even when the whole process was frozen past it.
+    async fn send<T>(
+        &self,
+        verb: &str,
+        what: &str,
+        request: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<Result<T, kube::Error>, WriteError> {
+        let not_leader = || WriteError::NotLeader { what: what.into() };
+        if !self.leadership.is_leader() {
+            return Err(not_leader());
+        }
+        self.metrics.write(&self.plugin, verb);
+        tokio::select! {
+            biased;
+            () = self.leadership.lost() => Err(not_leader()),
+            result = request => Ok(result),
+        }
+    }
 }
 
 fn api(client: &Client, ty: &ApiResource, namespace: &str) -> Api<DynamicObject> {
@@ -162,6 +197,8 @@ fn describe(ty: &ApiResource, namespace: &str, name: &str) -> String {
 }
 
 impl Writer {
+    /// A writer for `plugin`. Starts the task that posts its events, so it
+    /// must be called inside the Tokio runtime.
     pub fn new(
         client: Client,
         plugin: &str,
@@ -175,41 +212,30 @@ impl Writer {
                 .ok()
                 .or_else(|| std::env::var("HOSTNAME").ok()),
         };
-        Writer {
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
+        let gate = Gate {
             plugin: plugin.to_string(),
-            field_manager,
             metrics,
             leadership,
+        };
+        Writer {
+            events: Events::start(Recorder::new(client.clone(), reporter), gate.clone()),
+            client,
+            field_manager,
+            gate,
         }
     }
 
-    /// Send one write, fenced: refused unless this replica leads, counted
-    /// (per plugin and verb), and dropped unsent the moment leadership ends.
-    /// The check runs before every poll (`biased`), so a request still
-    /// waiting (rate limit, a retry after a 429) is never sent after the
-    /// term is over, even when the whole process was frozen past it.
     async fn send<T>(
         &self,
         verb: &str,
         what: &str,
         request: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<Result<T, kube::Error>, WriteError> {
-        let not_leader = || WriteError::NotLeader { what: what.into() };
-        if !self.leadership.is_leader() {
-            return Err(not_leader());
-        }
-        self.metrics.write(&self.plugin, verb);
-        tokio::select! {
-            biased;
-            () = self.leadership.lost() => Err(not_leader()),
-            result = request => Ok(result),
-        }
+        self.gate.send(verb, what, request).await
     }
 
     pub fn plugin(&self) -> &str {
-        &self.plugin
+        &self.gate.plugin
     }
 
     /// The plugin's field manager (`kubeplug/<name>`).
@@ -276,7 +302,7 @@ impl Writer {
         child: &Value,
     ) -> Result<Option<DynamicObject>, WriteError> {
         let (ns, name) = name_of(child);
-        self.metrics.read(&self.plugin, "get");
+        self.gate.metrics.read(&self.gate.plugin, "get");
         api(&self.client, ty, ns)
             .get_opt(name)
             .await
@@ -361,9 +387,10 @@ impl Writer {
         .map_err(|source| WriteError::Patch { what, source })
     }
 
-    /// Record an event on the parent. Failures are logged, never fatal: an
-    /// event is worth less than the reconcile that produced it.
-    pub async fn event(&self, parent: &Object, event: &Event, action: &str) {
+    /// Queue an event on the parent, to be posted off the reconcile's path
+    /// (see [`events`]). False if it was dropped because too many are
+    /// waiting: an event is worth less than the reconcile that produced it.
+    pub fn event(&self, parent: &Object, event: &Event, action: &str) -> bool {
         let meta = &parent.metadata;
         let reference = ObjectReference {
             api_version: Some(parent.types.api_version.clone()),
@@ -379,7 +406,6 @@ impl Writer {
         note.truncate(note.floor_char_boundary(1000));
         let mut reason = event.reason.clone();
         reason.truncate(reason.floor_char_boundary(128));
-        let what = format!("event {reason}");
         let event = KubeEvent {
             type_: if event.warning {
                 EventType::Warning
@@ -391,16 +417,7 @@ impl Writer {
             action: action.into(),
             secondary: None,
         };
-        let published = self
-            .send("event", &what, self.recorder.publish(&event, &reference))
-            .await;
-        match published {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                tracing::warn!(plugin = %self.plugin, %error, "failed to record event")
-            }
-            Err(error) => tracing::debug!(plugin = %self.plugin, %error, "event not recorded"),
-        }
+        self.events.queue(event, reference)
     }
 }
 

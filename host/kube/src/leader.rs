@@ -139,6 +139,14 @@ impl Leadership {
         Leadership { rx }
     }
 
+    /// Never leader (a replica standing by), for tests of what is fenced.
+    #[cfg(test)]
+    pub(crate) fn never() -> Self {
+        let (tx, rx) = watch::channel(Term::follower());
+        std::mem::forget(tx);
+        Leadership { rx }
+    }
+
     pub fn is_leader(&self) -> bool {
         self.rx.borrow().valid()
     }

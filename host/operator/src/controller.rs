@@ -495,7 +495,9 @@ async fn judge(shared: &Shared, plugin: &Plugin, key: &ObjectKey, fault: bool) {
     };
     for key in failed_on {
         if let Some(parent) = shared.sources.parent.get(&key.namespace, &key.name) {
-            shared.writer.event(&parent, &event, "Rollback").await;
+            shared
+                .fence
+                .post(&shared.writer, &parent, &event, "Rollback");
         }
     }
 }

@@ -144,7 +144,7 @@ impl OperatorMetrics {
         );
         registry.register(
             "events_dropped",
-            "Plugin events not recorded: over the per-parent rate quota",
+            "Plugin events not recorded: over the per-parent rate quota, or while too many waited to be posted",
             m.events_dropped.clone(),
         );
         registry.register(

@@ -118,7 +118,7 @@ impl Fence {
     /// [`EventBudget`]); the rest are dropped and counted. Every event an
     /// answer causes goes through here: a reconcile's, a finalize's, a
     /// `ChildClash` warning.
-    pub(crate) async fn record(
+    pub(crate) fn record(
         &self,
         writer: &Writer,
         parent: &Object,
@@ -128,11 +128,20 @@ impl Fence {
     ) {
         let allowed = self.events.take(key, events.len());
         for event in &events[..allowed] {
-            writer.event(parent, event, action).await;
+            self.post(writer, parent, event, action);
         }
         if allowed < events.len() {
             self.metrics
                 .events_dropped(writer.plugin(), events.len() - allowed);
+        }
+    }
+
+    /// Queue one event on `parent`, outside any budget (the host's own
+    /// warnings: a failed reconcile, a rollback); counted if the writer's
+    /// queue is full and it is dropped.
+    pub(crate) fn post(&self, writer: &Writer, parent: &Object, event: &Event, action: &str) {
+        if !writer.event(parent, event, action) {
+            self.metrics.events_dropped(writer.plugin(), 1);
         }
     }
 
@@ -446,7 +455,7 @@ pub async fn reconcile(
                 match created {
                     Ok(Created::Applied(applied)) => Ok(*applied),
                     Ok(Created::Clash(owner)) => {
-                        clash(fence, writer, &parent_obj, key, ty, child, &owner).await;
+                        clash(fence, writer, &parent_obj, key, ty, child, &owner);
                         continue;
                     }
                     Err(ReconcileError::Write(error)) => Err(error),
@@ -510,9 +519,7 @@ pub async fn reconcile(
             Err(error) => return Err(error.into()),
         }
     }
-    fence
-        .record(writer, &parent_obj, key, &plan.answer.events, "Reconcile")
-        .await;
+    fence.record(writer, &parent_obj, key, &plan.answer.events, "Reconcile");
     if writes_nothing {
         fence.last_calls.wrote_nothing(key, inputs);
     }
@@ -564,9 +571,7 @@ async fn finalize(
     };
     let grant = &fence.grant;
     plan::fence_finalize(manifest, grant, &finalized)?;
-    fence
-        .record(writer, parent_obj, key, &finalized.events, "Finalize")
-        .await;
+    fence.record(writer, parent_obj, key, &finalized.events, "Finalize");
     if let Some(after) = plan::finalize_requeue_after(&finalized, grant.quotas.requeue_floor()) {
         return Ok(Outcome {
             requeue_after: Some(after),

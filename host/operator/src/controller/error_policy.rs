@@ -117,7 +117,9 @@ async fn failed(
             reason: error.reason().into(),
             message: format_chain(error),
         };
-        shared.writer.event(&parent, &event, "Reconcile").await;
+        shared
+            .fence
+            .post(&shared.writer, &parent, &event, "Reconcile");
     }
     shared.queue.add_after(key.clone(), delay);
 }

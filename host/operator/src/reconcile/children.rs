@@ -99,7 +99,7 @@ fn controller_of(object: &DynamicObject) -> Option<&OwnerReference> {
 
 /// Report a child that clashes with an object this parent does not control:
 /// a Warning event on the parent and a metric; the object stays untouched.
-pub(super) async fn clash(
+pub(super) fn clash(
     fence: &Fence,
     writer: &Writer,
     parent: &Object,
@@ -124,7 +124,5 @@ pub(super) async fn clash(
     };
     // Budgeted like the plugin's own events: a plugin naming many objects it
     // does not control must not flood the parent with warnings either.
-    fence
-        .record(writer, parent, parent_key, &[event], "Reconcile")
-        .await;
+    fence.record(writer, parent, parent_key, &[event], "Reconcile");
 }
