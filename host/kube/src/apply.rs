@@ -17,10 +17,9 @@ use kube::api::{
     PropagationPolicy,
 };
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-
-use self::events::Events;
 use serde_json::{Value, json};
 
+use self::events::Events;
 use self::metrics::ApplyMetrics;
 use crate::informers::{Object, kube_resource};
 use crate::leader::Leadership;
