@@ -224,15 +224,6 @@ impl Writer {
         }
     }
 
-    async fn send<T>(
-        &self,
-        verb: &str,
-        what: &str,
-        request: impl Future<Output = Result<T, kube::Error>>,
-    ) -> Result<Result<T, kube::Error>, WriteError> {
-        self.gate.send(verb, what, request).await
-    }
-
     pub fn plugin(&self) -> &str {
         &self.gate.plugin
     }
@@ -257,13 +248,14 @@ impl Writer {
         let mut params = PatchParams::apply(&self.field_manager);
         params.force = force;
         let api = api(&self.client, ty, ns);
-        self.send(
-            "apply",
-            &what,
-            api.patch(name, &params, &Patch::Apply(child)),
-        )
-        .await?
-        .map_err(|source| WriteError::Apply { what, source })
+        self.gate
+            .send(
+                "apply",
+                &what,
+                api.patch(name, &params, &Patch::Apply(child)),
+            )
+            .await?
+            .map_err(|source| WriteError::Apply { what, source })
     }
 
     /// Create a child with a plain create, for create-only children (see
@@ -285,6 +277,7 @@ impl Writer {
         };
         let api = api(&self.client, ty, ns);
         match self
+            .gate
             .send("create", &what, api.create(&PostParams::default(), &object))
             .await?
         {
@@ -326,6 +319,7 @@ impl Writer {
         };
         let api = api(&self.client, ty, ns);
         match self
+            .gate
             .send("delete", &what, api.delete(name, &params))
             .await?
         {
@@ -354,14 +348,15 @@ impl Writer {
         });
         let params = PatchParams::apply(&self.field_manager).force();
         let api = api(&self.client, ty, ns);
-        self.send(
-            "status",
-            &what,
-            api.patch_status(name, &params, &Patch::Apply(&body)),
-        )
-        .await?
-        .map(|stored| stored.metadata.resource_version)
-        .map_err(|source| WriteError::Status { what, source })
+        self.gate
+            .send(
+                "status",
+                &what,
+                api.patch_status(name, &params, &Patch::Apply(&body)),
+            )
+            .await?
+            .map(|stored| stored.metadata.resource_version)
+            .map_err(|source| WriteError::Status { what, source })
     }
 
     /// Merge-patch the parent (metadata of decorators, finalizers). A patch
@@ -376,14 +371,15 @@ impl Writer {
         let (ns, name) = name_of(parent);
         let what = describe(ty, ns, name);
         let api = api(&self.client, ty, ns);
-        self.send(
-            "patch",
-            &what,
-            api.patch(name, &PatchParams::default(), &Patch::Merge(patch)),
-        )
-        .await?
-        .map(|_| ())
-        .map_err(|source| WriteError::Patch { what, source })
+        self.gate
+            .send(
+                "patch",
+                &what,
+                api.patch(name, &PatchParams::default(), &Patch::Merge(patch)),
+            )
+            .await?
+            .map(|_| ())
+            .map_err(|source| WriteError::Patch { what, source })
     }
 
     /// Queue an event on the parent, to be posted off the reconcile's path
