@@ -1,11 +1,9 @@
 //! The event queue against a fake API server (a tower service that counts
 //! the events it is sent, how many at once, and answers after a delay).
 
-use std::future::Future;
-use std::pin::Pin;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
@@ -29,44 +27,38 @@ struct Server {
     delay: Duration,
 }
 
-impl tower::Service<Request<Body>> for Server {
-    type Response = Response<Body>;
-    type Error = std::convert::Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Self::Error>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
+impl Server {
+    /// Answer one request: only event POSTs are expected.
+    async fn answer(self, request: Request<Body>) -> Result<Response<Body>, Infallible> {
         assert_eq!(request.method(), http::Method::POST);
         assert_eq!(
             request.uri().path(),
             "/apis/events.k8s.io/v1/namespaces/ns/events"
         );
-        let server = self.clone();
-        Box::pin(async move {
-            let now = server.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-            server.most_in_flight.fetch_max(now, Ordering::SeqCst);
-            tokio::time::sleep(server.delay).await;
-            server.in_flight.fetch_sub(1, Ordering::SeqCst);
-            server.posted.fetch_add(1, Ordering::SeqCst);
-            let body = serde_json::json!({
-                "apiVersion": "events.k8s.io/v1", "kind": "Event",
-                "metadata": {"name": "e", "namespace": "ns"},
-                "eventTime": "2026-12-01T00:00:00.000000Z",
-            });
-            Ok(Response::builder()
-                .status(StatusCode::CREATED)
-                .header("content-type", "application/json")
-                .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                .unwrap())
-        })
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.posted.fetch_add(1, Ordering::SeqCst);
+        let body = serde_json::json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "ns"},
+            "eventTime": "2026-12-01T00:00:00.000000Z",
+        });
+        Ok(Response::builder()
+            .status(StatusCode::CREATED)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(&body).unwrap()))
+            .unwrap())
     }
 }
 
 fn writer(server: &Server, leadership: Leadership) -> Writer {
-    let client = Client::new(server.clone(), "default");
+    let server = server.clone();
+    let client = Client::new(
+        tower::service_fn(move |request| server.clone().answer(request)),
+        "default",
+    );
     Writer::new(
         client,
         "database",
