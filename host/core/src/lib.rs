@@ -1,7 +1,8 @@
 //! kubeplug's pure core: what a plugin declares ([`manifest`]), the
 //! contract's data ([`contract`]), what its answer means in writes
-//! ([`plan`]), what the platform grants it ([`policy`], [`admission`]) and
-//! how a new version is judged ([`rollback`], [`rollout`]).
+//! ([`plan`]), what the platform grants it ([`policy`], [`admission`]),
+//! how a new version is judged ([`rollback`], [`rollout`]) and how a
+//! sharded plugin's parents are split between replicas ([`shard`]).
 //!
 //! No Kubernetes client, async runtime or Wasm engine: every decision here
 //! is a function of its inputs, tested without a cluster (`host/layers`
@@ -18,4 +19,5 @@ pub mod policy;
 pub mod report;
 pub mod rollback;
 pub mod rollout;
+pub mod shard;
 pub mod yaml;
