@@ -84,6 +84,15 @@ pub enum FenceError {
     /// A decorator set a label or annotation its grant does not cover.
     #[error("key {key} is {}", if *.reserved { "reserved (kubeplug, Kubernetes and kubectl own it) and not granted" } else { "not among the granted decorator keys" })]
     KeyNotGranted { key: String, reserved: bool },
+    /// The answer sets a label only the host writes
+    /// ([`crate::shard::SHARD_LABEL`]): moving an object between shards
+    /// would hide it from the replica that owns it. No grant unlocks it.
+    #[error("{on}: label {key} is the host's to set (no grant unlocks it)")]
+    HostLabel {
+        /// `child Kind/name`, or `the parent patch`.
+        on: String,
+        key: String,
+    },
     /// A child carries a finalizer the plugin's grant does not cover:
     /// nothing would ever remove it, and the child (and its namespace)
     /// would hang in deletion.

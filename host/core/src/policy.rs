@@ -21,6 +21,7 @@
 //!     children: [StatefulSet.apps, Service, Secret]
 //!     related: [Pod]
 //!     namespaces: ["*"]
+//!     shards: 3          # parents split into 3 shards, each owned by one replica (default 1)
 //! ```
 //!
 //! Kinds are written `Kind.group` (`Kind` for the core group), whatever the

@@ -6,6 +6,7 @@ use super::{Effective, SYSTEM_NAMESPACES};
 use crate::contract::Desired;
 use crate::manifest::{ApiResource, Manifest, Mode};
 use crate::plan::FenceError;
+use crate::shard::{MAX_SHARDS, SHARD_LABEL};
 
 /// A kind, whatever its version: `Kind.group`, or `Kind` for the core group.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -232,6 +233,9 @@ pub(super) struct GrantFile {
     decorator_keys: Vec<String>,
     #[serde(default)]
     quotas: serde_json::Map<String, serde_json::Value>,
+    /// Read wide so that an out-of-range count is refused with its reason,
+    /// not as a number that does not fit.
+    shards: Option<i64>,
 }
 
 /// What one plugin may do.
@@ -255,6 +259,10 @@ pub struct Grant {
     /// empty: any key outside the reserved prefixes.
     pub decorator_keys: Vec<String>,
     pub quota_overrides: serde_json::Map<String, serde_json::Value>,
+    /// Shards its parents are split into, each owned by one replica (see
+    /// [`crate::shard`]): 1 (the default) is not sharded, at most
+    /// [`MAX_SHARDS`].
+    pub shards: u16,
 }
 
 impl GrantFile {
@@ -284,6 +292,17 @@ impl GrantFile {
             None => Location::Default,
             Some(path) => Location::parse(path)?,
         };
+        let shards = match self.shards {
+            None => 1,
+            Some(n) => u16::try_from(n)
+                .ok()
+                .filter(|n| (1..=MAX_SHARDS).contains(n))
+                .ok_or_else(|| {
+                    format!(
+                        "shards: {n} is outside 1..={MAX_SHARDS} (the number of shards a plugin's parents are split into; 1 is not sharded)"
+                    )
+                })?,
+        };
         Ok(Grant {
             location,
             service_account: self.service_account,
@@ -300,6 +319,7 @@ impl GrantFile {
             finalizers: self.finalizers,
             decorator_keys: self.decorator_keys,
             quota_overrides: self.quotas,
+            shards,
         })
     }
 }
@@ -307,8 +327,8 @@ impl GrantFile {
 impl Grant {
     /// The grant of a plugin the policy does not name: namespaced,
     /// non-sensitive kinds in non-system namespaces, its own finalizer
-    /// domain, unreserved keys, default quotas. The API server still decides
-    /// through the plugin's ServiceAccount.
+    /// domain, unreserved keys, default quotas, one shard. The API server
+    /// still decides through the plugin's ServiceAccount.
     pub fn safe_default() -> Self {
         let any = KindSet {
             any: true,
@@ -329,6 +349,7 @@ impl Grant {
             finalizers: Vec::new(),
             decorator_keys: Vec::new(),
             quota_overrides: serde_json::Map::new(),
+            shards: 1,
         }
     }
 }
@@ -522,6 +543,15 @@ impl Effective {
         self.check_events(desired.events.len())?;
         for child in &desired.children {
             self.check_child_finalizers(child)?;
+        }
+        if manifest.mode == Mode::Decorator
+            && let Some(patch) = &desired.parent_patch
+            && patch.labels.contains_key(SHARD_LABEL)
+        {
+            return Err(FenceError::HostLabel {
+                on: "the parent patch".into(),
+                key: SHARD_LABEL.into(),
+            });
         }
         if manifest.mode == Mode::Decorator
             && let Some(patch) = &desired.parent_patch

@@ -365,6 +365,77 @@ fn answers_over_quota_are_refused() {
 }
 
 #[test]
+fn a_grant_is_unsharded_unless_it_names_a_shard_count() {
+    let p = policy("plugins:\n  database: {shards: 12}\n  cache: {shards: 256}\n  other: {}\n");
+    assert_eq!(p.grant("database").unwrap().grant.shards, 12);
+    assert_eq!(p.grant("cache").unwrap().grant.shards, 256);
+    assert_eq!(p.grant("other").unwrap().grant.shards, 1);
+    assert_eq!(
+        p.grant("stranger").unwrap().grant.shards,
+        1,
+        "the default grant"
+    );
+    assert_eq!(Grant::safe_default().shards, 1);
+}
+
+#[test]
+fn a_shard_count_outside_one_to_256_is_refused_with_its_reason() {
+    let load = |shards: &str| {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        write!(file, "plugins:\n  database: {{shards: {shards}}}\n").unwrap();
+        Policy::load(&[file.path()])
+    };
+    for bad in ["0", "257", "-1", "65536"] {
+        let error = load(bad).unwrap_err();
+        assert!(
+            matches!(error, PolicyError::Invalid { .. }),
+            "{bad}: {error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .ends_with(&format!(": shards: {bad} is outside 1..=256 (the number of shards a plugin's parents are split into; 1 is not sharded)")),
+            "{bad}: {error}"
+        );
+    }
+    for not_a_number in ["2.5", "[4]", "many"] {
+        assert!(
+            matches!(load(not_a_number), Err(PolicyError::Parse { .. })),
+            "{not_a_number}"
+        );
+    }
+}
+
+#[test]
+fn a_decorator_may_not_set_the_shard_label_even_when_granted_by_name() {
+    let p = policy(
+        "plugins:\n  pod-annotator:\n    parent: [Pod]\n    decoratorKeys: [kubeplug.io/shard, \"*\"]\n",
+    );
+    let grant = p.grant("pod-annotator").unwrap();
+    let labelled = Desired {
+        parent_patch: Some(MetadataPatch {
+            labels: BTreeMap::from([("kubeplug.io/shard".to_string(), "0".to_string())]),
+            annotations: BTreeMap::new(),
+        }),
+        ..answer()
+    };
+    assert_eq!(
+        grant.check_answer(&decorator(), &labelled),
+        Err(FenceError::HostLabel {
+            on: "the parent patch".into(),
+            key: "kubeplug.io/shard".into()
+        })
+    );
+    // The annotation of that name is an ordinary reserved key: its exact
+    // name grants it.
+    assert!(
+        grant
+            .check_answer(&decorator(), &patch("kubeplug.io/shard"))
+            .is_ok()
+    );
+}
+
+#[test]
 fn a_plugin_granted_in_two_files_is_an_error() {
     let mut a = tempfile::NamedTempFile::new().unwrap();
     a.write_all(b"plugins:\n  x:\n    parent: [Pod]\n").unwrap();
