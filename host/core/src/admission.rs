@@ -18,7 +18,7 @@ pub mod offline;
 use std::path::Path;
 
 use crate::contract::{LimitSettings, Limits};
-use crate::manifest::{ApiResource, Manifest};
+use crate::manifest::{ApiResource, Manifest, Mode};
 use crate::policy::{Effective, Policy, Quotas, Refusal};
 
 pub use offline::Offline;
@@ -68,6 +68,13 @@ pub enum AdmitError {
     /// The manifest asks for more than the grant gives.
     #[error(transparent)]
     Refused(#[from] Refusal),
+    /// The grant shards a decorator, whose parents are other owners'
+    /// objects: the host does not label them with a shard, so no replica's
+    /// filtered watch would see them.
+    #[error(
+        "plugin {plugin} refused: its grant splits its parents into {shards} shards, but it is a decorator, whose parents are other owners' objects that the host does not label (grant it shards: 1)"
+    )]
+    Unshardable { plugin: String, shards: u16 },
     /// The manifest's namespaces are outside the host's `--namespaces`.
     #[error("plugin {plugin} refused: {reason}")]
     Namespaces { plugin: String, reason: String },
@@ -163,8 +170,8 @@ impl<'a> Admission<'a> {
     }
 
     /// The grant of the plugin `manifest` declares, if the file may serve
-    /// as that plugin: what can be decided before asking anyone about its
-    /// kinds.
+    /// as that plugin (and as its mode allows: a decorator is never
+    /// sharded): what can be decided before asking anyone about its kinds.
     pub fn grant(&self, manifest: &Manifest) -> Result<Effective, AdmitError> {
         let name = manifest.name.as_str();
         if let Some(placed) = self.placed
@@ -177,9 +184,16 @@ impl<'a> Admission<'a> {
                 location: self.policy.location(name).describe(name),
             });
         }
-        self.policy.grant(name).ok_or_else(|| AdmitError::NoGrant {
+        let grant = self.policy.grant(name).ok_or_else(|| AdmitError::NoGrant {
             plugin: name.into(),
-        })
+        })?;
+        if manifest.mode == Mode::Decorator && grant.grant.shards > 1 {
+            return Err(AdmitError::Unshardable {
+                plugin: name.into(),
+                shards: grant.grant.shards,
+            });
+        }
+        Ok(grant)
     }
 
     /// Admit the compiled plugin whose manifest is `manifest` (as it
@@ -233,7 +247,6 @@ impl<'a> Admission<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::Mode;
 
     /// Every kind served as claimed.
     struct AsClaimed;
@@ -372,6 +385,49 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "myapp.wasm is where plugin myapp is placed, but the file declares plugin pod-labeler (whose file is team-b/pod-labeler.wasm): refused, it runs as nobody"
+        );
+    }
+
+    #[test]
+    fn a_sharded_grant_admits_a_composite_and_refuses_a_decorator_before_discovery() {
+        let policy = policy(
+            "plugins:\n  db: {parent: [Database.example.com], shards: 4}\n  tagger: {parent: [Pod], shards: 4}\n  plain: {parent: [Pod]}\n",
+        );
+        let admission = Admission::new(&policy);
+        let composite = manifest("db", vec![]);
+        let admitted = admission
+            .admit(&composite, "ab", asked(), &AsClaimed)
+            .expect("a composite may be sharded");
+        assert_eq!(admitted.grant.grant.shards, 4);
+        let decorator = |name: &str| Manifest {
+            mode: Mode::Decorator,
+            parent: ApiResource::new("", "v1", "Pod", "pods", true),
+            ..manifest(name, vec![])
+        };
+        let error = admission.grant(&decorator("tagger")).unwrap_err();
+        assert_eq!(
+            error,
+            AdmitError::Unshardable {
+                plugin: "tagger".into(),
+                shards: 4
+            }
+        );
+        assert!(!error.retryable());
+        assert!(
+            error.to_string().contains("it is a decorator")
+                && error.to_string().contains("shards: 1"),
+            "{error}"
+        );
+        assert_eq!(
+            admission
+                .admit(&decorator("tagger"), "ab", asked(), &AsClaimed)
+                .unwrap_err(),
+            error
+        );
+        assert!(
+            admission
+                .admit(&decorator("plain"), "ab", asked(), &AsClaimed)
+                .is_ok()
         );
     }
 
