@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::contract::{Desired, Finalized};
 use crate::manifest::{Manifest, Mode};
 use crate::policy::Effective;
+use crate::shard::{SHARD_LABEL, is_stray, shard_label_of};
 
 mod decide;
 pub mod diff;
@@ -194,11 +195,36 @@ pub fn owner_reference(parent: &Value) -> Result<Value, FenceError> {
 /// Check `desired` children against the fence and turn them into the exact
 /// objects to apply: namespace defaulted to the parent's, a controller
 /// ownerReference to the parent, the plugin label, the applied-hash
-/// annotation, and no server-owned fields.
+/// annotation, and no server-owned fields. The children of an unsharded
+/// plugin; [`fence`] prepares a sharded one's.
 pub fn children(
     manifest: &Manifest,
     parent: &Value,
     desired: &[Value],
+) -> Result<Vec<Value>, FenceError> {
+    prepare(manifest, parent, desired, None)
+}
+
+/// The shard a sharded plugin's children are labelled with: their parent's
+/// [`SHARD_LABEL`], so that the replica whose watches hold the parent holds
+/// them too. `None` for an unsharded plugin, and for a parent not (yet)
+/// labelled with one of its shards ([`is_stray`]): its children get
+/// their label once it has one.
+fn child_shard(grant: &Effective, parent: &Value) -> Option<u16> {
+    let shards = grant.grant.shards;
+    let label = shard_label_of(parent);
+    if is_stray(label, shards) {
+        return None;
+    }
+    label.filter(|_| shards > 1)
+}
+
+/// [`children`], labelled with `shard` when there is one.
+fn prepare(
+    manifest: &Manifest,
+    parent: &Value,
+    desired: &[Value],
+    shard: Option<u16>,
 ) -> Result<Vec<Value>, FenceError> {
     if manifest.mode == Mode::Decorator && !desired.is_empty() {
         return Err(FenceError::WrongMode {
@@ -252,7 +278,16 @@ pub fn children(
             .entry("labels")
             .or_insert_with(|| Value::Object(Map::new()));
         if let Value::Object(labels) = labels {
+            if labels.contains_key(SHARD_LABEL) {
+                return Err(FenceError::HostLabel {
+                    on: format!("child {kind}/{name}"),
+                    key: SHARD_LABEL.into(),
+                });
+            }
             labels.insert(PLUGIN_LABEL.into(), manifest.name.clone().into());
+            if let Some(shard) = shard {
+                labels.insert(SHARD_LABEL.into(), shard.to_string().into());
+            }
         }
         child
             .as_object_mut()
@@ -331,10 +366,11 @@ pub fn check_mode(
 }
 
 /// Check a `reconcile` answer against the plugin's fence and `grant`, before
-/// anything is written: the children exactly as they would be applied. The
-/// one fence check of a `reconcile` answer: [`decide`] makes it, and the
-/// live host, previews, shadows, `kubeplug render` and `kubeplug test` all
-/// decide through there.
+/// anything is written: the children exactly as they would be applied (a
+/// sharded plugin's labelled with their parent's shard, see
+/// [`SHARD_LABEL`]). The one fence check of a `reconcile` answer: [`decide`]
+/// makes it, and the live host, previews, shadows, `kubeplug render` and
+/// `kubeplug test` all decide through there.
 pub fn fence(
     manifest: &Manifest,
     grant: &Effective,
@@ -346,7 +382,8 @@ pub fn fence(
         source,
     };
     grant.check_answer(manifest, desired).map_err(fenced)?;
-    let children = children(manifest, parent, &desired.children).map_err(fenced)?;
+    let shard = child_shard(grant, parent);
+    let children = prepare(manifest, parent, &desired.children, shard).map_err(fenced)?;
     check_mode(
         manifest,
         desired.parent_patch.is_some(),

@@ -311,6 +311,107 @@ fn children_without_labels_still_get_the_plugin_label() {
     );
 }
 
+/// [`parent`] labelled with shard `value`.
+pub(super) fn parent_in_shard(value: &str) -> Value {
+    let mut parent = parent();
+    parent["metadata"]["labels"] = json!({ crate::shard::SHARD_LABEL: value });
+    parent
+}
+
+/// The database plugin's grant with `shards` shards.
+pub(super) fn sharded(shards: u16) -> crate::policy::Effective {
+    grant(&format!(
+        "plugins:\n  database:\n    parent: [Database.example.com]\n    shards: {shards}\n"
+    ))
+}
+
+/// The children [`fence`] prepares for `parent` from two Services.
+fn fenced_children(grant: &crate::policy::Effective, parent: &Value) -> Vec<Value> {
+    let desired = Desired {
+        children: vec![service("orders"), service("orders-replicas")],
+        ..Desired::default()
+    };
+    fence(&composite(), grant, parent, &desired).expect("passes the fence")
+}
+
+#[test]
+fn a_sharded_plugins_children_get_their_parents_shard_label() {
+    use crate::shard::SHARD_LABEL;
+    let children = fenced_children(&sharded(4), &parent_in_shard("3"));
+    assert_eq!(children.len(), 2);
+    for child in &children {
+        assert_eq!(
+            child["metadata"]["labels"],
+            json!({"app": "orders", PLUGIN_LABEL: "database", SHARD_LABEL: "3"})
+        );
+    }
+    // The label is part of what was applied: moving a parent to another
+    // shard re-applies its children.
+    let moved = fenced_children(&sharded(4), &parent_in_shard("1"));
+    assert_ne!(applied_hash(&children[0]), applied_hash(&moved[0]));
+}
+
+#[test]
+fn an_unsharded_plugins_children_are_byte_for_byte_as_before_whatever_the_parent_carries() {
+    let before: Vec<String> = [service("orders"), service("orders-replicas")]
+        .into_iter()
+        .map(|s| prepared(s).to_string())
+        .collect();
+    let unsharded = grant("plugins:\n  database:\n    parent: [Database.example.com]\n");
+    for parent in [parent(), parent_in_shard("3")] {
+        for grant in [&unsharded, &sharded(1)] {
+            let after: Vec<String> = fenced_children(grant, &parent)
+                .iter()
+                .map(Value::to_string)
+                .collect();
+            assert_eq!(after, before);
+        }
+    }
+}
+
+#[test]
+fn a_sharded_plugins_children_get_no_shard_label_while_their_parent_is_stray() {
+    let unlabelled: Vec<Value> = [service("orders"), service("orders-replicas")]
+        .into_iter()
+        .map(prepared)
+        .collect();
+    // No label, one past the count (it was lowered), one not canonical.
+    let mut stray = vec![parent()];
+    stray.extend(["4", "03", "x"].map(parent_in_shard));
+    for parent in stray {
+        assert_eq!(
+            fenced_children(&sharded(4), &parent),
+            unlabelled,
+            "{}",
+            parent["metadata"]
+        );
+    }
+}
+
+#[test]
+fn a_child_may_not_carry_the_shard_label_sharded_or_not() {
+    let mut child = service("orders");
+    child["metadata"]["labels"][crate::shard::SHARD_LABEL] = "0".into();
+    let expected = FenceError::HostLabel {
+        on: "child Service/orders".into(),
+        key: crate::shard::SHARD_LABEL.into(),
+    };
+    assert_eq!(
+        children(&composite(), &parent(), std::slice::from_ref(&child)),
+        Err(expected.clone())
+    );
+    let desired = Desired {
+        children: vec![child],
+        ..Desired::default()
+    };
+    let refused = fence(&composite(), &sharded(4), &parent_in_shard("0"), &desired).unwrap_err();
+    assert_eq!(refused.source, expected);
+    assert_eq!(
+        refused.source.to_string(),
+        "child Service/orders: label kubeplug.io/shard is the host's to set (no grant unlocks it)"
+    );
+}
+
 #[test]
 fn children_get_an_applied_hash_next_to_their_own_annotations() {
     let mut child = service("orders");

@@ -9,9 +9,11 @@ use serde_json::{Value, json};
 use super::*;
 use crate::contract::MetadataPatch;
 use crate::plan::tests::{
-    as_served, composite, decorator, events, grant, observed_child, parent, pod, prepared, service,
+    as_served, composite, decorator, events, grant, observed_child, parent, parent_in_shard, pod,
+    prepared, service, sharded,
 };
 use crate::plan::{CREATE_ONLY, FenceError, PLUGIN_LABEL};
+use crate::shard::SHARD_LABEL;
 
 /// The database plugin's grant: its Services, StatefulSets and Secrets.
 fn database_grant() -> Effective {
@@ -99,6 +101,32 @@ fn an_observed_child_already_as_desired_is_unchanged() {
     let plan = plan(&[observed], answer(vec![service("db")]));
     assert_eq!(plan.children[0].action, Action::Unchanged);
     assert_eq!(plan.children[0].action.label(), "unchanged");
+}
+
+#[test]
+fn a_sharded_plugins_child_is_labelled_once_and_then_left_unchanged() {
+    let (grant, parent) = (sharded(4), parent_in_shard("2"));
+    let decide_with = |observed: &[Value]| {
+        decide(
+            &composite(),
+            &grant,
+            &parent,
+            observed,
+            answer(vec![service("db")]),
+        )
+        .expect("the fence lets the answer through")
+    };
+    // Applied before the plugin was sharded: applied again, with the label.
+    let unlabelled = as_served(&prepared(service("db")));
+    let first = decide_with(std::slice::from_ref(&unlabelled));
+    assert!(matches!(first.children[0].action, Action::Update { .. }));
+    assert_eq!(
+        first.children[0].child["metadata"]["labels"][SHARD_LABEL],
+        "2"
+    );
+    // As the API server returns that apply: nothing to write.
+    let labelled = as_served(&first.children[0].child);
+    assert!(decide_with(&[labelled]).writes_nothing());
 }
 
 #[test]
