@@ -412,7 +412,21 @@ impl Writer {
             action: action.into(),
             secondary: None,
         };
-        self.events.queue(event, reference)
+        self.events
+            .queue(event, reference, self.gate.leadership.clone())
+    }
+
+    /// This writer, fenced by `leadership` instead: a sharded plugin's
+    /// writes for one shard go out only while this replica owns that shard.
+    /// Shares the client and the plugin's event queue.
+    pub fn fenced_by(&self, leadership: Leadership) -> Writer {
+        Writer {
+            gate: Gate {
+                leadership,
+                ..self.gate.clone()
+            },
+            ..self.clone()
+        }
     }
 }
 

@@ -49,7 +49,7 @@ pub use cache::{Cache, LeftOut};
 pub use kubeplug_core::key::ObjectKey;
 pub use object::Object;
 pub use scope::Scope;
-pub use view::View;
+pub use view::{View, ViewSubscription};
 
 use self::metrics::InformerMetrics;
 use kubeplug_core::manifest::ApiResource;
@@ -540,6 +540,7 @@ impl Informers {
     /// `resource` in every scope of `scopes`, as one view.
     pub fn view(&self, resource: &ApiResource, scopes: &[Scope]) -> View {
         View::new(
+            resource.clone(),
             scopes
                 .iter()
                 .map(|scope| self.informer(resource, scope))

@@ -13,10 +13,15 @@
 //!    token turns false by itself, without waiting for the API server), so
 //!    writes stop before the Lease (`duration` > `renew_deadline`) can expire
 //!    and be taken elsewhere;
-//! 3. balance: a replica holding at least two plugins more than the least
-//!    loaded live member releases one; a free (released or expired) Lease is
-//!    taken at once by a least-loaded replica, and by any other after it has
-//!    stayed free for two rounds.
+//! 3. balance ([`balance`]): a replica holding at least two Leases of a
+//!    group more than the least loaded live member releases one; a free
+//!    (released or expired) Lease is taken at once by a least-loaded
+//!    replica, and by any other after it has stayed free for two rounds.
+//!
+//! What a replica campaigns for is a *unit*: a whole plugin, or one shard of
+//! a sharded plugin (Lease `kubeplug-<plugin>.shard-<i>`, see
+//! [`balance::unit`]). Units are balanced per group: each sharded plugin's
+//! shards on their own, every unsharded plugin together.
 //!
 //! As client-go does, expiry is judged by the time *this* replica last saw a
 //! Lease change (its resourceVersion), never by comparing the Lease's
@@ -31,6 +36,7 @@
 //! private `State`; its steps read and change the same fields in the same
 //! round, and split apart each would need all of it.
 
+pub mod balance;
 pub mod metrics;
 
 use std::collections::{BTreeMap, HashMap};
@@ -139,9 +145,9 @@ impl Leadership {
         Leadership { rx }
     }
 
-    /// Never leader (a replica standing by), for tests of what is fenced.
-    #[cfg(test)]
-    pub(crate) fn never() -> Self {
+    /// Never leader: a replica standing by in tests, and a sharded plugin's
+    /// plugin-wide token (each of its shards has its own).
+    pub fn never() -> Self {
         let (tx, rx) = watch::channel(Term::follower());
         std::mem::forget(tx);
         Leadership { rx }
@@ -233,8 +239,8 @@ pub fn lease_name(plugin: &str) -> String {
     format!("kubeplug-{plugin}")
 }
 
-/// The plugin a Lease named by [`lease_name`] is for; `None` for membership
-/// Leases and others.
+/// The unit (plugin, or plugin shard: [`balance::split`]) a Lease named by
+/// [`lease_name`] is for; `None` for membership Leases and others.
 pub fn plugin_of_lease(name: &str) -> Option<&str> {
     name.strip_prefix("kubeplug-")
         .filter(|rest| !rest.starts_with("replica."))
@@ -275,6 +281,37 @@ fn is_member(lease: &Lease) -> bool {
         .is_some_and(|l| l.contains_key(MEMBER_LABEL))
 }
 
+/// Leases held per (group, live member) this round (see [`balance`]).
+#[derive(Default, Clone)]
+struct Loads(HashMap<(String, String), usize>);
+
+impl Loads {
+    fn of(&self, group: &str, member: &str) -> usize {
+        self.0
+            .get(&(group.to_string(), member.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The least any live member holds of `group`.
+    fn least(&self, group: &str, members: &[String]) -> usize {
+        members.iter().map(|m| self.of(group, m)).min().unwrap_or(0)
+    }
+
+    /// The most any live member holds of `group`.
+    fn most(&self, group: &str, members: &[String]) -> usize {
+        members.iter().map(|m| self.of(group, m)).max().unwrap_or(0)
+    }
+
+    fn add(&mut self, group: &str, member: &str, by: isize) {
+        let load = self
+            .0
+            .entry((group.to_string(), member.to_string()))
+            .or_default();
+        *load = load.saturating_add_signed(by);
+    }
+}
+
 fn jittered(period: Duration) -> Duration {
     period.mul_f64(1.0 + rand::random::<f64>() * 0.2)
 }
@@ -313,7 +350,8 @@ impl Elector {
         &self.settings.identity
     }
 
-    /// Campaign for `plugin`'s Lease; the token follows its leadership.
+    /// Campaign for a unit's Lease (a plugin, or one shard of it: see
+    /// [`balance::unit`]); the token follows its leadership.
     pub fn join(&self, plugin: &str) -> Leadership {
         let mut state = self.state.lock().expect("elector lock");
         let slot = state
@@ -394,26 +432,41 @@ impl Elector {
             }
         };
         let now = Instant::now();
-        let (members, loads, free_since) = self.observe(&leases, now);
+        let (members, mut loads, free_since) = self.observe(&leases, now);
+        // The least loaded member's load is the one seen at the start of the
+        // round: taking a free Lease does not make this replica "least
+        // loaded" again within the round.
+        let seen = loads.clone();
         let me = self.identity().to_string();
-        let min_load = members
-            .iter()
-            .map(|m| loads.get(m).copied().unwrap_or(0))
-            .min()
-            .unwrap_or(0);
-        let mut my_load = loads.get(&me).copied().unwrap_or(0);
-        let mut released_one = false;
+        // Groups that released a Lease this round (one each at most).
+        let mut released: Vec<String> = Vec::new();
 
-        let plugins: Vec<(String, bool, Option<Instant>)> = {
+        let units: Vec<(String, bool, Option<Instant>)> = {
             let state = self.state.lock().expect("elector lock");
             state
                 .slots
                 .iter()
-                .map(|(p, s)| (p.clone(), s.wanted, s.cooldown))
+                .map(|(u, s)| (u.clone(), s.wanted, s.cooldown))
                 .collect()
         };
-        for (plugin, wanted, cooldown) in plugins {
-            let name = lease_name(&plugin);
+        // How many units each group has (a sharded plugin's shard count),
+        // and how many of them are free now (released, expired or not
+        // created yet).
+        let mut group_sizes: HashMap<String, usize> = HashMap::new();
+        let mut free: HashMap<String, usize> = HashMap::new();
+        for (unit, wanted, _) in &units {
+            if *wanted {
+                let group = balance::group(unit).to_string();
+                let name = lease_name(unit);
+                if free_since.contains_key(&name) || !leases.contains_key(&name) {
+                    *free.entry(group.clone()).or_default() += 1;
+                }
+                *group_sizes.entry(group).or_default() += 1;
+            }
+        }
+        for (unit, wanted, cooldown) in units {
+            let name = lease_name(&unit);
+            let group = balance::group(&unit).to_string();
             let lease = leases.get(&name).cloned();
             let mine = lease.as_ref().and_then(holder) == Some(me.as_str());
             if !wanted {
@@ -421,29 +474,41 @@ impl Elector {
                     self.release(&name, lease.expect("held")).await;
                 }
                 let mut state = self.state.lock().expect("elector lock");
-                if state.slots.get(&plugin).is_some_and(|s| !s.wanted) {
-                    state.slots.remove(&plugin);
+                if state.slots.get(&unit).is_some_and(|s| !s.wanted) {
+                    state.slots.remove(&unit);
                 }
                 continue;
             }
+            let my_load = loads.of(&group, &me);
+            let least = seen.least(&group, &members);
+            // Shards only: whole plugins keep the rule they always had.
+            let fair = (!group.is_empty()).then(|| {
+                balance::share(group_sizes.get(&group).copied().unwrap_or(0), members.len())
+            });
             if mine {
-                let surplus = my_load >= min_load + 2 && !released_one && members.len() > 1;
-                if surplus {
-                    tracing::info!(plugin = %plugin, load = my_load, min_load, "releasing a lease to balance replicas");
+                let released_here = released.contains(&group);
+                let crowd = fair.map(|share| balance::Crowd {
+                    share,
+                    free: free.get(&group).copied().unwrap_or(0),
+                    most: seen.most(&group, &members),
+                });
+                if balance::surplus(my_load, least, crowd, members.len(), released_here) {
+                    tracing::info!(unit = %unit, load = my_load, min_load = least, "releasing a lease to balance replicas");
                     self.set_term(
-                        &plugin,
+                        &unit,
                         Term::follower(),
                         Some(now + self.settings.duration * 2),
                     );
                     self.release(&name, lease.expect("held")).await;
-                    released_one = true;
-                    my_load -= 1;
+                    released.push(group.clone());
+                    loads.add(&group, &me, -1);
+                    *free.entry(group.clone()).or_default() += 1;
                 } else {
-                    self.renew(&plugin, &name, lease.expect("held")).await;
+                    self.renew(&unit, &name, lease.expect("held")).await;
                 }
                 continue;
             }
-            self.expire_lapsed_one(&plugin);
+            self.expire_lapsed_one(&unit);
             let since = if lease.is_none() {
                 let mut state = self.state.lock().expect("elector lock");
                 *state.missing.entry(name.clone()).or_insert(now)
@@ -459,10 +524,14 @@ impl Elector {
                 }
             };
             let cooling = cooldown.is_some_and(|c| now < c) && members.len() > 1;
-            let least_loaded = my_load <= min_load;
             let waited = now.duration_since(since) >= self.settings.retry * 2;
-            if !cooling && (least_loaded || waited) && self.acquire(&plugin, &name, lease).await {
-                my_load += 1;
+            if balance::takes(my_load, least, fair, waited, cooling)
+                && self.acquire(&unit, &name, lease).await
+            {
+                loads.add(&group, &me, 1);
+                if let Some(n) = free.get_mut(&group) {
+                    *n = n.saturating_sub(1);
+                }
             }
         }
     }
@@ -473,11 +542,7 @@ impl Elector {
         &self,
         leases: &BTreeMap<String, Lease>,
         now: Instant,
-    ) -> (
-        Vec<String>,
-        HashMap<String, usize>,
-        HashMap<String, Instant>,
-    ) {
+    ) -> (Vec<String>, Loads, HashMap<String, Instant>) {
         let me = self.identity().to_string();
         let mut state = self.state.lock().expect("elector lock");
         state.seen.retain(|name, _| leases.contains_key(name));
@@ -517,12 +582,16 @@ impl Elector {
                 plugin_leases.push((name, lease, expires));
             }
         }
-        let mut loads: HashMap<String, usize> = HashMap::new();
+        let mut loads = Loads::default();
         let mut free_since = HashMap::new();
         for (name, lease, expires) in plugin_leases {
             match holder(lease) {
                 Some(h) if now < expires && (h == me || members.iter().any(|m| m == h)) => {
-                    *loads.entry(h.to_string()).or_default() += 1;
+                    let group = plugin_of_lease(name).map_or("", balance::group);
+                    *loads
+                        .0
+                        .entry((group.to_string(), h.to_string()))
+                        .or_default() += 1;
                 }
                 // Held by a replica whose membership lapsed (or an older
                 // kubeplug without membership): not free until it expires.

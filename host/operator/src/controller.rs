@@ -9,6 +9,7 @@
 mod error_policy;
 mod overdue;
 pub mod routes;
+mod shards;
 
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -22,6 +23,7 @@ use crate::preview::PreviewHandle;
 use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources, budget};
 use crate::replay::Ring;
 use crate::shadow::Shadow;
+use kubeplug_core::manifest::ApiResource;
 use kubeplug_core::policy::Effective;
 use kubeplug_core::rollback::RollbackSettings;
 use kubeplug_core::rollout::RolledBack;
@@ -29,7 +31,7 @@ use kubeplug_core::rollout::{Judged, Rollout, State};
 use kubeplug_kube::apply::metrics::ApplyMetrics;
 use kubeplug_kube::apply::{WriteError, Writer};
 use kubeplug_kube::identity::Access;
-use kubeplug_kube::informers::{Handler, Informers, ObjectKey, Scope, Subscription};
+use kubeplug_kube::informers::{Handler, Informers, ObjectKey, Scope, View, ViewSubscription};
 use kubeplug_kube::leader::{Elector, Leadership};
 use kubeplug_kube::queue::{Debounce, Queue};
 use kubeplug_runtime::{Event, Plugin};
@@ -100,8 +102,27 @@ struct Shared {
     failures: DashMap<ObjectKey, u32>,
     /// Calls past their deadline lately (see [`overdue`]).
     overdue: Mutex<overdue::Overdue>,
+    /// The plugin's leadership when it is not sharded; when it is, a token
+    /// that never leads (each shard has its own: see [`shards`]).
     leadership: Leadership,
+    /// A sharded plugin's shards on this replica.
+    shards: Option<shards::Shards>,
     counts: Counts,
+}
+
+impl Shared {
+    /// The writer for `key`'s parent: the plugin's, or its shard's (one
+    /// that writes nothing if this replica does not hold the shard).
+    fn writer_for(&self, key: &ObjectKey) -> Writer {
+        let Some(shards) = &self.shards else {
+            return self.writer.clone();
+        };
+        let parent = self.sources.parent.get(&key.namespace, &key.name);
+        match shards.route(parent.as_deref()) {
+            shards::Route::Lane(lane) => lane.writer().clone(),
+            shards::Route::Elsewhere => self.writer.clone(),
+        }
+    }
 }
 
 impl crate::preview::Serving for Shared {
@@ -130,7 +151,9 @@ struct Counts {
 pub struct Controller {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
-    _subscriptions: Vec<Subscription>,
+    /// A sharded plugin's tasks that take and give up its shards.
+    lanes: Vec<JoinHandle<()>>,
+    _subscriptions: Vec<ViewSubscription>,
     elector: Option<Arc<Elector>>,
 }
 
@@ -150,7 +173,7 @@ impl Controller {
     pub fn start(
         plugin: Plugin,
         identity: Identity,
-        informers: &Informers,
+        informers: &Arc<Informers>,
         metrics: OperatorMetrics,
         apply_metrics: ApplyMetrics,
         settings: Settings,
@@ -161,13 +184,23 @@ impl Controller {
         // this plugin, so a plugin that makes StatefulSets does not cache
         // everyone's. Related kinds: filtered by the fixed part of their
         // selector.
-        let view = |resource, labels, metadata_only| {
+        let view = |resource: &ApiResource, labels, metadata_only| {
             let scopes = Scope::for_plugin(&manifest, resource, labels, metadata_only);
             informers.view(resource, &scopes)
         };
+        // A sharded plugin's parents and children are watched per shard
+        // while this replica holds it (see `shards`): its views start empty.
+        let sharded = identity.grant.grant.shards > 1;
+        let sharded_view = |resource: &ApiResource, labels, metadata_only| {
+            if sharded {
+                View::new(resource.clone(), Vec::new())
+            } else {
+                view(resource, labels, metadata_only)
+            }
+        };
         // Metadata-only where the plugin says it reads no more (validated:
         // a decorator's parent, related kinds).
-        let parent = view(
+        let parent = sharded_view(
             &manifest.parent,
             Vec::new(),
             manifest.reads_metadata_only(&manifest.parent),
@@ -181,7 +214,7 @@ impl Controller {
             children: manifest
                 .children
                 .iter()
-                .map(|c| view(c, own.clone(), false))
+                .map(|c| sharded_view(c, own.clone(), false))
                 .collect(),
             related: manifest
                 .related
@@ -196,10 +229,12 @@ impl Controller {
                 .collect(),
         };
         sources.index_related();
-        let leadership = settings
-            .elector
-            .as_ref()
-            .map_or_else(Leadership::always, |e| e.join(&manifest.name));
+        let shard_count = identity.grant.grant.shards;
+        let leadership = match &settings.elector {
+            _ if sharded => Leadership::never(),
+            Some(elector) => elector.join(&manifest.name),
+            None => Leadership::always(),
+        };
         let writer = Writer::new(
             identity.client,
             &manifest.name,
@@ -215,6 +250,15 @@ impl Controller {
             access: identity.access,
             metrics: metrics.clone(),
         };
+        let shards = sharded.then(|| {
+            shards::Shards::new(
+                shard_count,
+                &manifest,
+                settings.elector.as_ref(),
+                &writer,
+                informers,
+            )
+        });
         let queue = Queue::with_debounce(settings.debounce);
         let shared = Arc::new(Shared {
             plugin: RwLock::new(plugin),
@@ -231,6 +275,7 @@ impl Controller {
             overdue: Mutex::default(),
             counts: Counts::default(),
             leadership,
+            shards,
         });
 
         let mut subscriptions = Vec::new();
@@ -248,7 +293,7 @@ impl Controller {
                     q.add_event(k)
                 }
             });
-            subscriptions.extend(parent.subscribe(h));
+            subscriptions.push(parent.subscribe(h));
         }
         for informer in &shared.sources.children {
             let (q, m) = (queue.clone(), m.clone());
@@ -258,7 +303,7 @@ impl Controller {
                     q.add_event(k)
                 }
             });
-            subscriptions.extend(informer.subscribe(h));
+            subscriptions.push(informer.subscribe(h));
         }
         for (related, informer) in &shared.sources.related {
             let (q, m, r, p) = (queue.clone(), m.clone(), related.clone(), parent.clone());
@@ -274,8 +319,20 @@ impl Controller {
                     q.add_event(k)
                 }
             });
-            subscriptions.extend(informer.subscribe(h));
+            subscriptions.push(informer.subscribe(h));
         }
+
+        if let Some(shards) = &shared.shards {
+            let (q, m) = (queue.clone(), m.clone());
+            let h: Handler = Arc::new(move |o| {
+                if let Some(k) = routes::parent_key(&m, o) {
+                    routes::trace_trigger("stray", o, &k);
+                    q.add_event(k)
+                }
+            });
+            subscriptions.push(shards.strays().subscribe(h));
+        }
+        let lanes = shards::Shards::start(&shared, informers.clone(), &manifest);
 
         let mut tasks: Vec<JoinHandle<()>> = (0..settings.concurrency.max(1))
             .map(|_| tokio::spawn(worker(shared.clone())))
@@ -285,6 +342,7 @@ impl Controller {
         Controller {
             shared,
             tasks,
+            lanes,
             _subscriptions: subscriptions,
             elector: settings.elector.clone(),
         }
@@ -305,9 +363,19 @@ impl Controller {
         self.shared.sources.synced()
     }
 
-    /// True while this replica may write for the plugin.
+    /// True while this replica may write for the plugin (for a sharded
+    /// plugin: for one of its shards at least).
     pub fn leading(&self) -> bool {
-        self.shared.leadership.is_leader()
+        match &self.shared.shards {
+            Some(shards) => shards.leading(),
+            None => self.shared.leadership.is_leader(),
+        }
+    }
+
+    /// A sharded plugin's shard count and the shards this replica owns.
+    pub fn shards(&self) -> Option<(u16, Vec<u16>)> {
+        let shards = self.shared.shards.as_ref()?;
+        Some((shards.count(), shards.owned()))
     }
 
     /// The grant the controller acts under.
@@ -400,11 +468,17 @@ impl Controller {
     /// their next await point. Children stay as they are.
     pub fn stop(self) {
         self.shared.queue.close();
-        for task in &self.tasks {
+        for task in self.tasks.iter().chain(&self.lanes) {
             task.abort();
         }
         if let Some(elector) = &self.elector {
-            elector.leave(self.plugin().name());
+            let name = self.plugin().name().to_string();
+            match self.shards() {
+                Some((count, _)) => (0..count).for_each(|s| {
+                    elector.leave(&kubeplug_kube::leader::balance::unit(&name, Some(s)))
+                }),
+                None => elector.leave(&name),
+            }
         }
     }
 
@@ -417,7 +491,7 @@ impl Controller {
         // Workers return once the queue is closed and their reconcile is
         // done; the resync task (the last one) never returns by itself.
         let workers = &tasks[..tasks.len().saturating_sub(1)];
-        if self.shared.leadership.is_leader() {
+        if self.leading() {
             let finished = async {
                 while !workers.iter().all(JoinHandle::is_finished) {
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -427,7 +501,7 @@ impl Controller {
                 tracing::warn!(plugin = %self.plugin().name(), "reconciles still running at shutdown; abandoning them");
             }
         }
-        for task in &tasks {
+        for task in tasks.iter().chain(&self.lanes) {
             task.abort();
         }
     }
@@ -497,7 +571,7 @@ async fn judge(shared: &Shared, plugin: &Plugin, key: &ObjectKey, fault: bool) {
         if let Some(parent) = shared.sources.parent.get(&key.namespace, &key.name) {
             shared
                 .fence
-                .post(&shared.writer, &parent, &event, "Rollback");
+                .post(&shared.writer_for(&key), &parent, &event, "Rollback");
         }
     }
 }
@@ -555,10 +629,20 @@ async fn resync(shared: Arc<Shared>) {
 async fn worker(shared: Arc<Shared>) {
     shared.sources.wait_synced().await;
     loop {
-        // Only the leader writes; followers keep their caches warm.
-        shared.leadership.wait().await;
+        // Only the leader writes; followers keep their caches warm. A
+        // sharded plugin's keys are routed to their shard below.
+        if shared.shards.is_none() {
+            shared.leadership.wait().await;
+        }
         let Some(key) = shared.queue.next().await else {
             return;
+        };
+        let (writer, leadership, shard) = match route(&shared, &key).await {
+            Some(route) => route,
+            None => {
+                shared.queue.done(&key);
+                continue;
+            }
         };
         let plugin = shared.plugin.read().expect("plugin lock").clone();
         let shadow = shared.shadow.read().expect("shadow lock").clone();
@@ -585,21 +669,62 @@ async fn worker(shared: Arc<Shared>) {
                 &plugin,
                 shadow.as_ref(),
                 &shared.sources,
-                &shared.writer,
+                &writer,
                 &shared.fence,
                 &key,
                 &mut handed,
             )
             .instrument(span.clone()) => result,
-            () = shared.leadership.lost() => Err(ReconcileError::Write(WriteError::NotLeader {
+            () = leadership.lost() => Err(ReconcileError::Write(WriteError::NotLeader {
                 what: "the reconcile".into(),
             })),
         };
         let took = started.elapsed();
         error_policy::settle(&shared, &plugin, &key, result, &handed, took, &span).await;
+        if let Some(shard) = shard {
+            shared.metrics.shard_reconciled(&name, shard);
+        }
         shared.metrics.queue_depth(&name, shared.queue.len());
         shared.queue.done(&key);
     }
+}
+
+/// The writer and leadership `key` is reconciled under; `None` when it is
+/// not this replica's to reconcile: a sharded plugin's parent in a shard
+/// held elsewhere (or still listing here), or a stray (labelled here first
+/// if its shard is this replica's; see [`shards`]).
+async fn route(shared: &Shared, key: &ObjectKey) -> Option<(Writer, Leadership, Option<u16>)> {
+    let Some(shards) = &shared.shards else {
+        return Some((shared.writer.clone(), shared.leadership.clone(), None));
+    };
+    let parent = shared.sources.parent.get(&key.namespace, &key.name);
+    if let shards::Route::Lane(lane) = shards.route(parent.as_deref()) {
+        return Some((
+            lane.writer().clone(),
+            lane.leadership().clone(),
+            Some(lane.shard()),
+        ));
+    }
+    if parent.is_none() {
+        let manifest = shared
+            .plugin
+            .read()
+            .expect("plugin lock")
+            .manifest()
+            .clone();
+        if shards.strays().get(&key.namespace, &key.name).is_some() {
+            shards::label_stray(shards, &manifest, key).await;
+        } else {
+            // Deleted, or moved to a shard held elsewhere: forget it.
+            shared.failures.remove(key);
+            reconcile::forget(
+                shared.shadow.read().expect("shadow lock").as_ref(),
+                &shared.fence,
+                key,
+            );
+        }
+    }
+    None
 }
 
 #[cfg(test)]

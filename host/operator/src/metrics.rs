@@ -49,6 +49,12 @@ struct InfoLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardLabels {
+    plugin: String,
+    shard: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AmountLabels {
     amount: String,
 }
@@ -74,6 +80,8 @@ pub struct OperatorMetrics {
     shadow_comparisons: Family<ResultLabels, Counter>,
     shadow_parents: Family<ShadowLabels, Gauge>,
     rollbacks: Family<PluginLabels, Counter>,
+    shard_owned: Family<ShardLabels, Gauge>,
+    shard_reconciles: Family<ShardLabels, Counter>,
     call_memory: Family<AmountLabels, Gauge>,
     calls_waiting_for_memory: Gauge,
     call_memory_waits: Counter,
@@ -99,6 +107,8 @@ impl OperatorMetrics {
             shadow_comparisons: Family::default(),
             shadow_parents: Family::default(),
             rollbacks: Family::default(),
+            shard_owned: Family::default(),
+            shard_reconciles: Family::default(),
             call_memory: Family::default(),
             calls_waiting_for_memory: Gauge::default(),
             call_memory_waits: Counter::default(),
@@ -161,6 +171,16 @@ impl OperatorMetrics {
             "plugin_rollbacks",
             "New plugin versions rolled back automatically after failing their probation",
             m.rollbacks.clone(),
+        );
+        registry.register(
+            "shard_owned",
+            "Shards of sharded plugins this replica owns, their caches listed (1), or gave up (0)",
+            m.shard_owned.clone(),
+        );
+        registry.register(
+            "shard_reconciles",
+            "Reconciles of sharded plugins' parents finished on this replica, by shard",
+            m.shard_reconciles.clone(),
         );
         registry.register(
             "call_memory_bytes",
@@ -237,6 +257,20 @@ impl OperatorMetrics {
     /// A reconcile skipped: unchanged inputs (see `reconcile::unchanged`).
     pub fn skipped(&self, plugin: &str) {
         self.skipped.get_or_create(&plugin_labels(plugin)).inc();
+    }
+
+    /// Whether this replica owns `shard` of `plugin` (its caches listed).
+    pub fn shard_owned(&self, plugin: &str, shard: u16, owned: bool) {
+        self.shard_owned
+            .get_or_create(&shard_labels(plugin, shard))
+            .set(owned.into());
+    }
+
+    /// A reconcile of a parent of `plugin`'s `shard` finished here.
+    pub fn shard_reconciled(&self, plugin: &str, shard: u16) {
+        self.shard_reconciles
+            .get_or_create(&shard_labels(plugin, shard))
+            .inc();
     }
 
     pub fn queue_depth(&self, plugin: &str, depth: usize) {
@@ -318,6 +352,13 @@ impl OperatorMetrics {
 
     pub fn rolled_back(&self, plugin: &str) {
         self.rollbacks.get_or_create(&plugin_labels(plugin)).inc();
+    }
+}
+
+fn shard_labels(plugin: &str, shard: u16) -> ShardLabels {
+    ShardLabels {
+        plugin: plugin.into(),
+        shard: shard.to_string(),
     }
 }
 

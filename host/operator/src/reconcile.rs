@@ -350,6 +350,16 @@ pub(crate) async fn decide(
 /// Reconcile the parent at `key` with `plugin`, and with `shadow`'s
 /// candidate beside it (compared, never written). What the plugin was
 /// handed is left in `handed`.
+/// Forget what is kept per parent for `key` (deleted, or no longer this
+/// replica's to reconcile).
+pub(crate) fn forget(shadow: Option<&Arc<Shadow>>, fence: &Fence, key: &ObjectKey) {
+    if let Some(shadow) = shadow {
+        shadow.forget(key);
+    }
+    fence.last_calls.forget(key);
+    fence.echoes.forget(key);
+}
+
 pub async fn reconcile(
     plugin: &Plugin,
     shadow: Option<&Arc<Shadow>>,
@@ -362,11 +372,7 @@ pub async fn reconcile(
     let manifest = plugin.manifest();
     let Some(parent_obj) = sources.parent.get(&key.namespace, &key.name) else {
         // Deleted: its children go through garbage collection.
-        if let Some(shadow) = shadow {
-            shadow.forget(key);
-        }
-        fence.last_calls.forget(key);
-        fence.echoes.forget(key);
+        forget(shadow, fence, key);
         return Ok(Outcome::default());
     };
     fence.check_reads(manifest, &key.namespace).await?;

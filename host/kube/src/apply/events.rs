@@ -18,6 +18,7 @@ use kube::runtime::events::{Event as KubeEvent, Recorder};
 use tokio::sync::mpsc;
 
 use super::Gate;
+use crate::leader::Leadership;
 
 #[cfg(test)]
 mod tests;
@@ -32,6 +33,8 @@ const IN_FLIGHT: usize = 4;
 struct Pending {
     event: KubeEvent,
     reference: ObjectReference,
+    /// The leadership the event is fenced by when it is sent.
+    leadership: Leadership,
 }
 
 /// The queue of one plugin's events; the posting task ends when the last
@@ -50,17 +53,38 @@ impl Events {
     }
 
     /// Queue one event; false if the queue is full (or the task is gone).
-    pub(super) fn queue(&self, event: KubeEvent, reference: ObjectReference) -> bool {
-        self.queue.try_send(Pending { event, reference }).is_ok()
+    pub(super) fn queue(
+        &self,
+        event: KubeEvent,
+        reference: ObjectReference,
+        leadership: Leadership,
+    ) -> bool {
+        self.queue
+            .try_send(Pending {
+                event,
+                reference,
+                leadership,
+            })
+            .is_ok()
     }
 }
 
 async fn post(mut waiting: mpsc::Receiver<Pending>, recorder: Recorder, gate: Gate) {
     let pending = futures::stream::poll_fn(move |cx| waiting.poll_recv(cx));
     pending
-        .for_each_concurrent(IN_FLIGHT, |Pending { event, reference }| {
-            let (recorder, gate) = (&recorder, &gate);
+        .for_each_concurrent(IN_FLIGHT, |pending| {
+            let Pending {
+                event,
+                reference,
+                leadership,
+            } = pending;
+            let recorder = &recorder;
+            let gate = Gate {
+                leadership,
+                ..gate.clone()
+            };
             async move {
+                let gate = &gate;
                 let what = format!("event {}", event.reason);
                 match gate
                     .send("event", &what, recorder.publish(&event, &reference))

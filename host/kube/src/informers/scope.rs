@@ -24,6 +24,10 @@ pub struct Scope {
     pub excluded: Vec<String>,
     /// Equality selector: only objects with all these labels (sorted).
     pub labels: Vec<(String, String)>,
+    /// Set selector: only objects whose label `key` is none of `values`
+    /// (or absent), as `key notin (a,b)`. A sharded plugin's watch of the
+    /// parents no shard holds yet (see the operator's `controller::shards`).
+    pub not_in: Option<(String, Vec<String>)>,
     /// Watch and cache metadata only (`apiVersion`, `kind`, `metadata`).
     pub metadata_only: bool,
 }
@@ -37,20 +41,36 @@ impl Scope {
         }
     }
 
-    /// The labels as a selector: `k=v,k2=v2`.
+    /// Does the selector hold an object with these labels? (The namespace
+    /// is [`Scope::covers`]'s.)
+    pub fn matches(&self, labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+        let value = |k: &str| labels.and_then(|l| l.get(k));
+        self.labels
+            .iter()
+            .all(|(k, v)| value(k).is_some_and(|have| have == v))
+            && self
+                .not_in
+                .as_ref()
+                .is_none_or(|(k, values)| value(k).is_none_or(|have| !values.contains(have)))
+    }
+
+    /// The labels as a selector: `k=v,k2=v2,k3 notin (a,b)`.
     fn selector(&self) -> String {
-        let labels: Vec<String> = self
+        let mut labels: Vec<String> = self
             .labels
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
+        if let Some((key, values)) = &self.not_in {
+            labels.push(format!("{key} notin ({})", values.join(",")));
+        }
         labels.join(",")
     }
 
     /// The list/watch parameters that make the API server filter for us.
     pub fn watcher_config(&self) -> watcher::Config {
         let mut config = watcher::Config::default();
-        if !self.labels.is_empty() {
+        if !self.labels.is_empty() || self.not_in.is_some() {
             config = config.labels(&self.selector());
         }
         if self.namespace.is_none() && !self.excluded.is_empty() {
@@ -92,6 +112,7 @@ impl Scope {
                 namespace: None,
                 excluded,
                 labels,
+                not_in: None,
                 metadata_only,
             }];
         }
@@ -104,6 +125,7 @@ impl Scope {
                 namespace: Some(ns),
                 excluded: Vec::new(),
                 labels: labels.clone(),
+                not_in: None,
                 metadata_only,
             })
             .collect()
@@ -133,7 +155,7 @@ impl fmt::Display for Scope {
             None if !self.excluded.is_empty() => write!(f, " but {}", self.excluded.join(","))?,
             None => {}
         }
-        if !self.labels.is_empty() {
+        if !self.labels.is_empty() || self.not_in.is_some() {
             write!(f, " with {}", self.selector())?;
         }
         if self.metadata_only {

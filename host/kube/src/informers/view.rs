@@ -1,7 +1,15 @@
 //! A plugin's view of one kind: the informers of its scopes (one per
 //! namespace it is bound to, or one for all), read as one cache.
+//!
+//! A sharded plugin's view changes while it runs: the informers of a shard
+//! (filtered by its label) join when this replica takes the shard and leave
+//! when it gives it up ([`View::add`], [`View::remove`]). Handlers
+//! subscribed to the view follow: each is subscribed to every informer that
+//! joins, and its subscriptions go with an informer that leaves, so its
+//! watch stops once nobody else uses it.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock, Weak};
 
 use kube::core::DynamicObject;
 
@@ -9,36 +17,134 @@ use super::{Handler, Informer, Object, Problem, Subscription};
 use kubeplug_core::manifest::ApiResource;
 
 /// The informers of one kind a plugin reads, one per [`super::Scope`].
+/// Clones share the same informers.
 #[derive(Clone)]
 pub struct View {
-    informers: Vec<Arc<Informer>>,
+    resource: ApiResource,
+    inner: Arc<RwLock<Inner>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Each informer with the subscriptions of the view's handlers to it,
+    /// by handler id.
+    informers: Vec<(Arc<Informer>, BTreeMap<u64, Subscription>)>,
+    /// Handlers subscribed to the view, by id.
+    handlers: BTreeMap<u64, Handler>,
+    next_id: u64,
+    /// Label keys indexed on every informer (see [`View::index_label`]).
+    indexed: Vec<String>,
+}
+
+/// Drop to stop a handler receiving the view's changes.
+pub struct ViewSubscription {
+    inner: Weak<RwLock<Inner>>,
+    id: u64,
+}
+
+impl Drop for ViewSubscription {
+    fn drop(&mut self) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let mut inner = inner.write().expect("view lock");
+        inner.handlers.remove(&self.id);
+        for (_, subscriptions) in &mut inner.informers {
+            subscriptions.remove(&self.id);
+        }
+    }
 }
 
 impl View {
-    /// `informers` must all be of one resource type, and there must be one.
-    pub fn new(informers: Vec<Arc<Informer>>) -> View {
-        assert!(!informers.is_empty(), "a view has at least one informer");
-        View { informers }
+    /// A view of `resource` over `informers` (all of that type; none for a
+    /// sharded plugin that owns no shard yet).
+    pub fn new(resource: ApiResource, informers: Vec<Arc<Informer>>) -> View {
+        let view = View {
+            resource,
+            inner: Arc::default(),
+        };
+        view.add(informers);
+        view
     }
 
     pub fn resource(&self) -> &ApiResource {
-        self.informers[0].resource()
+        &self.resource
     }
 
-    pub fn informers(&self) -> &[Arc<Informer>] {
-        &self.informers
+    /// The informers now in the view.
+    pub fn informers(&self) -> Vec<Arc<Informer>> {
+        let inner = self.inner.read().expect("view lock");
+        inner.informers.iter().map(|(i, _)| i.clone()).collect()
+    }
+
+    /// Add `informers` to the view: the view's label indexes are built on
+    /// them and its handlers see each of their objects now and every change.
+    pub fn add(&self, informers: Vec<Arc<Informer>>) {
+        let handlers: Vec<(u64, Handler)> = {
+            let mut inner = self.inner.write().expect("view lock");
+            for informer in &informers {
+                debug_assert_eq!(informer.resource(), &self.resource);
+                for key in &inner.indexed {
+                    informer.index_label(key);
+                }
+                inner.informers.push((informer.clone(), BTreeMap::new()));
+            }
+            inner
+                .handlers
+                .iter()
+                .map(|(id, h)| (*id, h.clone()))
+                .collect()
+        };
+        // Subscribing replays the cache into each handler: done outside the
+        // view's lock, since a handler may read this view.
+        for informer in informers {
+            for (id, handler) in &handlers {
+                self.subscribed(&informer, *id, informer.subscribe(handler.clone()));
+            }
+        }
+    }
+
+    /// Keep `subscription` (of handler `id` to `informer`) while both are in
+    /// the view.
+    fn subscribed(&self, informer: &Arc<Informer>, id: u64, subscription: Subscription) {
+        let mut inner = self.inner.write().expect("view lock");
+        if !inner.handlers.contains_key(&id) {
+            return;
+        }
+        if let Some((_, subscriptions)) = inner
+            .informers
+            .iter_mut()
+            .find(|(i, _)| Arc::ptr_eq(i, informer))
+        {
+            subscriptions.insert(id, subscription);
+        }
+    }
+
+    /// Take the informers `leaving` picks out of the view (its handlers stop
+    /// hearing from them); returns how many left.
+    pub fn remove(&self, leaving: impl Fn(&Informer) -> bool) -> usize {
+        let mut inner = self.inner.write().expect("view lock");
+        let before = inner.informers.len();
+        inner.informers.retain(|(i, _)| !leaving(i));
+        before - inner.informers.len()
     }
 
     /// The informers that hold objects of `namespace`.
-    fn covering<'a>(&'a self, namespace: &'a str) -> impl Iterator<Item = &'a Arc<Informer>> {
-        let namespaced = self.resource().namespaced;
-        self.informers
+    fn covering(&self, namespace: &str) -> Vec<Arc<Informer>> {
+        let namespaced = self.resource.namespaced;
+        let inner = self.inner.read().expect("view lock");
+        inner
+            .informers
             .iter()
-            .filter(move |i| !namespaced || i.scope().covers(namespace))
+            .map(|(i, _)| i)
+            .filter(|i| !namespaced || i.scope().covers(namespace))
+            .cloned()
+            .collect()
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
         self.covering(namespace)
+            .iter()
             .find_map(|i| i.get(namespace, name))
     }
 
@@ -50,13 +156,14 @@ impl View {
     pub fn owned_by(&self, namespace: Option<&str>, uid: &str) -> Vec<Arc<Object>> {
         match namespace {
             None => self
-                .informers
+                .informers()
                 .iter()
                 .flat_map(|i| i.owned_by(None, uid))
                 .collect(),
-            Some(_) if !self.resource().namespaced => Vec::new(),
+            Some(_) if !self.resource.namespaced => Vec::new(),
             Some(ns) => self
                 .covering(ns)
+                .iter()
                 .flat_map(|i| i.owned_by(Some(ns), uid))
                 .collect(),
         }
@@ -65,53 +172,80 @@ impl View {
     /// Objects in `namespace` (all objects of the view when `None`).
     pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<Object>> {
         match namespace {
-            None => self.informers.iter().flat_map(|i| i.list(None)).collect(),
-            Some(ns) => self.covering(ns).flat_map(|i| i.list(Some(ns))).collect(),
+            None => self.informers().iter().flat_map(|i| i.list(None)).collect(),
+            Some(ns) => self
+                .covering(ns)
+                .iter()
+                .flat_map(|i| i.list(Some(ns)))
+                .collect(),
         }
     }
 
     /// See [`super::Cache::labelled`].
     pub fn labelled(&self, namespace: &str, key: &str, value: &str) -> Vec<Arc<Object>> {
         self.covering(namespace)
+            .iter()
             .flat_map(|i| i.labelled(namespace, key, value))
             .collect()
     }
 
-    /// See [`super::Cache::index_label`].
+    /// See [`super::Cache::index_label`]; informers added later are indexed
+    /// too.
     pub fn index_label(&self, key: &str) {
-        for informer in &self.informers {
+        let mut inner = self.inner.write().expect("view lock");
+        for (informer, _) in &inner.informers {
             informer.index_label(key);
         }
+        inner.indexed.push(key.to_string());
     }
 
-    /// See [`Informer::remember`].
+    /// See [`Informer::remember`]: into the informer whose scope holds the
+    /// object (its namespace and labels).
     pub fn remember(&self, object: DynamicObject) {
         let namespace = object.metadata.namespace.clone().unwrap_or_default();
-        if let Some(informer) = self.covering(&namespace).next() {
+        let labels = object.metadata.labels.clone();
+        if let Some(informer) = self
+            .covering(&namespace)
+            .into_iter()
+            .find(|i| i.scope().matches(labels.as_ref()))
+        {
             informer.remember(object);
         }
     }
 
-    /// Call `handler` for every object of the view now and on every change.
-    pub fn subscribe(&self, handler: Handler) -> Vec<Subscription> {
-        self.informers
-            .iter()
-            .map(|i| i.subscribe(handler.clone()))
-            .collect()
+    /// Call `handler` for every object of the view now and on every change,
+    /// including those of informers added later.
+    pub fn subscribe(&self, handler: Handler) -> ViewSubscription {
+        let (id, informers) = {
+            let mut inner = self.inner.write().expect("view lock");
+            let id = inner.next_id;
+            inner.next_id += 1;
+            inner.handlers.insert(id, handler.clone());
+            let informers: Vec<Arc<Informer>> =
+                inner.informers.iter().map(|(i, _)| i.clone()).collect();
+            (id, informers)
+        };
+        for informer in informers {
+            self.subscribed(&informer, id, informer.subscribe(handler.clone()));
+        }
+        ViewSubscription {
+            inner: Arc::downgrade(&self.inner),
+            id,
+        }
     }
 
     pub fn is_synced(&self) -> bool {
-        self.informers.iter().all(|i| i.is_synced())
+        self.informers().iter().all(|i| i.is_synced())
     }
 
     pub async fn wait_synced(&self) {
-        for informer in &self.informers {
+        for informer in self.informers() {
             informer.wait_synced().await;
         }
     }
 
     /// The first informer's problem, if any cannot list or watch.
     pub fn problem(&self) -> Option<Problem> {
-        self.informers.iter().find_map(|i| i.problem())
+        self.informers().iter().find_map(|i| i.problem())
     }
 }

@@ -25,9 +25,79 @@ pub fn name_of(row: &Status) -> String {
     })
 }
 
+/// Who writes for a plugin: the holder of its Lease, or for a sharded
+/// plugin the holder of each shard's.
+#[derive(Debug, Default, PartialEq)]
+pub struct Owners {
+    /// The replica leading a plugin that is not sharded.
+    pub leader: Option<String>,
+    /// A sharded plugin's shards in order, each with its owner (`None`:
+    /// free now, being handed over).
+    pub shards: Vec<Option<String>>,
+}
+
+impl Owners {
+    /// From the Leases' holders (unit → holder, see
+    /// [`kubeplug_kube::leader::balance::unit`]).
+    pub fn from_leases(
+        name: &str,
+        row: &Status,
+        holders: &std::collections::BTreeMap<String, String>,
+    ) -> Owners {
+        use kubeplug_kube::leader::balance::unit;
+        match &row.shards {
+            None => Owners {
+                leader: holders.get(name).cloned(),
+                shards: Vec::new(),
+            },
+            Some(shards) => Owners {
+                leader: None,
+                shards: (0..shards.count)
+                    .map(|s| holders.get(&unit(name, Some(s))).cloned())
+                    .collect(),
+            },
+        }
+    }
+
+    /// Without leader election: this replica, `identity`, owns everything.
+    pub fn this_replica(row: &Status, identity: &str) -> Owners {
+        if row.detail.is_none() {
+            return Owners::default();
+        }
+        match &row.shards {
+            None => Owners {
+                leader: Some(identity.to_string()),
+                shards: Vec::new(),
+            },
+            Some(shards) => Owners {
+                leader: None,
+                shards: vec![Some(identity.to_string()); shards.count as usize],
+            },
+        }
+    }
+
+    /// The leader column: the leader, or each owner with how many shards it
+    /// owns (`host-a (4), host-b (4)`).
+    fn summary(&self) -> Option<String> {
+        if self.shards.is_empty() {
+            return self.leader.clone();
+        }
+        let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+        for owner in self.shards.iter().flatten() {
+            *counts.entry(owner).or_default() += 1;
+        }
+        let free = self.shards.iter().filter(|o| o.is_none()).count();
+        let mut parts: Vec<String> = counts.iter().map(|(o, n)| format!("{o} ({n})")).collect();
+        if free > 0 {
+            parts.push(format!("free ({free})"));
+        }
+        Some(parts.join(", "))
+    }
+}
+
 /// The `Plugin` object of a row (without `resourceVersion`, which the
 /// tracker assigns).
-pub fn plugin(row: &Status, leader: Option<&str>) -> Value {
+pub fn plugin(row: &Status, owners: &Owners) -> Value {
     let detail = row.detail.as_ref();
     let manifest = detail.map(|d| &d.manifest);
     let mut object = json!({
@@ -70,11 +140,19 @@ pub fn plugin(row: &Status, leader: Option<&str>) -> Value {
         ("digest", row.digest.clone()),
         ("reason", row.reason.clone()),
         ("lastError", row.last_error.clone()),
-        ("leader", leader.map(String::from)),
+        ("leader", owners.summary()),
     ] {
         if let Some(value) = value {
             status[key] = json!(value);
         }
+    }
+    if !owners.shards.is_empty() {
+        status["shards"] = owners
+            .shards
+            .iter()
+            .enumerate()
+            .map(|(shard, owner)| json!({"shard": shard, "owner": owner}))
+            .collect();
     }
     if let Some(shadow) = &row.shadow {
         status["shadow"] = json!(shadow);
@@ -343,7 +421,11 @@ pub fn openapi() -> Value {
                         "digest": string("sha256 of the serving component."),
                         "loadedAt": string("When the serving version was loaded (RFC 3339)."),
                         "synced": {"type": "boolean", "description": "Every cache it reads has listed once."},
-                        "leader": string("The replica that leads it (writes for it)."),
+                        "leader": string("The replica that leads it (writes for it); for a sharded plugin, each owner with how many shards it owns."),
+                        "shards": {"type": "array", "description": "A sharded plugin's shards, each with the replica that owns it (none while it is handed over).", "items": {"type": "object", "properties": {
+                            "shard": integer("The shard number (the kubeplug.io/shard label of its parents)."),
+                            "owner": string("The replica that owns it."),
+                        }}},
                         "reconciles": integer("Reconciles finished by the answering replica."),
                         "errors": integer("Of those, how many failed."),
                         "queueDepth": integer("Parents waiting in its queue."),

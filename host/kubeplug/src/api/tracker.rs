@@ -74,11 +74,11 @@ impl Tracker {
                 .iter()
                 .map(|row| {
                     let name = resources::name_of(row);
-                    let leader = match &leases {
-                        Some(_) => holders.get(&name).cloned(),
-                        None => row.detail.is_some().then(|| identity.clone()),
+                    let owners = match &leases {
+                        Some(_) => resources::Owners::from_leases(&name, row, &holders),
+                        None => resources::Owners::this_replica(row, &identity),
                     };
-                    (name, resources::plugin(row, leader.as_deref()))
+                    (name, resources::plugin(row, &owners))
                 })
                 .collect();
             self.update(fresh);
@@ -231,7 +231,8 @@ fn without_version(object: &Value) -> Value {
     object
 }
 
-/// plugin → holder of its Lease (released Leases left out).
+/// unit (a plugin, or one shard of it) → holder of its Lease (released
+/// Leases left out).
 async fn lease_holders(leases: &Leases) -> BTreeMap<String, String> {
     use k8s_openapi::api::coordination::v1::Lease;
     let api: kube::Api<Lease> = kube::Api::namespaced(leases.client.clone(), &leases.namespace);

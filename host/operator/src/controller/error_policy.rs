@@ -119,7 +119,7 @@ async fn failed(
         };
         shared
             .fence
-            .post(&shared.writer, &parent, &event, "Reconcile");
+            .post(&shared.writer_for(key), &parent, &event, "Reconcile");
     }
     shared.queue.add_after(key.clone(), delay);
 }

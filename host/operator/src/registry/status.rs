@@ -27,8 +27,12 @@ pub struct Status {
     pub reason: Option<String>,
     /// Every cache the plugin reads has listed once.
     pub synced: bool,
-    /// This replica may write for the plugin now.
+    /// This replica may write for the plugin now (a sharded plugin: for
+    /// one of its shards at least).
     pub leading: bool,
+    /// A sharded plugin's shards: how many, and which this replica owns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<Shards>,
     /// The candidate (`<stem>.next.wasm`) in shadow, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowStatus>,
@@ -38,6 +42,15 @@ pub struct Status {
     /// What the aggregated API adds (not on `/plugins`).
     #[serde(skip)]
     pub detail: Option<PluginDetail>,
+}
+
+/// A sharded plugin's shards as this replica sees them.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Shards {
+    pub count: u16,
+    /// Shards this replica owns, their caches listed.
+    pub owned: Vec<u16>,
 }
 
 /// A serving plugin's manifest and counters.
@@ -119,6 +132,11 @@ impl Registry {
                         .serving
                         .as_ref()
                         .is_some_and(|s| s.controller.leading()),
+                    shards: entry
+                        .serving
+                        .as_ref()
+                        .and_then(|s| s.controller.shards())
+                        .map(|(count, owned)| Shards { count, owned }),
                     shadow: entry
                         .serving
                         .as_ref()
@@ -202,6 +220,7 @@ mod tests {
             reason: Some("rolled back".into()),
             synced: true,
             leading: true,
+            shards: None,
             shadow: Some(shadow),
             candidate_error: Some("refused".into()),
             detail: None,
