@@ -204,6 +204,11 @@ struct Slot {
 struct Seen {
     version: String,
     at: Instant,
+    /// When this replica first saw the Lease, and whether it has seen it
+    /// change since: a membership Lease that never changes belongs to a
+    /// replica that is gone.
+    first: Instant,
+    changed: bool,
 }
 
 struct State {
@@ -216,6 +221,9 @@ struct State {
 /// Campaigns for every plugin of this host; see the module doc.
 pub struct Elector {
     api: Api<Lease>,
+    /// When this replica started campaigning: it gives nothing up to
+    /// balance before it has seen who is alive ([`Elector::confirm`]).
+    started: Instant,
     settings: LeaseSettings,
     metrics: LeaderMetrics,
     state: Mutex<State>,
@@ -321,6 +329,7 @@ impl Elector {
     pub fn start(client: Client, settings: LeaseSettings, metrics: LeaderMetrics) -> Arc<Elector> {
         let elector = Arc::new(Elector {
             api: Api::namespaced(client, &settings.namespace),
+            started: Instant::now(),
             settings,
             metrics,
             state: Mutex::new(State {
@@ -348,6 +357,12 @@ impl Elector {
 
     pub fn identity(&self) -> &str {
         &self.settings.identity
+    }
+
+    /// How long a membership Lease may go unrenewed, as first seen, before
+    /// this replica no longer counts its holder as alive: a few rounds.
+    fn confirm(&self) -> Duration {
+        self.settings.retry * 2 + self.settings.retry / 2
     }
 
     /// Campaign for a unit's Lease (a plugin, or one shard of it: see
@@ -492,7 +507,9 @@ impl Elector {
                     free: free.get(&group).copied().unwrap_or(0),
                     most: seen.most(&group, &members),
                 });
-                if balance::surplus(my_load, least, crowd, members.len(), released_here) {
+                let warming = now < self.started + self.confirm();
+                if !warming && balance::surplus(my_load, least, crowd, members.len(), released_here)
+                {
                     tracing::info!(unit = %unit, load = my_load, min_load = least, "releasing a lease to balance replicas");
                     self.set_term(
                         &unit,
@@ -551,9 +568,13 @@ impl Elector {
             let seen = state.seen.entry(name.to_string()).or_insert(Seen {
                 version: version.clone(),
                 at: now,
+                first: now,
+                changed: false,
             });
             if seen.version != version {
-                *seen = Seen { version, at: now };
+                seen.version = version;
+                seen.at = now;
+                seen.changed = true;
             }
             let duration = lease
                 .spec
@@ -567,6 +588,7 @@ impl Elector {
         let mut members = vec![me.clone()];
         let mut plugin_leases = Vec::new();
         let mut expiries = HashMap::new();
+        let mut live_members = Vec::new();
         for (name, lease) in leases {
             let is_member = is_member(lease);
             let expires = expiry(name, lease);
@@ -576,10 +598,25 @@ impl Elector {
                     && h != me
                     && now < expires
                 {
-                    members.push(h.to_string());
+                    live_members.push((name.clone(), h.to_string()));
                 }
             } else if name.starts_with("kubeplug-") {
                 plugin_leases.push((name, lease, expires));
+            }
+        }
+        // A replica renews its membership every round: one not seen to
+        // renew within a few retry periods of first seeing it is gone,
+        // though its Lease has not expired by this replica's clock yet (a
+        // replica that just started would otherwise count a killed one as
+        // a member holding nothing, and give up Leases for it).
+        let confirm = self.confirm();
+        for (name, member) in live_members {
+            let renewing = state
+                .seen
+                .get(&name)
+                .is_some_and(|s| s.changed || now < s.first + confirm);
+            if renewing {
+                members.push(member);
             }
         }
         let mut loads = Loads::default();
