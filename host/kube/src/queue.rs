@@ -280,6 +280,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         self.notify.notify_waiters();
     }
 
+    /// The keys waiting now (not active or scheduled ones), for a breakdown
+    /// of [`Queue::len`].
+    pub fn waiting(&self) -> Vec<K> {
+        let state = self.state.lock().expect("queue lock");
+        state.ready.iter().cloned().collect()
+    }
+
     /// Keys waiting (not counting active or scheduled ones).
     pub fn len(&self) -> usize {
         self.state.lock().expect("queue lock").ready.len()

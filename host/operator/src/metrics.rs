@@ -82,6 +82,7 @@ pub struct OperatorMetrics {
     rollbacks: Family<PluginLabels, Counter>,
     shard_owned: Family<ShardLabels, Gauge>,
     shard_reconciles: Family<ShardLabels, Counter>,
+    shard_queue_depth: Family<ShardLabels, Gauge>,
     call_memory: Family<AmountLabels, Gauge>,
     calls_waiting_for_memory: Gauge,
     call_memory_waits: Counter,
@@ -109,6 +110,7 @@ impl OperatorMetrics {
             rollbacks: Family::default(),
             shard_owned: Family::default(),
             shard_reconciles: Family::default(),
+            shard_queue_depth: Family::default(),
             call_memory: Family::default(),
             calls_waiting_for_memory: Gauge::default(),
             call_memory_waits: Counter::default(),
@@ -181,6 +183,11 @@ impl OperatorMetrics {
             "shard_reconciles",
             "Reconciles of sharded plugins' parents finished on this replica, by shard",
             m.shard_reconciles.clone(),
+        );
+        registry.register(
+            "shard_queue_depth",
+            "Parents of a sharded plugin's shard waiting in its queue on this replica (each second)",
+            m.shard_queue_depth.clone(),
         );
         registry.register(
             "call_memory_bytes",
@@ -271,6 +278,13 @@ impl OperatorMetrics {
         self.shard_reconciles
             .get_or_create(&shard_labels(plugin, shard))
             .inc();
+    }
+
+    /// Parents of `plugin`'s `shard` waiting in its queue.
+    pub fn shard_queue_depth(&self, plugin: &str, shard: u16, depth: usize) {
+        self.shard_queue_depth
+            .get_or_create(&shard_labels(plugin, shard))
+            .set(depth as i64);
     }
 
     pub fn queue_depth(&self, plugin: &str, depth: usize) {

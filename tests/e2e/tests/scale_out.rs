@@ -247,6 +247,24 @@ fn three_replicas_each_reconcile_and_cache_only_their_shards() {
                 "replica {i} reconciled shard {shard} it does not own ({mine:?})"
             );
         }
+        // Queue depth per shard it owns (sampled each second).
+        let depths: BTreeSet<String> = host
+            .series("kubeplug_shard_queue_depth")
+            .into_iter()
+            .filter_map(|(labels, _)| {
+                labels
+                    .split("shard=\"")
+                    .nth(1)?
+                    .split('"')
+                    .next()
+                    .map(String::from)
+            })
+            .collect();
+        assert_eq!(
+            depths.len(),
+            SHARDS as usize,
+            "a queue depth per shard: {depths:?}"
+        );
         // Caches: its shards' parents and no more.
         let expected: usize = mine
             .iter()

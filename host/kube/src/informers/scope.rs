@@ -237,6 +237,29 @@ mod tests {
     }
 
     #[test]
+    fn a_set_selector_leaves_out_the_listed_values_and_keeps_objects_without_the_label() {
+        let strays = Scope {
+            not_in: Some(("kubeplug.io/shard".into(), vec!["0".into(), "1".into()])),
+            ..Scope::default()
+        };
+        assert_eq!(
+            strays.watcher_config().label_selector.as_deref(),
+            Some("kubeplug.io/shard notin (0,1)")
+        );
+        let labels = |v: &str| {
+            std::collections::BTreeMap::from([("kubeplug.io/shard".to_string(), v.to_string())])
+        };
+        assert!(strays.matches(None), "no label: a stray");
+        assert!(strays.matches(Some(&labels("7"))), "out of range: a stray");
+        assert!(!strays.matches(Some(&labels("1"))));
+        let shard = Scope {
+            labels: vec![("kubeplug.io/shard".into(), "1".into())],
+            ..Scope::default()
+        };
+        assert!(shard.matches(Some(&labels("1"))) && !shard.matches(None));
+    }
+
+    #[test]
     fn a_cluster_scoped_kind_has_one_unfiltered_scope() {
         let scopes = Scope::for_plugin(
             &manifest(&["a"], &["x"]),

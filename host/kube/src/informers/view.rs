@@ -249,3 +249,6 @@ impl View {
         self.informers().iter().find_map(|i| i.problem())
     }
 }
+
+#[cfg(test)]
+mod tests;

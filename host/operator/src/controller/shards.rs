@@ -22,6 +22,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -170,6 +171,10 @@ impl Shards {
                     manifest.clone(),
                 ))
             })
+            .chain([tokio::spawn(depths(
+                Arc::downgrade(shared),
+                manifest.name.clone(),
+            ))])
             .collect()
     }
 
@@ -261,6 +266,42 @@ async fn hold(shared: Weak<Shared>, lane: Arc<Lane>, informers: Arc<Informers>, 
             view.remove(leaving);
         }
         tracing::info!(plugin = %m.name, shard = lane.shard, "shard given up: its caches are dropped");
+    }
+}
+
+/// Every second, the queue's waiting parents per shard this replica owns
+/// (`kubeplug_shard_queue_depth`): a walk of the queue, off the workers'
+/// path.
+async fn depths(shared: Weak<Shared>, plugin: String) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        let Some(shards) = &strong.shards else {
+            return;
+        };
+        let mut depth = vec![0usize; shards.count as usize];
+        for key in strong.queue.waiting() {
+            let parent = strong.sources.parent.get(&key.namespace, &key.name);
+            if let Some(shard) = parent.and_then(|p| shard_label(p.metadata.labels.as_ref()))
+                && let Some(d) = depth.get_mut(shard as usize)
+            {
+                *d += 1;
+            }
+        }
+        for lane in &shards.lanes {
+            let waiting = if lane.ready() {
+                depth[lane.shard as usize]
+            } else {
+                0
+            };
+            strong
+                .metrics
+                .shard_queue_depth(&plugin, lane.shard, waiting);
+        }
     }
 }
 

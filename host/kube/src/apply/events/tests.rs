@@ -156,3 +156,18 @@ async fn a_replica_that_does_not_lead_posts_none_of_its_queued_events() {
     assert_eq!(server.posted.load(Ordering::SeqCst), 0);
     assert_eq!(server.most_in_flight.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_event_is_fenced_by_the_writer_that_queued_it() {
+    let server = Server::default();
+    let plugin = writer(&server, Leadership::always());
+    // A shard this replica does not own: its events share the plugin's
+    // queue but not its leadership.
+    let shard = plugin.fenced_by(Leadership::never());
+    let parent = parent();
+    assert!(shard.event(&parent, &event(0), "Reconcile"));
+    assert!(plugin.event(&parent, &event(1), "Reconcile"));
+    until_posted(&server, 1).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(server.posted.load(Ordering::SeqCst), 1, "only the plugin's");
+}
