@@ -29,7 +29,9 @@
 //!
 //! Caveats: changing a plugin's shard count moves most parents (the hash is
 //! taken modulo the count); objects whose label is then out of range are
-//! [strays](is_stray) and must be labelled again.
+//! [strays](is_stray) and must be labelled again, and the host relabels
+//! those in range whose label is no longer their hash too (the operator's
+//! `controller::shards`), so that a label is always [`shard_of`] its object.
 
 use std::collections::BTreeMap;
 

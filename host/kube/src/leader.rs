@@ -320,6 +320,20 @@ impl Loads {
     }
 }
 
+/// A membership Lease whose `renewTime` is older than a lease duration by
+/// this replica's clock. Only a hint, for balancing (who is there to share
+/// with), never for who may write: a replica that just started cannot wait
+/// to see a Lease go unrenewed before it counts its members, and a killed
+/// replica's membership stays until it is collected. Clock skew between
+/// nodes only delays or hastens a rebalance.
+fn long_unrenewed(lease: &Lease, duration: Duration) -> bool {
+    let Some(renewed) = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()) else {
+        return false;
+    };
+    let age = Timestamp::now().duration_since(renewed.0);
+    age.as_secs_f64() > duration.as_secs_f64() * 2.0
+}
+
 fn jittered(period: Duration) -> Duration {
     period.mul_f64(1.0 + rand::random::<f64>() * 0.2)
 }
@@ -597,6 +611,7 @@ impl Elector {
                 if let Some(h) = holder(lease)
                     && h != me
                     && now < expires
+                    && !long_unrenewed(lease, self.settings.duration)
                 {
                     live_members.push((name.clone(), h.to_string()));
                 }

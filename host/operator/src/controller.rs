@@ -691,14 +691,27 @@ async fn worker(shared: Arc<Shared>) {
 
 /// The writer and leadership `key` is reconciled under; `None` when it is
 /// not this replica's to reconcile: a sharded plugin's parent in a shard
-/// held elsewhere (or still listing here), or a stray (labelled here first
-/// if its shard is this replica's; see [`shards`]).
+/// held elsewhere (or still listing here), a stray (labelled here first if
+/// its shard is this replica's) or a misplaced parent (relabelled; see
+/// [`shards`]).
 async fn route(shared: &Shared, key: &ObjectKey) -> Option<(Writer, Leadership, Option<u16>)> {
     let Some(shards) = &shared.shards else {
         return Some((shared.writer.clone(), shared.leadership.clone(), None));
     };
     let parent = shared.sources.parent.get(&key.namespace, &key.name);
+    let manifest = || {
+        shared
+            .plugin
+            .read()
+            .expect("plugin lock")
+            .manifest()
+            .clone()
+    };
     if let shards::Route::Lane(lane) = shards.route(parent.as_deref()) {
+        if let Some(shard) = shards.misplaced(key, lane) {
+            shards::relabel(lane, &manifest(), key, shard).await;
+            return None;
+        }
         return Some((
             lane.writer().clone(),
             lane.leadership().clone(),
@@ -706,12 +719,7 @@ async fn route(shared: &Shared, key: &ObjectKey) -> Option<(Writer, Leadership, 
         ));
     }
     if parent.is_none() {
-        let manifest = shared
-            .plugin
-            .read()
-            .expect("plugin lock")
-            .manifest()
-            .clone();
+        let manifest = manifest();
         if shards.strays().get(&key.namespace, &key.name).is_some() {
             shards::label_stray(shards, &manifest, key).await;
         } else {

@@ -208,16 +208,46 @@ fn cached_parents(host: &Host) -> f64 {
         .sum()
 }
 
+/// The shard the host gives `namespace/name`: FNV-1a 64 modulo the count,
+/// written out again here as an independent check of the host's.
+fn hashed(namespace: &str, name: &str) -> u16 {
+    let hash = format!("{namespace}/{name}")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    (hash % u64::from(SHARDS)) as u16
+}
+
 #[test]
 fn three_replicas_each_reconcile_and_cache_only_their_shards() {
     let r = Replicas::start("shards", 3);
     let n = r.n().to_string();
     let owners = r.balanced();
     let since = audit_now();
-    let count = 30;
-    apply(&n, &databases("db", count));
+    // One labelled by hand, in range but not where its name hashes.
+    let wrong = (hashed(&n, "by-hand") + 1) % SHARDS;
+    let count = 31;
+    apply(
+        &n,
+        &format!(
+            "{}---\napiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: by-hand\n  labels: {{kubeplug.io/shard: \"{wrong}\"}}\nspec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n",
+            databases("db", count - 1)
+        ),
+    );
     let parents = all_running(&n, count);
     assert_eq!(r.owners(), owners, "no shard moved meanwhile");
+    for (name, (shard, _)) in &parents {
+        assert_eq!(*shard, Some(hashed(&n, name)), "{name}'s label is its hash");
+        for child in [format!("statefulset/{name}"), format!("service/{name}")] {
+            let child = get_json(&n, &child).expect("child");
+            assert_eq!(
+                child["metadata"]["labels"]["kubeplug.io/shard"],
+                shard.unwrap().to_string(),
+                "{name}'s children carry its shard"
+            );
+        }
+    }
 
     let mut per_shard: BTreeMap<u16, usize> = BTreeMap::new();
     for (shard, _) in parents.values() {
@@ -283,11 +313,17 @@ fn three_replicas_each_reconcile_and_cache_only_their_shards() {
             .collect();
         assert_eq!(owned, mine, "/plugins names the shards it owns");
     }
-    // Writes: each parent's by the owner of its shard only.
+    // Writes: each parent's by the owner of its shard only (and the
+    // relabelling of the one labelled by hand, by the owner of the shard it
+    // sat in).
     for (i, write) in writes(&r, &since) {
         let Some(parent) = parent_of(&write, &parents) else {
             continue;
         };
+        let relabel = parent == "by-hand" && write.resource == "databases" && write.verb == "patch";
+        if relabel && r.hosts[i].is(&owners[&wrong]) {
+            continue;
+        }
         let shard = parents[&parent].0.expect("labelled");
         assert!(
             r.hosts[i].is(&owners[&shard]),

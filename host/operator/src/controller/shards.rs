@@ -15,7 +15,10 @@
 //!   stop at its renew deadline, whatever else this replica leads;
 //! - its strays: a parent with no shard label (new) or one out of range (the
 //!   shard count changed) is labelled by the owner of the shard its name
-//!   hashes to, and then moves into that shard's watch.
+//!   hashes to, and then moves into that shard's watch; a parent in range but
+//!   not where its name hashes (labelled by hand, or under another count) is
+//!   relabelled by the owner of the shard it sits in. So a parent's label is
+//!   always the hash of its namespace and name.
 //!
 //! A parent is reconciled only once its shard's caches have listed: before,
 //! its children would look missing.
@@ -319,6 +322,24 @@ pub(crate) async fn label_stray(shards: &Shards, m: &Manifest, key: &ObjectKey) 
     let Some(lane) = shards.lanes.get(shard as usize).filter(|l| l.ready()) else {
         return;
     };
+    relabel(lane, m, key, shard).await;
+}
+
+impl Shards {
+    /// The shard `key`'s name hashes to, if its parent sits in `lane`'s
+    /// shard but belongs elsewhere (labelled by hand, or under another shard
+    /// count). The label always equals the hash, so what belongs to a parent
+    /// (its related objects) can be placed by the parent's name alone.
+    pub(crate) fn misplaced(&self, key: &ObjectKey, lane: &Lane) -> Option<u16> {
+        let shard = shard_of(&key.namespace, &key.name, self.count);
+        (shard != lane.shard).then_some(shard)
+    }
+}
+
+/// Label `key`'s parent with `shard`, through `lane`'s writer: a stray's
+/// (the owner of the shard it hashes to) or a misplaced parent's (the owner
+/// of the shard it sits in; the label moves it to its own).
+pub(crate) async fn relabel(lane: &Lane, m: &Manifest, key: &ObjectKey, shard: u16) {
     let parent = json!({"metadata": {"namespace": key.namespace, "name": key.name}});
     let patch = json!({"metadata": {"labels": {SHARD_LABEL: shard.to_string()}}});
     match lane.writer.patch_parent(&m.parent, &parent, &patch).await {
