@@ -139,8 +139,9 @@ demo-down:
 
 # The operator benchmark's rows: N:contenders (tests/bench/operator). The
 # scale curve: kubeplug with its defaults against itself without a client
-# limit, the reflector baseline and the floor (no controller), up to 10,000.
-OPERATOR_BENCH_RUNS ?= 1000:kubeplug,kubeplug-unlimited,reflector,floor 3000:kubeplug,reflector,floor 10000:kubeplug,reflector
+# limit, the reflector baseline and the floor (no controller), up to 10,000;
+# scale out: the database grant sharded, 1 replica against 3 (docs/scale-out.md).
+OPERATOR_BENCH_RUNS ?= 1000:kubeplug,kubeplug-unlimited,reflector,floor 3000:kubeplug,reflector,floor,sharded-1,sharded-3 10000:kubeplug,reflector
 
 # Runtime micro-benchmark, then the operator benchmark (kubeplug against the
 # kube-rs controllers and the floor on fresh local control planes, about an

@@ -24,13 +24,14 @@ const LEASE: [&str; 6] = [
 ];
 const LEASE_DURATION: Duration = Duration::from_secs(6);
 
-/// The seed grant of `database`, sharded.
-fn policy(dir: &PluginDir) -> String {
+/// The seed grant of `database`, sharded, in the test's namespace only (the
+/// Databases other tests leave behind are not this test's to shard).
+fn policy(dir: &PluginDir, namespace: &str) -> String {
     let path = dir.path.with_extension("policy.yaml");
     std::fs::write(
         &path,
         format!(
-            "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\nidentityNamespace: kubeplug-system\nplugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    shards: {SHARDS}\n"
+            "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\nidentityNamespace: kubeplug-system\nplugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    namespaces: [{namespace}]\n    shards: {SHARDS}\n"
         ),
     )
     .expect("write policy");
@@ -49,7 +50,7 @@ impl Replicas {
         install_crds();
         let ns = Namespace::new(prefix);
         let dir = PluginDir::with(&["database"]);
-        let policy = policy(&dir);
+        let policy = policy(&dir, &ns.name);
         let mut replicas = Replicas {
             dir,
             policy,
