@@ -612,6 +612,18 @@ pub fn lease_holders(ns: &str) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
+/// Short leader-election timing for tests with several replicas, so they
+/// wait seconds, not minutes: client-go's ratios (15 s / 10 s / 2 s).
+pub const LEASE: [&str; 6] = [
+    "--lease-duration",
+    "6",
+    "--renew-deadline",
+    "4",
+    "--retry-period",
+    "1",
+];
+pub const LEASE_DURATION: Duration = Duration::from_secs(6);
+
 /// The directory of the running control plane (`tests/cluster/up` output).
 pub fn cluster_dir() -> PathBuf {
     PathBuf::from(required_env("CLUSTER_DIR"))

@@ -14,18 +14,6 @@ use kubeplug_e2e::*;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Short leader-election timing, so tests wait seconds, not minutes; the
-/// same ratios as client-go's defaults (15 s / 10 s / 2 s).
-const LEASE: [&str; 6] = [
-    "--lease-duration",
-    "6",
-    "--renew-deadline",
-    "4",
-    "--retry-period",
-    "1",
-];
-const LEASE_DURATION: Duration = Duration::from_secs(6);
-
 /// Print the time since `since` as figure `name`, and check it is within
 /// the lease duration plus a few retry periods.
 fn took_over_in_time(name: &str, since: Instant) {

@@ -13,17 +13,6 @@ use kubeplug_e2e::*;
 const TIMEOUT: Duration = Duration::from_secs(180);
 const SHARDS: u16 = 6;
 
-/// Short leader-election timing (client-go's ratios, as in failure.rs).
-const LEASE: [&str; 6] = [
-    "--lease-duration",
-    "6",
-    "--renew-deadline",
-    "4",
-    "--retry-period",
-    "1",
-];
-const LEASE_DURATION: Duration = Duration::from_secs(6);
-
 /// The seed grant of `database`, sharded, in the test's namespace only (the
 /// Databases other tests leave behind are not this test's to shard).
 fn policy(dir: &PluginDir, namespace: &str) -> String {
