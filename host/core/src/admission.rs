@@ -75,6 +75,13 @@ pub enum AdmitError {
         "plugin {plugin} refused: its grant splits its parents into {shards} shards, but it is a decorator, whose parents are other owners' objects that the host does not label (grant it shards: 1)"
     )]
     Unshardable { plugin: String, shards: u16 },
+    /// The grant says the plugin's related Pods are its own children's
+    /// (`shardPods: true`), but no related Pod selector names the parent:
+    /// its Pods could not be placed in a shard, so the grant asserts nothing.
+    #[error(
+        "plugin {plugin} refused: its grant has shardPods: true, but it reads no related Pods by a label naming the parent, so no Pod it reads can be placed in its parent's shard (remove shardPods)"
+    )]
+    NoShardPods { plugin: String },
     /// The manifest's namespaces are outside the host's `--namespaces`.
     #[error("plugin {plugin} refused: {reason}")]
     Namespaces { plugin: String, reason: String },
@@ -191,6 +198,16 @@ impl<'a> Admission<'a> {
             return Err(AdmitError::Unshardable {
                 plugin: name.into(),
                 shards: grant.grant.shards,
+            });
+        }
+        if grant.grant.shard_pods
+            && !manifest
+                .related
+                .iter()
+                .any(|r| crate::shard::narrows(&grant.grant, r))
+        {
+            return Err(AdmitError::NoShardPods {
+                plugin: name.into(),
             });
         }
         Ok(grant)
@@ -429,6 +446,39 @@ mod tests {
                 .admit(&decorator("plain"), "ab", asked(), &AsClaimed)
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn shard_pods_is_admitted_only_for_related_pods_named_after_their_parent() {
+        use crate::manifest::{LabelValue, Related};
+        let policy = policy(
+            "plugins:\n  db: {parent: [Database.example.com], related: [Pod], shards: 4, shardPods: true}\n",
+        );
+        let admission = Admission::new(&policy);
+        let reading = |value: LabelValue| Manifest {
+            related: vec![Related {
+                resource: ApiResource::new("", "v1", "Pod", "pods", true),
+                match_labels: vec![("instance".into(), value)],
+            }],
+            ..manifest("db", vec![])
+        };
+        let admitted = admission
+            .admit(&reading(LabelValue::ParentName), "ab", asked(), &AsClaimed)
+            .expect("its Pods are named after their parent");
+        assert!(admitted.grant.grant.shard_pods);
+        for unplaceable in [
+            reading(LabelValue::Literal("db".into())),
+            manifest("db", vec![]),
+        ] {
+            let error = admission.grant(&unplaceable).unwrap_err();
+            assert_eq!(
+                error,
+                AdmitError::NoShardPods {
+                    plugin: "db".into()
+                }
+            );
+            assert!(error.to_string().contains("remove shardPods"), "{error}");
+        }
     }
 
     #[test]

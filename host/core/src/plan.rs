@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::contract::{Desired, Finalized};
 use crate::manifest::{Manifest, Mode};
 use crate::policy::Effective;
-use crate::shard::{SHARD_LABEL, is_stray, shard_label_of};
+use crate::shard::{SHARD_LABEL, is_stray, label_pod_template, shard_label_of};
 
 mod decide;
 pub mod diff;
@@ -205,18 +205,29 @@ pub fn children(
     prepare(manifest, parent, desired, None)
 }
 
+/// How a sharded plugin's children are labelled: the shard, and whether
+/// their pod templates carry it too (grant `shardPods`).
+#[derive(Debug, Clone, Copy)]
+struct ChildShard {
+    shard: u16,
+    pod_templates: bool,
+}
+
 /// The shard a sharded plugin's children are labelled with: their parent's
 /// [`SHARD_LABEL`], so that the replica whose watches hold the parent holds
 /// them too. `None` for an unsharded plugin, and for a parent not (yet)
 /// labelled with one of its shards ([`is_stray`]): its children get
 /// their label once it has one.
-fn child_shard(grant: &Effective, parent: &Value) -> Option<u16> {
+fn child_shard(grant: &Effective, parent: &Value) -> Option<ChildShard> {
     let shards = grant.grant.shards;
     let label = shard_label_of(parent);
     if is_stray(label, shards) {
         return None;
     }
-    label.filter(|_| shards > 1)
+    label.filter(|_| shards > 1).map(|shard| ChildShard {
+        shard,
+        pod_templates: grant.grant.shard_pods,
+    })
 }
 
 /// [`children`], labelled with `shard` when there is one.
@@ -224,7 +235,7 @@ fn prepare(
     manifest: &Manifest,
     parent: &Value,
     desired: &[Value],
-    shard: Option<u16>,
+    shard: Option<ChildShard>,
 ) -> Result<Vec<Value>, FenceError> {
     if manifest.mode == Mode::Decorator && !desired.is_empty() {
         return Err(FenceError::WrongMode {
@@ -285,9 +296,19 @@ fn prepare(
                 });
             }
             labels.insert(PLUGIN_LABEL.into(), manifest.name.clone().into());
-            if let Some(shard) = shard {
+            if let Some(ChildShard { shard, .. }) = shard {
                 labels.insert(SHARD_LABEL.into(), shard.to_string().into());
             }
+        }
+        if let Some(ChildShard {
+            shard,
+            pod_templates: true,
+        }) = shard
+        {
+            label_pod_template(&mut child, shard).map_err(|path| FenceError::HostLabel {
+                on: format!("child {kind}/{name} at {path}"),
+                key: SHARD_LABEL.into(),
+            })?;
         }
         child
             .as_object_mut()

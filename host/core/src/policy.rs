@@ -22,6 +22,7 @@
 //!     related: [Pod]
 //!     namespaces: ["*"]
 //!     shards: 3          # parents split into 3 shards, each owned by one replica (default 1)
+//!     shardPods: true    # its related Pods are its StatefulSets' Pods: cache only its shards' (default false)
 //! ```
 //!
 //! Kinds are written `Kind.group` (`Kind` for the core group), whatever the

@@ -17,6 +17,13 @@
 //! server filter each replica's watches, so a replica never receives what it
 //! does not own.
 //!
+//! Related objects are the host's to read, not to write, so they carry no
+//! shard and every replica watches them whole, with one exception: a grant
+//! with `shardPods: true` asserts that the Pods the plugin reads are its own
+//! children's, and the host writes the shard label into those children's pod
+//! templates ([`label_pod_template`]), so the Pods carry it too and are
+//! watched per shard ([`narrows`]).
+//!
 //! Why by namespace and name, not uid: a parent deleted and made again lands
 //! in the same shard, and the hash needs nothing the API server assigns, so
 //! a parent can be placed before it is ever read back.
@@ -36,6 +43,9 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+
+use crate::manifest::Related;
+use crate::policy::Grant;
 
 /// Label on a sharded plugin's parents and on every child the host writes
 /// for them: the shard number in decimal (`"0"`, `"1"`, ...).
@@ -106,6 +116,76 @@ pub fn is_stray(label: Option<u16>, shards: u16) -> bool {
 /// `kubeplug.io/shard=<shard>`.
 pub fn selector(shard: u16) -> String {
     format!("{SHARD_LABEL}={shard}")
+}
+
+/// Where the kinds that make Pods hold their pod template, by API group and
+/// kind. Only these: a custom kind's `spec.template` may be anything, and
+/// a StatefulSet's `volumeClaimTemplates` are immutable.
+const POD_TEMPLATES: &[(&str, &str, &str)] = &[
+    ("apps", "Deployment", "/spec/template"),
+    ("apps", "StatefulSet", "/spec/template"),
+    ("apps", "DaemonSet", "/spec/template"),
+    ("apps", "ReplicaSet", "/spec/template"),
+    ("batch", "Job", "/spec/template"),
+    ("batch", "CronJob", "/spec/jobTemplate/spec/template"),
+    ("", "ReplicationController", "/spec/template"),
+];
+
+/// Does a sharded plugin watch its `related` kind per shard instead of
+/// whole? Only Pods, only when the grant says its related Pods are its own
+/// children's (`shardPods: true`), and only when the selector names the
+/// parent: then a parent's related Pods are made from its own children's pod
+/// templates, which carry its shard ([`label_pod_template`]), so the owner
+/// of the shard sees every one of them. A Pod made otherwise (not from the
+/// plugin's children) is not seen at all: that is what the grant asserts.
+pub fn narrows(grant: &Grant, related: &Related) -> bool {
+    grant.shards > 1
+        && grant.shard_pods
+        && related.resource.group.is_empty()
+        && related.resource.kind == "Pod"
+        && related.parent_name_key().is_some()
+}
+
+/// A child's pod template labelled with `shard`, so that the Pods it makes
+/// land in that shard's watch (see [`narrows`]). Kinds that make no Pods
+/// are left as they are. `Err` names the template when the plugin set the
+/// label itself, which no answer may.
+///
+/// Caveat: a template whose label changes rolls its Pods; the label changes
+/// only when the parent moves to another shard, that is when the grant's
+/// shard count changes (or shardPods is first turned on).
+pub fn label_pod_template(child: &mut Value, shard: u16) -> Result<(), String> {
+    let group = child["apiVersion"]
+        .as_str()
+        .and_then(|v| v.rsplit_once('/'))
+        .map_or("", |(group, _)| group);
+    let kind = child["kind"].as_str().unwrap_or_default();
+    let Some((_, _, path)) = POD_TEMPLATES
+        .iter()
+        .find(|(g, k, _)| *g == group && *k == kind)
+    else {
+        return Ok(());
+    };
+    let Some(Value::Object(template)) = child.pointer_mut(path) else {
+        return Ok(());
+    };
+    let metadata = template
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Value::Object(metadata) = metadata else {
+        return Ok(());
+    };
+    let labels = metadata
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Value::Object(labels) = labels else {
+        return Ok(());
+    };
+    if labels.contains_key(SHARD_LABEL) {
+        return Err(format!("{path}/metadata/labels"));
+    }
+    labels.insert(SHARD_LABEL.into(), shard.to_string().into());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -207,6 +287,89 @@ mod tests {
         assert_eq!(
             parse_shard(selector(3).rsplit('=').next().unwrap()),
             Some(3)
+        );
+    }
+
+    fn grant(shards: u16, shard_pods: bool) -> Grant {
+        Grant {
+            shards,
+            shard_pods,
+            ..Grant::safe_default()
+        }
+    }
+
+    fn pods(labels: Vec<(String, crate::manifest::LabelValue)>) -> Related {
+        Related {
+            resource: crate::manifest::ApiResource::new("", "v1", "Pod", "pods", true),
+            match_labels: labels,
+        }
+    }
+
+    #[test]
+    fn only_related_pods_named_after_their_parent_are_narrowed_and_only_when_granted() {
+        use crate::manifest::{ApiResource, LabelValue};
+        let named = || {
+            vec![
+                ("app".to_string(), LabelValue::Literal("db".into())),
+                ("instance".to_string(), LabelValue::ParentName),
+            ]
+        };
+        assert!(narrows(&grant(4, true), &pods(named())));
+        assert!(!narrows(&grant(4, false), &pods(named())), "not granted");
+        assert!(!narrows(&grant(1, true), &pods(named())), "not sharded");
+        let literal = vec![("app".to_string(), LabelValue::Literal("db".into()))];
+        assert!(
+            !narrows(&grant(4, true), &pods(literal)),
+            "a selector that does not name the parent selects other shards' Pods"
+        );
+        let secrets = Related {
+            resource: ApiResource::new("", "v1", "Secret", "secrets", true),
+            match_labels: named(),
+        };
+        assert!(!narrows(&grant(4, true), &secrets), "only Pods carry it");
+    }
+
+    #[test]
+    fn the_pod_templates_of_kinds_that_make_pods_carry_the_shard() {
+        let mut sts = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "spec": {"template": {"metadata": {"labels": {"app": "db"}}, "spec": {}}}
+        });
+        label_pod_template(&mut sts, 7).unwrap();
+        assert_eq!(
+            sts["spec"]["template"]["metadata"]["labels"],
+            serde_json::json!({"app": "db", SHARD_LABEL: "7"})
+        );
+        let mut cron = serde_json::json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "spec": {"jobTemplate": {"spec": {"template": {"spec": {}}}}}
+        });
+        label_pod_template(&mut cron, 2).unwrap();
+        assert_eq!(
+            cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"][SHARD_LABEL],
+            "2"
+        );
+        // Kinds that make no Pods, and custom kinds with a `spec.template`.
+        for other in [
+            serde_json::json!({"apiVersion": "v1", "kind": "Service", "spec": {}}),
+            serde_json::json!({"apiVersion": "example.com/v1", "kind": "Deployment",
+                "spec": {"template": {"metadata": {}}}}),
+        ] {
+            let mut same = other.clone();
+            label_pod_template(&mut same, 1).unwrap();
+            assert_eq!(same, other);
+        }
+    }
+
+    #[test]
+    fn a_template_already_carrying_the_label_is_refused() {
+        let mut deploy = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "spec": {"template": {"metadata": {"labels": {SHARD_LABEL: "0"}}}}
+        });
+        assert_eq!(
+            label_pod_template(&mut deploy, 3),
+            Err("/spec/template/metadata/labels".to_string())
         );
     }
 }

@@ -216,15 +216,19 @@ impl Controller {
                 .iter()
                 .map(|c| sharded_view(c, own.clone(), false))
                 .collect(),
+            // Related Pods of a `shardPods` grant are watched per shard too
+            // (see `kubeplug_core::shard::narrows`); other related kinds whole.
             related: manifest
                 .related
                 .iter()
                 .map(|r| {
                     let metadata_only = manifest.reads_metadata_only(&r.resource);
-                    (
-                        r.clone(),
-                        view(&r.resource, Scope::literal_labels(r), metadata_only),
-                    )
+                    let view = if kubeplug_core::shard::narrows(&identity.grant.grant, r) {
+                        View::new(r.resource.clone(), Vec::new())
+                    } else {
+                        view(&r.resource, Scope::literal_labels(r), metadata_only)
+                    };
+                    (r.clone(), view)
                 })
                 .collect(),
         };

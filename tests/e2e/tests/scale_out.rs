@@ -13,14 +13,15 @@ use kubeplug_e2e::*;
 const TIMEOUT: Duration = Duration::from_secs(180);
 const SHARDS: u16 = 6;
 
-/// The seed grant of `database`, sharded, in the test's namespace only (the
-/// Databases other tests leave behind are not this test's to shard).
+/// The seed grant of `database`, sharded (its related Pods too: they are
+/// its StatefulSets'), in the test's namespace only (the Databases other
+/// tests leave behind are not this test's to shard).
 fn policy(dir: &PluginDir, namespace: &str) -> String {
     let path = dir.path.with_extension("policy.yaml");
     std::fs::write(
         &path,
         format!(
-            "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\nidentityNamespace: kubeplug-system\nplugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    namespaces: [{namespace}]\n    shards: {SHARDS}\n"
+            "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\nidentityNamespace: kubeplug-system\nplugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    namespaces: [{namespace}]\n    shards: {SHARDS}\n    shardPods: true\n"
         ),
     )
     .expect("write policy");
@@ -198,6 +199,43 @@ fn cached_parents(host: &Host) -> f64 {
         .sum()
 }
 
+/// Related Pods cached by `host`: the Pod watches it runs per shard. A Pod
+/// watch without the shard label (every replica caching every Pod) counts
+/// as a failure.
+fn cached_pods(host: &Host) -> f64 {
+    let pods: Vec<(String, f64)> = host
+        .series("kubeplug_cached_objects")
+        .into_iter()
+        .filter(|(labels, _)| labels.starts_with("resource=\"Pod.v1"))
+        .collect();
+    assert!(
+        pods.iter()
+            .all(|(labels, _)| labels.contains("kubeplug.io/shard=")),
+        "Pods are watched per shard only: {pods:?}"
+    );
+    pods.iter().map(|(_, v)| v).sum()
+}
+
+/// Each Database Pod of `ns`: pod name → (its parent, its shard label).
+fn pods(ns: &str) -> BTreeMap<String, (String, Option<u16>)> {
+    let Some(list) = get_json(ns, "pods") else {
+        return BTreeMap::new();
+    };
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            let labels = &p["metadata"]["labels"];
+            let parent = labels["app.kubernetes.io/instance"].as_str()?.to_string();
+            let shard = labels["kubeplug.io/shard"]
+                .as_str()
+                .and_then(|s| s.parse().ok());
+            Some((p["metadata"]["name"].as_str()?.to_string(), (parent, shard)))
+        })
+        .collect()
+}
+
 /// The shard the host gives `namespace/name`: FNV-1a 64 modulo the count,
 /// written out again here as an independent check of the host's.
 fn hashed(namespace: &str, name: &str) -> u16 {
@@ -239,6 +277,13 @@ fn three_replicas_each_reconcile_and_cache_only_their_shards() {
         }
     }
 
+    // Their Pods carry it too (from the StatefulSets' pod templates), so
+    // the owner of a parent's shard sees them: each parent ran above.
+    let pods = pods(&n);
+    assert_eq!(pods.len(), count, "one Pod per Database: {pods:?}");
+    for (pod, (parent, shard)) in &pods {
+        assert_eq!(*shard, parents[parent].0, "{pod} carries {parent}'s shard");
+    }
     let mut per_shard: BTreeMap<u16, usize> = BTreeMap::new();
     for (shard, _) in parents.values() {
         *per_shard.entry(shard.expect("labelled")).or_default() += 1;
@@ -292,6 +337,14 @@ fn three_replicas_each_reconcile_and_cache_only_their_shards() {
             .sum();
         eventually("each replica to cache its shards' parents", TIMEOUT, || {
             (cached_parents(host) as usize == expected).then_some(())
+        });
+        // Related Pods: its shards' too, and no more.
+        let expected: usize = pods
+            .values()
+            .filter(|(_, shard)| shard.is_some_and(|s| mine.contains(&s)))
+            .count();
+        eventually("each replica to cache its shards' Pods", TIMEOUT, || {
+            (cached_pods(host) as usize == expected).then_some(())
         });
         let plugin = host.plugin("database").expect("database on /plugins");
         assert_eq!(plugin["shards"]["count"], SHARDS, "{plugin}");

@@ -388,6 +388,55 @@ fn a_sharded_plugins_children_get_no_shard_label_while_their_parent_is_stray() {
     }
 }
 
+/// A StatefulSet child whose pod template carries `labels`.
+fn stateful_set(labels: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "orders"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "orders"}},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": []}},
+        },
+    })
+}
+
+#[test]
+fn with_shard_pods_the_pod_templates_carry_the_shard_and_without_they_are_untouched() {
+    use crate::shard::SHARD_LABEL;
+    let desired = Desired {
+        children: vec![stateful_set(json!({"app": "orders"})), service("orders")],
+        ..Desired::default()
+    };
+    let template = |grant: &crate::policy::Effective, parent: &Value| {
+        let children = fence(&composite(), grant, parent, &desired).expect("passes");
+        children[0]["spec"]["template"]["metadata"]["labels"].clone()
+    };
+    let pods = grant(
+        "plugins:\n  database:\n    parent: [Database.example.com]\n    shards: 4\n    shardPods: true\n",
+    );
+    assert_eq!(
+        template(&pods, &parent_in_shard("2")),
+        json!({"app": "orders", SHARD_LABEL: "2"})
+    );
+    // Not granted, or the parent is stray: the template is the plugin's.
+    assert_eq!(
+        template(&sharded(4), &parent_in_shard("2")),
+        json!({"app": "orders"})
+    );
+    assert_eq!(template(&pods, &parent()), json!({"app": "orders"}));
+    // A plugin may not set it in a template the host labels.
+    let planted = Desired {
+        children: vec![stateful_set(json!({SHARD_LABEL: "0"}))],
+        ..Desired::default()
+    };
+    let refused = fence(&composite(), &pods, &parent_in_shard("2"), &planted).unwrap_err();
+    assert_eq!(
+        refused.source.to_string(),
+        "child StatefulSet/orders at /spec/template/metadata/labels: label kubeplug.io/shard is the host's to set (no grant unlocks it)"
+    );
+}
+
 #[test]
 fn a_child_may_not_carry_the_shard_label_sharded_or_not() {
     let mut child = service("orders");

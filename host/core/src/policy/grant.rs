@@ -236,6 +236,8 @@ pub(super) struct GrantFile {
     /// Read wide so that an out-of-range count is refused with its reason,
     /// not as a number that does not fit.
     shards: Option<i64>,
+    #[serde(default)]
+    shard_pods: bool,
 }
 
 /// What one plugin may do.
@@ -263,6 +265,11 @@ pub struct Grant {
     /// [`crate::shard`]): 1 (the default) is not sharded, at most
     /// [`MAX_SHARDS`].
     pub shards: u16,
+    /// The related Pods this plugin reads are those its own children's pod
+    /// templates make: the host writes the shard label into those templates
+    /// and watches only its own shards' Pods (see
+    /// [`crate::shard::narrows`]). Needs `shards` > 1.
+    pub shard_pods: bool,
 }
 
 impl GrantFile {
@@ -303,6 +310,11 @@ impl GrantFile {
                     )
                 })?,
         };
+        if self.shard_pods && shards == 1 {
+            return Err(
+                "shardPods: true needs shards: 2 or more (it narrows a sharded plugin's watch of its related Pods to its shards)".into(),
+            );
+        }
         Ok(Grant {
             location,
             service_account: self.service_account,
@@ -320,6 +332,7 @@ impl GrantFile {
             decorator_keys: self.decorator_keys,
             quota_overrides: self.quotas,
             shards,
+            shard_pods: self.shard_pods,
         })
     }
 }
@@ -350,6 +363,7 @@ impl Grant {
             decorator_keys: Vec::new(),
             quota_overrides: serde_json::Map::new(),
             shards: 1,
+            shard_pods: false,
         }
     }
 }

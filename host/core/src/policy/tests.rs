@@ -528,3 +528,19 @@ fn a_location_is_bound_to_the_name_its_grant_or_its_default_layout_gives() {
     assert!(next("database.next.wasm").is_err());
     assert!(next("team-b/myapp.next.wasm").is_err());
 }
+
+#[test]
+fn shard_pods_defaults_off_and_needs_a_sharded_grant() {
+    let p = policy("plugins:\n  database: {shards: 4, shardPods: true}\n  other: {shards: 4}\n");
+    assert!(p.grant("database").unwrap().grant.shard_pods);
+    assert!(!p.grant("other").unwrap().grant.shard_pods);
+    assert!(!Grant::safe_default().shard_pods);
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"plugins:\n  database: {shardPods: true}\n")
+        .unwrap();
+    let error = Policy::load(&[file.path()]).unwrap_err().to_string();
+    assert!(
+        error.contains("shardPods: true needs shards: 2 or more"),
+        "{error}"
+    );
+}

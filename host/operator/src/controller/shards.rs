@@ -9,8 +9,11 @@
 //! - its caches: watches of the parents and children labelled with the
 //!   shard, filtered by the API server, added to the plugin's views when the
 //!   shard is taken and removed when it is lost, so a replica caches its
-//!   share and no more (related kinds, which the host cannot label, are
-//!   watched whole);
+//!   share and no more. Related kinds, which the host cannot label, are
+//!   watched whole, except the Pods of a `shardPods` grant: the host labels
+//!   the pod templates of the children it writes, so their Pods carry the
+//!   shard and are watched per shard like the children
+//!   ([`kubeplug_core::shard::narrows`]);
 //! - its fence: a writer gated by the shard's Lease, so writes for a shard
 //!   stop at its renew deadline, whatever else this replica leads;
 //! - its strays: a parent with no shard label (new) or one out of range (the
@@ -32,7 +35,7 @@ use tokio::task::JoinHandle;
 
 use super::Shared;
 use kubeplug_core::manifest::Manifest;
-use kubeplug_core::shard::{SHARD_LABEL, is_stray, shard_label, shard_of};
+use kubeplug_core::shard::{SHARD_LABEL, is_stray, narrows, shard_label, shard_of};
 use kubeplug_kube::apply::Writer;
 use kubeplug_kube::informers::{Informer, Informers, Object, ObjectKey, Scope, View};
 use kubeplug_kube::leader::{Elector, Leadership, balance};
@@ -221,6 +224,22 @@ async fn hold(shared: Weak<Shared>, lane: Arc<Lane>, informers: Arc<Informers>, 
             view.add(added.clone());
             listing.extend(added);
         }
+        // Related Pods made from the shard's children's pod templates.
+        for (related, view) in &sources.related {
+            if !narrows(&strong.fence.grant.grant, related) {
+                continue;
+            }
+            let mut labels = Scope::literal_labels(related);
+            labels.push(shard.clone());
+            let metadata_only = m.reads_metadata_only(&related.resource);
+            let scopes = Scope::for_plugin(&m, &related.resource, labels, metadata_only);
+            let added: Vec<_> = scopes
+                .iter()
+                .map(|scope| informers.informer(&related.resource, scope))
+                .collect();
+            view.add(added.clone());
+            listing.extend(added);
+        }
         let synced = async {
             for informer in &listing {
                 informer.wait_synced().await;
@@ -266,6 +285,9 @@ async fn hold(shared: Weak<Shared>, lane: Arc<Lane>, informers: Arc<Informers>, 
         let leaving = |i: &Informer| i.scope().labels.contains(&shard);
         strong.sources.parent.remove(leaving);
         for view in &strong.sources.children {
+            view.remove(leaving);
+        }
+        for (_, view) in &strong.sources.related {
             view.remove(leaving);
         }
         tracing::info!(plugin = %m.name, shard = lane.shard, "shard given up: its caches are dropped");
