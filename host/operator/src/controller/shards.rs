@@ -34,7 +34,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 use super::Shared;
-use kubeplug_core::manifest::Manifest;
+use kubeplug_core::manifest::{ApiResource, Manifest};
 use kubeplug_core::shard::{SHARD_LABEL, is_stray, narrows, shard_label, shard_of};
 use kubeplug_kube::apply::Writer;
 use kubeplug_kube::informers::{Informer, Informers, Object, ObjectKey, Scope, View};
@@ -203,42 +203,34 @@ async fn hold(shared: Weak<Shared>, lane: Arc<Lane>, informers: Arc<Informers>, 
         };
         let shard = label(lane.shard);
         let sources = &strong.sources;
-        let parent = Scope::for_plugin(
-            &m,
-            &m.parent,
-            vec![shard.clone()],
-            m.reads_metadata_only(&m.parent),
-        );
-        let added: Vec<_> = parent
-            .iter()
-            .map(|scope| informers.informer(&m.parent, scope))
-            .collect();
-        sources.parent.add(added.clone());
-        let mut listing = added;
-        for (view, child) in sources.children.iter().zip(&m.children) {
-            let scopes = Scope::for_plugin(&m, child, vec![own.clone(), shard.clone()], false);
-            let added: Vec<_> = scopes
+        // Each watch of the shard: into its view, and awaited below.
+        let mut listing = Vec::new();
+        let mut watch = |view: &View, resource: &ApiResource, labels, metadata_only| {
+            let added: Vec<_> = Scope::for_plugin(&m, resource, labels, metadata_only)
                 .iter()
-                .map(|scope| informers.informer(child, scope))
+                .map(|scope| informers.informer(resource, scope))
                 .collect();
             view.add(added.clone());
             listing.extend(added);
+        };
+        let parent_metadata_only = m.reads_metadata_only(&m.parent);
+        watch(
+            &sources.parent,
+            &m.parent,
+            vec![shard.clone()],
+            parent_metadata_only,
+        );
+        for (view, child) in sources.children.iter().zip(&m.children) {
+            watch(view, child, vec![own.clone(), shard.clone()], false);
         }
         // Related Pods made from the shard's children's pod templates.
         for (related, view) in &sources.related {
-            if !narrows(&strong.fence.grant.grant, related) {
-                continue;
+            if narrows(&strong.fence.grant.grant, related) {
+                let mut labels = Scope::literal_labels(related);
+                labels.push(shard.clone());
+                let metadata_only = m.reads_metadata_only(&related.resource);
+                watch(view, &related.resource, labels, metadata_only);
             }
-            let mut labels = Scope::literal_labels(related);
-            labels.push(shard.clone());
-            let metadata_only = m.reads_metadata_only(&related.resource);
-            let scopes = Scope::for_plugin(&m, &related.resource, labels, metadata_only);
-            let added: Vec<_> = scopes
-                .iter()
-                .map(|scope| informers.informer(&related.resource, scope))
-                .collect();
-            view.add(added.clone());
-            listing.extend(added);
         }
         let synced = async {
             for informer in &listing {
