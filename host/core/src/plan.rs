@@ -305,7 +305,7 @@ fn prepare(
             pod_templates: true,
         }) = shard
         {
-            label_pod_template(&mut child, shard).map_err(|path| FenceError::HostLabel {
+            label_pod_template(&mut child, ty, shard).map_err(|path| FenceError::HostLabel {
                 on: format!("child {kind}/{name} at {path}"),
                 key: SHARD_LABEL.into(),
             })?;

@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::manifest::Related;
+use crate::manifest::{ApiResource, Related};
 use crate::policy::Grant;
 
 /// Label on a sharded plugin's parents and on every child the host writes
@@ -146,7 +146,8 @@ pub fn narrows(grant: &Grant, related: &Related) -> bool {
         && related.parent_name_key().is_some()
 }
 
-/// A child's pod template labelled with `shard`, so that the Pods it makes
+/// A child (of type `ty`, as the manifest resolved it) with its pod template
+/// labelled with `shard`, so that the Pods it makes
 /// land in that shard's watch (see [`narrows`]). Kinds that make no Pods
 /// are left as they are. `Err` names the template when the plugin set the
 /// label itself, which no answer may.
@@ -154,15 +155,10 @@ pub fn narrows(grant: &Grant, related: &Related) -> bool {
 /// Caveat: a template whose label changes rolls its Pods; the label changes
 /// only when the parent moves to another shard, that is when the grant's
 /// shard count changes (or shardPods is first turned on).
-pub fn label_pod_template(child: &mut Value, shard: u16) -> Result<(), String> {
-    let group = child["apiVersion"]
-        .as_str()
-        .and_then(|v| v.rsplit_once('/'))
-        .map_or("", |(group, _)| group);
-    let kind = child["kind"].as_str().unwrap_or_default();
+pub fn label_pod_template(child: &mut Value, ty: &ApiResource, shard: u16) -> Result<(), String> {
     let Some((_, _, path)) = POD_TEMPLATES
         .iter()
-        .find(|(g, k, _)| *g == group && *k == kind)
+        .find(|(group, kind, _)| *group == ty.group && *kind == ty.kind)
     else {
         return Ok(());
     };
@@ -307,7 +303,7 @@ mod tests {
 
     #[test]
     fn only_related_pods_named_after_their_parent_are_narrowed_and_only_when_granted() {
-        use crate::manifest::{ApiResource, LabelValue};
+        use crate::manifest::LabelValue;
         let named = || {
             vec![
                 ("app".to_string(), LabelValue::Literal("db".into())),
@@ -329,13 +325,19 @@ mod tests {
         assert!(!narrows(&grant(4, true), &secrets), "only Pods carry it");
     }
 
+    /// A resolved type of `group` and `kind` (version and plural do not
+    /// matter here).
+    fn typed(group: &str, kind: &str) -> ApiResource {
+        ApiResource::new(group, "v1", kind, "", true)
+    }
+
     #[test]
     fn the_pod_templates_of_kinds_that_make_pods_carry_the_shard() {
         let mut sts = serde_json::json!({
             "apiVersion": "apps/v1", "kind": "StatefulSet",
             "spec": {"template": {"metadata": {"labels": {"app": "db"}}, "spec": {}}}
         });
-        label_pod_template(&mut sts, 7).unwrap();
+        label_pod_template(&mut sts, &typed("apps", "StatefulSet"), 7).unwrap();
         assert_eq!(
             sts["spec"]["template"]["metadata"]["labels"],
             serde_json::json!({"app": "db", SHARD_LABEL: "7"})
@@ -344,19 +346,25 @@ mod tests {
             "apiVersion": "batch/v1", "kind": "CronJob",
             "spec": {"jobTemplate": {"spec": {"template": {"spec": {}}}}}
         });
-        label_pod_template(&mut cron, 2).unwrap();
+        label_pod_template(&mut cron, &typed("batch", "CronJob"), 2).unwrap();
         assert_eq!(
             cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"][SHARD_LABEL],
             "2"
         );
         // Kinds that make no Pods, and custom kinds with a `spec.template`.
-        for other in [
-            serde_json::json!({"apiVersion": "v1", "kind": "Service", "spec": {}}),
-            serde_json::json!({"apiVersion": "example.com/v1", "kind": "Deployment",
-                "spec": {"template": {"metadata": {}}}}),
+        for (ty, other) in [
+            (
+                typed("", "Service"),
+                serde_json::json!({"apiVersion": "v1", "kind": "Service", "spec": {}}),
+            ),
+            (
+                typed("example.com", "Deployment"),
+                serde_json::json!({"apiVersion": "example.com/v1", "kind": "Deployment",
+                    "spec": {"template": {"metadata": {}}}}),
+            ),
         ] {
             let mut same = other.clone();
-            label_pod_template(&mut same, 1).unwrap();
+            label_pod_template(&mut same, &ty, 1).unwrap();
             assert_eq!(same, other);
         }
     }
@@ -368,7 +376,7 @@ mod tests {
             "spec": {"template": {"metadata": {"labels": {SHARD_LABEL: "0"}}}}
         });
         assert_eq!(
-            label_pod_template(&mut deploy, 3),
+            label_pod_template(&mut deploy, &typed("apps", "Deployment"), 3),
             Err("/spec/template/metadata/labels".to_string())
         );
     }
