@@ -6,11 +6,13 @@ A port of the Rust `plugins/myapp` with the Python SDK that gives exactly
 its answers: same manifest (name `myapp`), children, status, conditions and
 errors, so either build can serve the same parents. Where the Rust plugin's
 behaviour comes from serde (error messages, a previous status that does not
-read being ignored whole), `serde_view` reproduces it.
+read being ignored whole), `serde_view` reproduces it. Its `mutate` defaults
+`spec.image` and `spec.replicas` on create and update, as the Rust one does.
 """
 
 from kubeplug_sdk import (
-    DEPLOYMENT, InvalidInput, Manifest, Resource, Response, export, parse_time, set_condition,
+    DELETE, DEPLOYMENT, InvalidInput, Manifest, Resource, Response, export, parse_time,
+    set_condition,
 )
 
 import serde_view as sv
@@ -131,6 +133,25 @@ class MyAppPlugin:
         if spec["replicas"] < 0:
             raise InvalidInput(f"spec.replicas must not be negative, got {spec['replicas']}")
         return Response().child(deployment(ctx, spec)).set_status(status(ctx, spec))
+
+    def mutate(self, req):
+        """Store the defaults reconcile assumes, so that `kubectl get` shows
+        them (reconcile keeps assuming them, for MyApps stored before the
+        webhook): `spec.image` when missing, null or empty, `spec.replicas`
+        when missing. A spec that is not an object is the schema's to refuse."""
+        if req.operation == DELETE:
+            return None
+        spec = req.object.get("spec") if isinstance(req.object, dict) else None
+        if not isinstance(spec, dict):
+            return None
+        changed = False
+        if spec.get("image") in (None, ""):
+            spec["image"] = DEFAULT_IMAGE
+            changed = True
+        if "replicas" not in spec:
+            spec["replicas"] = 1
+            changed = True
+        return req.object if changed else None
 
 
 Reconciler, Reads = export(MyAppPlugin)

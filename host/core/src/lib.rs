@@ -20,4 +20,5 @@ pub mod report;
 pub mod rollback;
 pub mod rollout;
 pub mod shard;
+pub mod webhook;
 pub mod yaml;

@@ -32,8 +32,6 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, combinators::BoxBody};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::Value;
 
 use authorize::{Attributes, Authorizer};
@@ -153,17 +151,8 @@ fn acceptor(
     front_proxy: &RequestHeader,
 ) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
     use anyhow::Context as _;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let certs = CertificateDer::pem_file_iter(&settings.cert)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| {
-            format!(
-                "cannot read the API certificate {}",
-                settings.cert.display()
-            )
-        })?;
-    let key = PrivateKeyDer::from_pem_file(&settings.key)
-        .with_context(|| format!("cannot read the API key {}", settings.key.display()))?;
+    let provider = crate::tls::provider();
+    let (certs, key) = crate::tls::serving_cert(&settings.cert, &settings.key, "API")?;
     let mut roots = rustls::RootCertStore::empty();
     for ca in &front_proxy.client_ca {
         roots

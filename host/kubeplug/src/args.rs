@@ -326,6 +326,20 @@ pub struct RunArgs {
     /// PEM private key of that certificate.
     #[arg(long, env = "KUBEPLUG_API_KEY")]
     pub api_key: Option<PathBuf>,
+    /// Serve the admission and conversion webhooks the platform grants
+    /// plugins (`admission:`, `conversion:` in their grants) over TLS on
+    /// this address; needs `--webhook-cert` and `--webhook-key`. See
+    /// README "Admission and conversion".
+    #[arg(long, env = "KUBEPLUG_WEBHOOK_LISTEN", requires_all = ["webhook_cert", "webhook_key"])]
+    pub webhook_listen: Option<SocketAddr>,
+    /// PEM serving certificate (chain) of the webhooks; its CA goes into
+    /// the webhook configurations' and the CRDs' `caBundle`. Re-read every
+    /// minute.
+    #[arg(long, env = "KUBEPLUG_WEBHOOK_CERT")]
+    pub webhook_cert: Option<PathBuf>,
+    /// PEM private key of that certificate.
+    #[arg(long, env = "KUBEPLUG_WEBHOOK_KEY")]
+    pub webhook_key: Option<PathBuf>,
     /// Previews a user may start per second (sustained) through the
     /// aggregated API; more get 429 before they cost anything.
     #[arg(long, default_value_t = PreviewLimits::default().per_user_rate)]

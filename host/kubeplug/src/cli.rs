@@ -45,7 +45,11 @@ enum Command {
     /// a fixture, a build script and a README.
     New(NewArgs),
     /// Run the operator: load every plugin in a directory and reconcile.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// Round-trip every stored object of a CRD through a plugin's
+    /// conversion, then move its storage to a new version (`--check`: only
+    /// report).
+    Migrate(crate::commands::migrate::MigrateArgs),
     /// Release a removed plugin's finalizers, so that its deleted parents
     /// stop hanging in Terminating.
     ReleaseFinalizers(crate::commands::release_finalizers::ReleaseArgs),
@@ -77,7 +81,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::New(args) => commands::new::run(args),
         Command::Render(args) => commands::render::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
-        Command::Run(args) => crate::run::run(args),
+        Command::Run(args) => crate::run::run(*args),
+        Command::Migrate(args) => return crate::commands::migrate::migrate_cmd(args),
         Command::ReleaseFinalizers(args) => crate::commands::release_finalizers::release_cmd(args),
         Command::Replay(args) => crate::commands::replay::replay_cmd(args),
         Command::Compile { input, output } => {

@@ -1,8 +1,10 @@
 //! Every command but `kubeplug run` ([`crate::run`]), one module each: those
-//! that need no cluster share [`offline`]; `release-finalizers` talks to the
-//! API server, `replay` to a running host's admin server.
+//! that need no cluster share [`offline`]; `release-finalizers` and
+//! `migrate` talk to the API server, `replay` to a running host's admin
+//! server.
 
 pub mod inspect;
+pub mod migrate;
 pub mod new;
 pub mod offline;
 pub mod release_finalizers;

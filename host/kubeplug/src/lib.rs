@@ -1,5 +1,6 @@
 //! The `kubeplug` binary: the command line ([`cli`], [`args`]), the wiring
-//! of a running host ([`run`]), the aggregated API ([`api`]), the admin
+//! of a running host ([`run`]), the aggregated API ([`api`]), the
+//! admission and conversion webhooks' listener ([`webhooks`]), the admin
 //! server and logging. Everything it wires lives in the crates below it
 //! (docs/architecture.md).
 
@@ -13,3 +14,5 @@ pub mod commands;
 pub mod drain;
 pub mod logging;
 pub mod run;
+pub mod tls;
+pub mod webhooks;

@@ -172,6 +172,33 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         )?),
         None => None,
     };
+    let mut webhooks = match args.webhook_listen {
+        Some(listen) => {
+            let settings = crate::webhooks::WebhookSettings {
+                listen,
+                cert: args
+                    .webhook_cert
+                    .clone()
+                    .expect("clap requires --webhook-cert"),
+                key: args
+                    .webhook_key
+                    .clone()
+                    .expect("clap requires --webhook-key"),
+            };
+            let (registry, metrics, mut drain) = (
+                registry.clone(),
+                operator_metrics.clone(),
+                servers_watch.clone(),
+            );
+            Some(tokio::spawn(async move {
+                tokio::select! {
+                    served = crate::webhooks::serve(settings, registry, metrics) => served,
+                    () = drain.signaled() => Ok(()),
+                }
+            }))
+        }
+        None => None,
+    };
     let mut admin = tokio::spawn(admin::serve(args.listen, probes.clone(), servers_watch));
 
     let again = initial_scan(&registry, &args).await;
@@ -191,7 +218,16 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             None => std::future::pending().await,
         }
     };
+    let webhooks_failed = async {
+        match webhooks.as_mut() {
+            Some(task) => task.await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
+        result = webhooks_failed => {
+            result.context("webhook server task failed")??;
+        }
         result = &mut admin => {
             result.context("metrics server task failed")?
                 .with_context(|| format!("failed to serve on {}", args.listen))?;

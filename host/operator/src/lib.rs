@@ -2,14 +2,17 @@
 //! serve, watch files), one controller per plugin ([`controller`]: queue,
 //! workers, error policy), [`reconcile`] (executes a plugin's
 //! [`kubeplug_core::plan::Plan`]), [`shadow`] runs of candidates,
-//! [`preview`]s and [`replay`] captures.
+//! [`preview`]s, [`replay`] captures and the API server's
+//! [`webhooks`] (admission and conversion of a plugin's parent kind).
 
 #![forbid(unsafe_code)]
 
 pub mod controller;
 pub mod metrics;
+pub mod migrate;
 pub mod preview;
 pub mod reconcile;
 pub mod registry;
 pub mod replay;
 pub mod shadow;
+pub mod webhooks;

@@ -55,6 +55,21 @@ struct ShardLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    plugin: String,
+    /// `validate`, `mutate` or `convert`.
+    webhook: String,
+    /// `allowed`, `denied`, `patched`, `converted`, or why it failed.
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookKindLabels {
+    plugin: String,
+    webhook: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AmountLabels {
     amount: String,
 }
@@ -77,6 +92,8 @@ pub struct OperatorMetrics {
     load_failures: Family<PluginLabels, Counter>,
     child_clashes: Family<PluginLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
+    webhook_requests: Family<WebhookLabels, Counter>,
+    webhook_duration: Family<WebhookKindLabels, Histogram>,
     shadow_comparisons: Family<ResultLabels, Counter>,
     shadow_parents: Family<ShadowLabels, Gauge>,
     rollbacks: Family<PluginLabels, Counter>,
@@ -105,6 +122,12 @@ impl OperatorMetrics {
             load_failures: Family::default(),
             child_clashes: Family::default(),
             events_dropped: Family::default(),
+            webhook_requests: Family::default(),
+            webhook_duration: Family::new_with_constructor(|| {
+                // 100 µs .. ~13 s: up to the API server's longest webhook
+                // timeout, so a deadline is counted in a bucket.
+                Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+            }),
             shadow_comparisons: Family::default(),
             shadow_parents: Family::default(),
             rollbacks: Family::default(),
@@ -158,6 +181,16 @@ impl OperatorMetrics {
             "events_dropped",
             "Plugin events not recorded: over the per-parent rate quota, or while too many waited to be posted",
             m.events_dropped.clone(),
+        );
+        registry.register(
+            "webhook_requests",
+            "Admission and conversion reviews answered, by plugin, webhook and result",
+            m.webhook_requests.clone(),
+        );
+        registry.register(
+            "webhook_duration_seconds",
+            "Time to answer an admission or conversion review, plugin call included",
+            m.webhook_duration.clone(),
         );
         registry.register(
             "shadow_comparisons",
@@ -326,6 +359,23 @@ impl OperatorMetrics {
         self.child_clashes
             .get_or_create(&plugin_labels(plugin))
             .inc();
+    }
+
+    /// One webhook review answered (`result`: see [`WebhookLabels`]).
+    pub fn webhook_answered(&self, plugin: &str, webhook: &str, result: &str, took: Duration) {
+        self.webhook_requests
+            .get_or_create(&WebhookLabels {
+                plugin: plugin.into(),
+                webhook: webhook.into(),
+                result: result.into(),
+            })
+            .inc();
+        self.webhook_duration
+            .get_or_create(&WebhookKindLabels {
+                plugin: plugin.into(),
+                webhook: webhook.into(),
+            })
+            .observe(took.as_secs_f64());
     }
 
     pub fn events_dropped(&self, plugin: &str, count: usize) {

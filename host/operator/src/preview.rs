@@ -42,6 +42,16 @@ impl PreviewHandle {
         PreviewHandle(serving)
     }
 
+    /// The plugin version serving now.
+    pub fn plugin(&self) -> Plugin {
+        self.0.plugin()
+    }
+
+    /// Its grant.
+    pub fn grant(&self) -> Arc<kubeplug_core::policy::Effective> {
+        self.0.fence().grant.clone()
+    }
+
     /// The parent kind.
     pub fn parent_kind(&self) -> ApiResource {
         self.0.plugin().manifest().parent.clone()

@@ -21,3 +21,26 @@ pub const RECONCILER_INTERFACE: &str = "kubeplug:plugin/reconciler";
 /// The optional export of plugins that say what they read (`reads` in
 /// `wit/plugin.wit`).
 pub const READS_EXPORT: &str = "kubeplug:plugin/reads@0.1.0";
+
+/// The optional exports' types (`admission`, `conversion` in
+/// `wit/plugin.wit`), generated from the world that carries them. Only
+/// their types are used: the host finds each export by name, so a plugin
+/// without them still loads through [`Plugin`] (see `plugin::Caller`).
+pub mod optional {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "plugin-with-admission",
+        exports: { default: async },
+        with: {
+            "kubeplug:plugin/types": super::types,
+            "kubeplug:plugin/log": super::log,
+        },
+    });
+
+    pub use self::exports::kubeplug::plugin::admission;
+}
+
+/// The optional admission export (`admission` in `wit/plugin.wit`).
+pub const ADMISSION_EXPORT: &str = "kubeplug:plugin/admission@0.1.0";
+/// The optional conversion export (`conversion` in `wit/plugin.wit`).
+pub const CONVERSION_EXPORT: &str = "kubeplug:plugin/conversion@0.1.0";

@@ -24,6 +24,9 @@ use super::timings::{Clock, Stage};
 use kubeplug_core::contract::{Desired, Finalized, Limits, Request};
 use kubeplug_core::manifest::{self, Manifest};
 
+mod webhook;
+pub use webhook::Exports;
+
 /// How much of a guest's stderr (where Rust panics print) is kept per call.
 const STDERR_CAPTURE: usize = 16 << 10;
 /// How long a call waits for the host's memory budget before it gives up
@@ -103,6 +106,11 @@ struct Caller {
     /// The guest's `reconcile` and `finalize` exports, found once.
     reconcile: wasmtime::component::ComponentExportIndex,
     finalize: wasmtime::component::ComponentExportIndex,
+    /// The optional exports (`validate`, `mutate`, `convert`), if the
+    /// component has them.
+    validate: Option<wasmtime::component::ComponentExportIndex>,
+    mutate: Option<wasmtime::component::ComponentExportIndex>,
+    convert: Option<wasmtime::component::ComponentExportIndex>,
     /// The plugin's name for errors and logs (from its manifest once known).
     name: Arc<str>,
     epoch_tick: Duration,
@@ -164,10 +172,22 @@ impl Plugin {
                 .expect("PluginPre checked the component's exports")
         };
         let (reconcile, finalize) = (export("reconcile"), export("finalize"));
+        let optional = |interface: &str, name: &str| {
+            let component = loaded.pre.instance_pre().component();
+            component
+                .get_export_index(None, interface)
+                .and_then(|i| component.get_export_index(Some(&i), name))
+        };
+        let validate = optional(bindings::ADMISSION_EXPORT, "validate");
+        let mutate = optional(bindings::ADMISSION_EXPORT, "mutate");
+        let convert = optional(bindings::CONVERSION_EXPORT, "convert");
         let mut caller = Caller {
             loaded,
             reconcile,
             finalize,
+            validate,
+            mutate,
+            convert,
             name: Arc::from(label.as_str()),
             epoch_tick,
             high_water: AtomicUsize::new(0),
@@ -276,12 +296,6 @@ impl Plugin {
 
     /// Call the guest's `export` (`reconcile` or `finalize`) with
     /// `request` on a fresh instance; the guest's own error is typed.
-    ///
-    /// The answer is copied out of the guest by wasmtime as the call
-    /// returns (the guest frees its side right after), so it is at most as
-    /// big as the guest's memory; before the call's memory is given back,
-    /// the copy is charged against the host's budget too, then checked
-    /// against the plugin's quotas before any of it is parsed.
     fn call_with<T>(
         &self,
         export: &wasmtime::component::ComponentExportIndex,
@@ -296,19 +310,41 @@ impl Plugin {
             + Sync
             + 'static,
     {
-        let params = self.wit_request(request);
-        let limits = self.limits();
+        self.call_export(export, (self.wit_request(request),), self.limits(), count)
+    }
+
+    /// Call `export` with `params` on a fresh instance within `limits`.
+    ///
+    /// The answer is copied out of the guest by wasmtime as the call
+    /// returns (the guest frees its side right after), so it is at most as
+    /// big as the guest's memory; before the call's memory is given back,
+    /// the copy is charged against the host's budget too, then checked
+    /// against the plugin's quotas before any of it is parsed.
+    fn call_export<P, T>(
+        &self,
+        export: &wasmtime::component::ComponentExportIndex,
+        params: P,
+        limits: Limits,
+        count: impl FnOnce(&T) -> Result<(), String>,
+    ) -> Result<T, CallError>
+    where
+        P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + Send + Sync,
+        T: wasmtime::component::ComponentType
+            + wasmtime::component::Lift
+            + AnswerBytes
+            + Send
+            + Sync
+            + 'static,
+    {
         let over = |what: String| CallError::OverQuota {
             plugin: self.name().into(),
             what,
         };
         let answer = self.inner.caller.run(limits, async |store, instance| {
-            let func = instance.get_typed_func::<(WitRequest<'_>,), (Result<T, types::Error>,)>(
-                &mut *store,
-                export,
-            )?;
+            let func =
+                instance.get_typed_func::<P, (Result<T, types::Error>,)>(&mut *store, export)?;
             store.data_mut().clock.lap(Stage::Export);
-            let (answer,) = func.call_async(&mut *store, (params,)).await?;
+            let (answer,) = func.call_async(&mut *store, params).await?;
             let bytes = match &answer {
                 Ok(t) => t.bytes(),
                 Err(e) => e.bytes(),

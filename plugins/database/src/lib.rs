@@ -7,13 +7,22 @@
 //! password never rotates, not across replicas or restarts either. When the
 //! Secret is observed the plugin returns it unchanged, so `render` shows what
 //! is there.
+//!
+//! Writes of Databases are validated ([`admission`]) and converted between
+//! `example.com/v1` and `example.com/v2` ([`convert`]) when the platform
+//! serves those webhooks (`deploy/components/webhooks/database-v2.yaml`);
+//! reconcile always reads v1.
 
 // Deny, not forbid: the generated export glue is unsafe and allowed where
 // it is expanded; everything written here stays safe.
 #![deny(unsafe_code)]
 
+pub mod admission;
+pub mod convert;
 mod spec;
 mod status;
+pub mod storage;
+pub mod versions;
 
 use std::collections::BTreeMap;
 
@@ -21,7 +30,10 @@ use kubeplug_sdk::k8s_openapi::ByteString;
 use kubeplug_sdk::k8s_openapi::api::apps::v1::StatefulSet;
 use kubeplug_sdk::k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kubeplug_sdk::serde_json::{Value, json};
-use kubeplug_sdk::{Context, Error, Event, LabelValue, Manifest, Plugin, Resource, Response};
+use kubeplug_sdk::{
+    AdmissionRequest, Context, Error, Event, LabelValue, Manifest, Plugin, Resource, Response,
+    Verdict,
+};
 use serde::Deserialize;
 
 pub use spec::{Database, DatabaseSpec, Engine};
@@ -266,6 +278,18 @@ impl Plugin for DatabasePlugin {
             ));
         }
         Ok(response)
+    }
+
+    fn validate(request: &AdmissionRequest<Self::Config>) -> Result<Verdict, Error> {
+        Ok(admission::validate(request))
+    }
+
+    fn convert(
+        objects: Vec<Value>,
+        api_version: &str,
+        _config: &Self::Config,
+    ) -> Result<Vec<Value>, Error> {
+        convert::convert(objects, api_version)
     }
 }
 

@@ -32,6 +32,7 @@
 //! - `namespaces`: the namespaces the plugin is restricted to.
 //! - `behave`: overrides every parent's `spec.behave` (see below): a version
 //!   of the plugin that, say, fails on every parent (`behave: error`).
+//! - `convert`: how its conversion misbehaves (see [`webhooks`]).
 //!
 //! Unknown entries in `children`, `related` or `mode` are refused as invalid
 //! configuration, so a typo in a test fails loudly.
@@ -92,6 +93,11 @@
 //!
 //! `i` counts from 0.
 //!
+//! # Admission and conversion
+//!
+//! `validate`, `mutate` and `convert` misbehave as the object says: see
+//! [`webhooks`].
+//!
 //! # Finalize (`spec.finalize` of the parent picks what `finalize` does)
 //!
 //! An annotation `test.kubeplug.io/release: "true"` always releases the
@@ -106,12 +112,15 @@
 // it is expanded; everything written here stays safe.
 #![deny(unsafe_code)]
 
+mod webhooks;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use kubeplug_sdk::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kubeplug_sdk::{
-    Context, Error, Event, FinalizeResponse, LabelValue, Manifest, Plugin, Resource, Response,
+    AdmissionRequest, Context, Error, Event, FinalizeResponse, LabelValue, Manifest, Plugin,
+    Resource, Response, Verdict,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -140,6 +149,9 @@ pub struct Config {
     namespaces: Vec<String>,
     #[serde(default)]
     behave: Option<String>,
+    /// How `convert` misbehaves (see [`webhooks`]).
+    #[serde(default)]
+    convert: Option<String>,
 }
 
 /// `finalizer: true|false` or `finalizer: "<name>"`.
@@ -402,6 +414,22 @@ impl Plugin for Hostile {
             // --- end of the answer-fence block ---
             _ => ok(ctx),
         }
+    }
+
+    fn validate(request: &AdmissionRequest<Config>) -> Result<Verdict, Error> {
+        webhooks::validate(request)
+    }
+
+    fn mutate(request: &AdmissionRequest<Config>) -> Result<Option<Value>, Error> {
+        webhooks::mutate(request)
+    }
+
+    fn convert(
+        objects: Vec<Value>,
+        api_version: &str,
+        config: &Config,
+    ) -> Result<Vec<Value>, Error> {
+        webhooks::convert(objects, api_version, config)
     }
 
     fn finalize(ctx: &Context<Config>) -> Result<FinalizeResponse, Error> {

@@ -2,6 +2,8 @@
 // becomes a Deployment named `<name>-deploy`; its status reports the phase and
 // the available replicas. Every answer (children, status, conditions, errors)
 // matches the Rust plugin's: it passes plugins/myapp/fixtures/ (host/kubeplug/tests/plugins.rs).
+// Its `mutate` defaults `spec.image` and `spec.replicas` on create and update,
+// as the Rust one does.
 import {
   Condition,
   Context,
@@ -203,8 +205,30 @@ export const myapp: Plugin = {
     }
     return new Response().child(deployment(ctx, app)).status(status(ctx, app));
   },
+
+  /** Store the defaults reconcile assumes, so that `kubectl get` shows them
+   * (reconcile keeps assuming them, for MyApps stored before the webhook):
+   * `spec.image` when missing, null or empty, `spec.replicas` when missing.
+   * A spec that is not an object is the schema's to refuse. */
+  mutate(req) {
+    if (req.operation === 'delete') return undefined;
+    const spec = req.object?.spec;
+    if (!isObject(spec)) return undefined;
+    let changed = false;
+    if (spec.image === undefined || spec.image === null || spec.image === '') {
+      spec.image = DEFAULT_IMAGE;
+      changed = true;
+    }
+    if (!('replicas' in spec)) {
+      spec.replicas = 1;
+      changed = true;
+    }
+    return changed ? req.object : undefined;
+  },
 };
 
 const exported = exportPlugin(myapp);
 export const reconciler = exported.reconciler;
 export const reads = exported.reads;
+export const admission = exported.admission;
+export const conversion = exported.conversion;

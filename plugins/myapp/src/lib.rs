@@ -1,33 +1,41 @@
 //! `myapp`: a `MyApp` (`example.com/v1alpha1`) becomes a Deployment named
 //! `<name>-deploy`; its status reports the phase and available replicas.
+//! Where the platform serves it, its mutating webhook stores the spec's
+//! defaults ([`defaults`]) on create and update.
 
 // Deny, not forbid: the generated export glue is unsafe and allowed where
 // it is expanded; everything written here stays safe.
 #![deny(unsafe_code)]
+
+pub mod defaults;
 
 use std::collections::BTreeMap;
 
 use kubeplug_sdk::k8s_openapi::api::apps::v1::Deployment;
 use kubeplug_sdk::serde_json::{self, Value, json};
 use kubeplug_sdk::{
-    Condition, Context, Error, Manifest, Meta, Plugin, Resource, Response, set_condition, time,
+    AdmissionRequest, Condition, Context, Error, Manifest, Meta, Operation, Plugin, Resource,
+    Response, set_condition, time,
 };
 use serde::{Deserialize, Serialize};
 
-/// Image used when `spec.image` is empty: a pinned, widely mirrored tag.
-pub const DEFAULT_IMAGE: &str = "nginx:1.27";
+pub use defaults::DEFAULT_IMAGE;
 
-/// `MyApp.spec`.
+/// `MyApp.spec`. What it leaves out stands for its default ([`defaults`]),
+/// whether or not the webhook stored it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct MyAppSpec {
-    #[serde(default = "one")]
+    #[serde(default = "defaults::replicas")]
     pub replicas: i32,
     #[serde(default)]
     pub image: Option<String>,
 }
 
-fn one() -> i32 {
-    1
+impl MyAppSpec {
+    /// The image to run.
+    pub fn image(&self) -> &str {
+        defaults::image(self.image.as_deref())
+    }
 }
 
 /// A `MyApp` object.
@@ -65,12 +73,6 @@ fn deployment(ctx: &Context<Value>, app: &MyApp) -> Value {
     ]);
     let mut labels = selector.clone();
     labels.insert("app.kubernetes.io/managed-by".into(), "kubeplug".into());
-    let image = app
-        .spec
-        .image
-        .clone()
-        .filter(|i| !i.is_empty())
-        .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -84,7 +86,7 @@ fn deployment(ctx: &Context<Value>, app: &MyApp) -> Value {
             "selector": {"matchLabels": selector},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "app", "image": image}]},
+                "spec": {"containers": [{"name": "app", "image": app.spec.image()}]},
             },
         },
     })
@@ -169,6 +171,103 @@ impl Plugin for MyAppPlugin {
             .child(&deployment(ctx, &app))?
             .status(&status(ctx, &app))
     }
+
+    /// The object with its spec's defaults stored, or `None` when it has
+    /// them all (the webhook may run more than once for one write).
+    fn mutate(request: &AdmissionRequest<Self::Config>) -> Result<Option<Value>, Error> {
+        if request.operation == Operation::Delete {
+            return Ok(None);
+        }
+        let Some(mut object) = request.object.clone() else {
+            return Ok(None);
+        };
+        let changed = object.get_mut("spec").is_some_and(defaults::apply);
+        Ok(changed.then_some(object))
+    }
 }
 
 kubeplug_sdk::export_plugin!(MyAppPlugin);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn myapp(spec: Value) -> Value {
+        json!({
+            "apiVersion": "example.com/v1alpha1",
+            "kind": "MyApp",
+            "metadata": {"name": "web", "namespace": "shop", "labels": {"team": "a"}},
+            "spec": spec,
+        })
+    }
+
+    fn mutate(operation: Operation, object: Option<Value>) -> Option<Value> {
+        let old = (operation != Operation::Create).then(|| myapp(json!({})));
+        let request = AdmissionRequest::new(operation, object, old, json!({}));
+        MyAppPlugin::mutate(&request).expect("mutate does not fail")
+    }
+
+    #[test]
+    fn create_and_update_store_the_defaults() {
+        for operation in [Operation::Create, Operation::Update] {
+            for spec in [
+                json!({}),
+                json!({"image": null}),
+                json!({"image": "", "replicas": 1}),
+            ] {
+                assert_eq!(
+                    mutate(operation, Some(myapp(spec.clone()))),
+                    Some(myapp(json!({"image": "nginx:1.27", "replicas": 1}))),
+                    "{operation:?} {spec}"
+                );
+            }
+            assert_eq!(
+                mutate(
+                    operation,
+                    Some(myapp(json!({"image": "ghcr.io/acme/web:1.4"})))
+                ),
+                Some(myapp(
+                    json!({"image": "ghcr.io/acme/web:1.4", "replicas": 1})
+                ))
+            );
+            assert_eq!(
+                mutate(operation, Some(myapp(json!({"replicas": 0})))),
+                Some(myapp(json!({"image": "nginx:1.27", "replicas": 0})))
+            );
+        }
+    }
+
+    #[test]
+    fn a_spec_with_every_default_is_left_alone() {
+        let full = myapp(json!({"image": "ghcr.io/acme/web:1.4", "replicas": 3}));
+        assert_eq!(mutate(Operation::Create, Some(full)), None);
+        let mutated = mutate(Operation::Create, Some(myapp(json!({})))).unwrap();
+        assert_eq!(mutate(Operation::Update, Some(mutated)), None, "idempotent");
+    }
+
+    #[test]
+    fn deletes_and_specs_that_are_not_objects_are_left_alone() {
+        assert_eq!(mutate(Operation::Delete, None), None);
+        assert_eq!(mutate(Operation::Delete, Some(myapp(json!({})))), None);
+        let mut no_spec = myapp(json!({}));
+        no_spec.as_object_mut().unwrap().remove("spec");
+        assert_eq!(mutate(Operation::Create, Some(no_spec)), None);
+        assert_eq!(mutate(Operation::Create, Some(myapp(json!("web")))), None);
+    }
+
+    #[test]
+    fn reconcile_answers_the_same_before_and_after_the_defaults_are_stored() {
+        for spec in [json!({}), json!({"image": ""}), json!({"replicas": 2})] {
+            let before = myapp(spec);
+            let after = mutate(Operation::Create, Some(before.clone())).unwrap();
+            let reconcile = |parent: Value| {
+                let ctx = Context::new(parent, json!({}), "2026-11-29T18:00:00Z");
+                MyAppPlugin::reconcile(&ctx).expect("reconciles")
+            };
+            assert_eq!(
+                format!("{:?}", reconcile(before)),
+                format!("{:?}", reconcile(after))
+            );
+        }
+    }
+}

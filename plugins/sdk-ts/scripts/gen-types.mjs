@@ -1,4 +1,5 @@
-// Generate the guest types (.d.ts) of wit/ world plugin-with-reads with jco.
+// Generate the guest types (.d.ts) of wit/ world plugin-with-admission (the
+// SDK's default world, which includes every other) with jco.
 //
 // Usage: node gen-types.mjs WIT_DIR OUT_DIR
 //
@@ -28,7 +29,7 @@ fsShim._setPreopens({ '/': '/' });
 const { generateGuestTypes, writeFiles } = await import(pathToFileURL(transpileEntry).href);
 await mkdir(outDir, { recursive: true });
 const files = await generateGuestTypes(resolve(witDir), {
-  worldName: 'plugin-with-reads',
+  worldName: 'plugin-with-admission',
   outDir: resolve(outDir) + '/',
 });
 await writeFiles(files, false);

@@ -1,5 +1,6 @@
-// exportPlugin: turns a Plugin into the `reconciler` and `reads` export
-// objects componentize-js binds to the WIT world `plugin-with-reads`.
+// exportPlugin: turns a Plugin into the `reconciler`, `reads`, `admission`
+// and `conversion` export objects componentize-js binds to the WIT world
+// `plugin-with-admission`.
 //
 // How componentize-js 0.23.0 lowers a `result<T, E>` export (read from the
 // bindings its splicer generates): the function's return value is used as is
@@ -9,11 +10,13 @@
 // `payload` is rethrown: the component traps. So we never let anything escape:
 // every call returns an explicit `{tag, val}`, and any exception becomes
 // `failed(message)` (our InvalidConfig/InvalidInput/Failed keep their kind).
+import type * as witAdmission from 'kubeplug:plugin/admission@0.1.0';
 import type * as wit from 'kubeplug:plugin/types@0.1.0';
-import { Context } from './context.js';
-import { InvalidConfig, toWitError } from './errors.js';
+import { AdmissionRequest, Verdict, canonicalJson, convertNone } from './admission.js';
+import { Context, type KubeObject } from './context.js';
+import { Failed, InvalidConfig, InvalidInput, toWitError } from './errors.js';
 import type { Manifest } from './manifest.js';
-import { FinalizeResponse, type Response } from './response.js';
+import { FinalizeResponse, toJson, type Response } from './response.js';
 
 /** A reconcile plugin: a pure function from what the host observed to what
  * should exist. `C` is the plugin's configuration type. */
@@ -28,6 +31,20 @@ export interface Plugin<C = unknown> {
   /** Clean up for a parent being deleted (only with a finalizer). Default:
    * done at once. */
   finalize?(ctx: Context<C>): FinalizeResponse;
+  /** Allow or deny a create, update or delete of a parent (`allow()`,
+   * `deny()`): for what the CRD's schema cannot say, such as fields that
+   * may not change. Default: allow. */
+  validate?(req: AdmissionRequest<C>): Verdict;
+  /** Default a parent on create and update: the whole object as it should
+   * be stored, or undefined to leave it (so is an object handed back
+   * unchanged). Only `spec`, `metadata.labels` and `metadata.annotations`
+   * may change; it may run more than once per write: keep it idempotent.
+   * Default: leave it. */
+  mutate?(req: AdmissionRequest<C>): KubeObject | undefined | null;
+  /** Convert objects of the parent kind to `apiVersion`, in order and
+   * without loss (keep what the target cannot hold in an annotation).
+   * Default: `convertNone` (objects already at `apiVersion` pass). */
+  convert?(objects: KubeObject[], apiVersion: string, config: C): KubeObject[];
 }
 
 type WitResult<T> = { tag: 'ok'; val: T } | { tag: 'err'; val: wit.Error };
@@ -55,6 +72,19 @@ function parseConfig<C>(plugin: Plugin<C>, text: string): C {
   return plugin.config ? plugin.config(raw) : (raw as C);
 }
 
+/** The plugin's name for messages ('this plugin' when its manifest refuses
+ * the config). */
+function nameOf<C>(plugin: Plugin<C>, config: C): string {
+  try {
+    return plugin.manifest(config).name;
+  } catch {
+    return 'this plugin';
+  }
+}
+
+/** Where `entryExports` finds the whole export set of an exported reconciler. */
+const EXPORTS = Symbol.for('kubeplug.exports');
+
 /** The export objects of a plugin. In the plugin's entry module:
  *
  * ```ts
@@ -63,10 +93,13 @@ function parseConfig<C>(plugin: Plugin<C>, text: string): C {
  * export const reads = exported.reads;
  * ```
  * (plain `export const` statements: componentize-js finds exports by parsing
- * the module, so keep them explicit.) */
+ * the module, so keep them explicit.) `build` adds `admission` and
+ * `conversion` (see `entryExports`); export them the same way to be explicit. */
 export function exportPlugin<C>(plugin: Plugin<C>) {
   const context = (request: wit.Request) => new Context(request, parseConfig(plugin, request.config));
-  return {
+  const admissionRequest = (request: witAdmission.AdmissionRequest) =>
+    new AdmissionRequest(request, parseConfig(plugin, request.config));
+  const exported = {
     reconciler: {
       manifest: (config: string): WitResult<wit.PluginManifest> =>
         call(() => {
@@ -93,5 +126,70 @@ export function exportPlugin<C>(plugin: Plugin<C>) {
         }
       },
     },
+    admission: {
+      validate: (request: witAdmission.AdmissionRequest): WitResult<witAdmission.Verdict> =>
+        call(() => {
+          const req = admissionRequest(request);
+          const verdict = plugin.validate ? plugin.validate(req) : Verdict.allow();
+          if (!(verdict instanceof Verdict)) {
+            throw new Failed('validate() must return a Verdict (allow() or deny())');
+          }
+          return verdict.toWit();
+        }),
+      /** `none` also when the plugin hands the object back unchanged, so
+       * the host sees no patch to check. */
+      mutate: (request: witAdmission.AdmissionRequest): WitResult<string | undefined> =>
+        call(() => {
+          const req = admissionRequest(request);
+          const out = plugin.mutate ? plugin.mutate(req) : undefined;
+          if (out === undefined || out === null) return undefined;
+          if (typeof out !== 'object' || Array.isArray(out)) {
+            throw new Failed('mutate() must return the whole object, or undefined');
+          }
+          const text = toJson('the mutated object', out);
+          // Against a fresh parse: the plugin may have changed `req.object`
+          // in place and returned it.
+          if (request.object !== undefined && canonicalJson(out) === canonicalJson(JSON.parse(request.object))) {
+            return undefined;
+          }
+          return text;
+        }),
+    },
+    conversion: {
+      convert: (objects: string[], apiVersion: string, config: string): WitResult<string[]> =>
+        call(() => {
+          const c = parseConfig(plugin, config);
+          const parsed = objects.map((o) => {
+            try {
+              return JSON.parse(o) as KubeObject;
+            } catch (e) {
+              throw new InvalidInput(`object to convert is not JSON: ${(e as Error).message}`);
+            }
+          });
+          if (!plugin.convert) {
+            convertNone(nameOf(plugin, c), parsed, apiVersion);
+            return objects;
+          }
+          const out = plugin.convert(parsed, apiVersion, c);
+          if (!Array.isArray(out)) throw new Failed('convert() must return a list of objects');
+          return out.map((o) => toJson('a converted object', o));
+        }),
+    },
+  };
+  Object.defineProperty(exported.reconciler, EXPORTS, { value: exported });
+  return exported;
+}
+
+/** What `build` exports besides the plugin module's own exports: its
+ * `admission` and `conversion`, or, when it has none, those of the
+ * `exportPlugin` its `reconciler` came from. So a plugin that exports only
+ * `reconciler` and `reads` (written before admission existed) still builds
+ * for `plugin-with-admission`, with the defaults; a world without those
+ * exports ignores them. */
+export function entryExports(module: Record<string, any>) {
+  const all = module.reconciler?.[EXPORTS];
+  return {
+    admission: module.admission ?? all?.admission,
+    conversion: module.conversion ?? all?.conversion,
   };
 }

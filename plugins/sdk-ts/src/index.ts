@@ -6,4 +6,14 @@ export { Context, isKind, type KubeObject, type KindRef } from './context.js';
 export { Response, FinalizeResponse, Event, CREATE_ONLY } from './response.js';
 export { Condition, setCondition, time, isI64, type ConditionFields } from './conditions.js';
 export { log } from './log.js';
-export { exportPlugin, type Plugin } from './export.js';
+export {
+  AdmissionRequest,
+  Verdict,
+  allow,
+  deny,
+  convertNone,
+  type Cause,
+  type Operation,
+  type UserInfo,
+} from './admission.js';
+export { exportPlugin, entryExports, type Plugin } from './export.js';

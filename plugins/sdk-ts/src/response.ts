@@ -20,7 +20,8 @@ export const Event = {
 /** The annotation that marks a child create-only (see wit/plugin.wit). */
 export const CREATE_ONLY = 'kubeplug.io/create-only';
 
-function toJson(what: string, value: unknown): string {
+/** JSON text of a value the plugin returned; `Failed` if it has none. */
+export function toJson(what: string, value: unknown): string {
   try {
     const text = JSON.stringify(value);
     if (text === undefined) throw new Error('not a JSON value');

@@ -1,8 +1,9 @@
 //! Glue between the generated bindings and [`Plugin`]; used by
 //! [`export_plugin!`](crate::export_plugin) only.
 
+use crate::bindings::exports::kubeplug::plugin::admission as wit_admission;
 use crate::bindings::kubeplug::plugin::types as wit;
-use crate::{Context, Error, Plugin};
+use crate::{AdmissionRequest, Context, Error, Plugin};
 
 impl From<Error> for wit::Error {
     fn from(e: Error) -> Self {
@@ -52,4 +53,50 @@ pub fn reconcile<P: Plugin>(request: wit::Request) -> Result<wit::Response, wit:
 pub fn finalize<P: Plugin>(request: wit::Request) -> Result<wit::FinalizeResponse, wit::Error> {
     let ctx = context::<P>(request)?;
     Ok(P::finalize(&ctx)?.into_wit())
+}
+
+fn admission_request<P: Plugin>(
+    request: wit_admission::AdmissionRequest,
+) -> Result<AdmissionRequest<P::Config>, Error> {
+    let config = parse_config::<P>(&request.config)?;
+    AdmissionRequest::from_wit(request, config)
+}
+
+pub fn validate<P: Plugin>(
+    request: wit_admission::AdmissionRequest,
+) -> Result<wit_admission::Verdict, wit::Error> {
+    let request = admission_request::<P>(request)?;
+    Ok(P::validate(&request)?.into_wit())
+}
+
+/// `None` also when the plugin hands the object back unchanged, so the
+/// host sees no patch to check.
+pub fn mutate<P: Plugin>(
+    request: wit_admission::AdmissionRequest,
+) -> Result<Option<String>, wit::Error> {
+    let request = admission_request::<P>(request)?;
+    let Some(object) = P::mutate(&request)? else {
+        return Ok(None);
+    };
+    if request.object.as_ref() == Some(&object) {
+        return Ok(None);
+    }
+    Ok(Some(object.to_string()))
+}
+
+pub fn convert<P: Plugin>(
+    objects: Vec<String>,
+    api_version: &str,
+    config: &str,
+) -> Result<Vec<String>, wit::Error> {
+    let config = parse_config::<P>(config)?;
+    let objects = objects
+        .iter()
+        .map(|o| {
+            serde_json::from_str(o)
+                .map_err(|e| Error::InvalidInput(format!("object to convert is not JSON: {e}")))
+        })
+        .collect::<Result<Vec<serde_json::Value>, _>>()?;
+    let converted = P::convert(objects, api_version, &config)?;
+    Ok(converted.iter().map(|o| o.to_string()).collect())
 }

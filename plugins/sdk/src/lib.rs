@@ -54,6 +54,7 @@
 // everything else written here stays safe.
 #![deny(unsafe_code)]
 
+pub mod admission;
 pub mod alloc;
 mod conditions;
 mod context;
@@ -73,7 +74,7 @@ pub mod adapter;
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "plugin-with-reads",
+        world: "plugin-with-admission",
         pub_export_macro: true,
         export_macro_name: "export",
         default_bindings_module: "kubeplug_sdk::bindings",
@@ -92,6 +93,7 @@ pub mod bindings {
 #[global_allocator]
 static ALLOCATOR: alloc::SizeClasses = alloc::SizeClasses::new();
 
+pub use admission::{AdmissionRequest, Cause, Operation, Verdict};
 pub use conditions::{Condition, Time, set_condition, time};
 pub use context::Context;
 pub use manifest::{LabelValue, Manifest, Mode, Related, Resource};
@@ -100,6 +102,7 @@ pub use response::{Event, FinalizeResponse, Response};
 
 pub use k8s_openapi;
 pub use serde_json;
+use serde_json::Value;
 
 /// An error the plugin reports on purpose. The host records it on the parent
 /// (as an Event) and retries with backoff.
@@ -143,6 +146,36 @@ pub trait Plugin {
     /// declares a finalizer. The default reports cleanup done at once.
     fn finalize(_ctx: &Context<Self::Config>) -> Result<FinalizeResponse, Error> {
         Ok(FinalizeResponse::done())
+    }
+
+    /// Allow or deny a create, update or delete of a parent (served as a
+    /// validating webhook when the platform grants it): for what the CRD's
+    /// schema cannot say, such as fields that may not change. The default
+    /// allows everything.
+    fn validate(_request: &AdmissionRequest<Self::Config>) -> Result<Verdict, Error> {
+        Ok(Verdict::allow())
+    }
+
+    /// Default a parent on create and update (served as a mutating webhook
+    /// when granted): the whole object as it should be stored, or `None` to
+    /// leave it. Only `spec`, `metadata.labels` and `metadata.annotations`
+    /// may change; mutations may run more than once for one write, so make
+    /// them idempotent. The default changes nothing.
+    fn mutate(_request: &AdmissionRequest<Self::Config>) -> Result<Option<Value>, Error> {
+        Ok(None)
+    }
+
+    /// Convert objects of the parent kind to `api_version` (served as the
+    /// CRD's conversion webhook when granted), in order and without loss:
+    /// keep what the target version cannot hold in an annotation. The
+    /// default converts nothing ([`admission::convert_none`]).
+    fn convert(
+        objects: Vec<Value>,
+        api_version: &str,
+        config: &Self::Config,
+    ) -> Result<Vec<Value>, Error> {
+        let name = Self::manifest(config).map_or_else(|_| "this plugin".into(), |m| m.name);
+        admission::convert_none(&name, objects, api_version)
     }
 }
 
@@ -192,6 +225,39 @@ macro_rules! export_plugin {
                 config: ::std::string::String,
             ) -> ::std::vec::Vec<$crate::bindings::kubeplug::plugin::types::ApiResource> {
                 $crate::adapter::metadata_only::<$plugin>(&config)
+            }
+        }
+
+        impl $crate::bindings::exports::kubeplug::plugin::admission::Guest for __KubeplugGuest {
+            fn validate(
+                request: $crate::bindings::exports::kubeplug::plugin::admission::AdmissionRequest,
+            ) -> ::std::result::Result<
+                $crate::bindings::exports::kubeplug::plugin::admission::Verdict,
+                $crate::bindings::kubeplug::plugin::types::Error,
+            > {
+                $crate::adapter::validate::<$plugin>(request)
+            }
+
+            fn mutate(
+                request: $crate::bindings::exports::kubeplug::plugin::admission::AdmissionRequest,
+            ) -> ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                $crate::bindings::kubeplug::plugin::types::Error,
+            > {
+                $crate::adapter::mutate::<$plugin>(request)
+            }
+        }
+
+        impl $crate::bindings::exports::kubeplug::plugin::conversion::Guest for __KubeplugGuest {
+            fn convert(
+                objects: ::std::vec::Vec<::std::string::String>,
+                api_version: ::std::string::String,
+                config: ::std::string::String,
+            ) -> ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                $crate::bindings::kubeplug::plugin::types::Error,
+            > {
+                $crate::adapter::convert::<$plugin>(objects, &api_version, &config)
             }
         }
 

@@ -238,6 +238,23 @@ pub(super) struct GrantFile {
     shards: Option<i64>,
     #[serde(default)]
     shard_pods: bool,
+    /// `validate` and/or `mutate`: the admission webhooks the host serves
+    /// for this plugin's parent kind.
+    #[serde(default)]
+    admission: Vec<String>,
+    /// The host serves the parent kind's conversion webhook.
+    #[serde(default)]
+    conversion: bool,
+}
+
+/// The webhooks the host serves for one plugin, all for its own parent kind
+/// and no other (see [`crate::webhook`]). None by default: the platform
+/// writes the webhook configurations and names them here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Webhooks {
+    pub validate: bool,
+    pub mutate: bool,
+    pub convert: bool,
 }
 
 /// What one plugin may do.
@@ -270,6 +287,8 @@ pub struct Grant {
     /// and watches only its own shards' Pods (see
     /// [`crate::shard::narrows`]). Needs `shards` > 1.
     pub shard_pods: bool,
+    /// The webhooks served for its parent kind.
+    pub webhooks: Webhooks,
 }
 
 impl GrantFile {
@@ -310,6 +329,21 @@ impl GrantFile {
                     )
                 })?,
         };
+        let mut webhooks = Webhooks {
+            convert: self.conversion,
+            ..Webhooks::default()
+        };
+        for entry in &self.admission {
+            match entry.as_str() {
+                "validate" => webhooks.validate = true,
+                "mutate" => webhooks.mutate = true,
+                other => {
+                    return Err(format!(
+                        "admission: {other:?} is neither validate nor mutate (the admission webhooks the host serves for the plugin's parent kind)"
+                    ));
+                }
+            }
+        }
         if self.shard_pods && shards == 1 {
             return Err(
                 "shardPods: true needs shards: 2 or more (it narrows a sharded plugin's watch of its related Pods to its shards)".into(),
@@ -333,6 +367,7 @@ impl GrantFile {
             quota_overrides: self.quotas,
             shards,
             shard_pods: self.shard_pods,
+            webhooks,
         })
     }
 }
@@ -364,6 +399,7 @@ impl Grant {
             quota_overrides: serde_json::Map::new(),
             shards: 1,
             shard_pods: false,
+            webhooks: Webhooks::default(),
         }
     }
 }

@@ -544,3 +544,30 @@ fn shard_pods_defaults_off_and_needs_a_sharded_grant() {
         "{error}"
     );
 }
+
+#[test]
+fn webhooks_are_none_by_default_and_granted_by_name() {
+    let p = policy(
+        "plugins:\n  database: {admission: [validate], conversion: true}\n  myapp: {admission: [mutate, validate]}\n  other: {}\n",
+    );
+    let webhooks = |name: &str| p.grant(name).unwrap().grant.webhooks;
+    assert_eq!(
+        webhooks("database"),
+        Webhooks {
+            validate: true,
+            mutate: false,
+            convert: true
+        }
+    );
+    assert!(webhooks("myapp").validate && webhooks("myapp").mutate && !webhooks("myapp").convert);
+    assert_eq!(webhooks("other"), Webhooks::default());
+    assert_eq!(Grant::safe_default().webhooks, Webhooks::default());
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"plugins:\n  database: {admission: [reconcile]}\n")
+        .unwrap();
+    let error = Policy::load(&[file.path()]).unwrap_err().to_string();
+    assert!(
+        error.contains("\"reconcile\" is neither validate nor mutate"),
+        "{error}"
+    );
+}

@@ -80,6 +80,8 @@ mod tests {
         m.operator.load_failed("p");
         m.operator.child_clash("p");
         m.operator.events_dropped("p", 2);
+        m.operator
+            .webhook_answered("p", "validate", "allowed", Duration::from_millis(3));
         m.leader.leading("p", true);
         m.informers.watch_error("r");
         m.informers.cached_objects("r", 1, 2, 3);

@@ -5,11 +5,13 @@ other exception from plugin code is wrapped as `Failed`)."""
 
 from __future__ import annotations
 
+import copy
 import json
-from typing import Any
+from typing import Any, Optional
 
+from .admission import AdmissionRequest, Verdict, allow, convert_none
 from .context import Context
-from .errors import InvalidConfig, PluginError, as_plugin_error
+from .errors import Failed, InvalidConfig, InvalidInput, PluginError, as_plugin_error
 from .manifest import Manifest
 from .response import FinalizeResponse, Response
 
@@ -98,10 +100,94 @@ def finalize(plugin, parent: str, observed, related, config_text: str, now: str,
                    (parent, observed, related, config_text, now, entropy), FinalizeResponse)
 
 
+def admission_request(p, operation: str, object_text, old_object_text, config_text: str,
+                      now: str, username: str = "", groups=(), dry_run: bool = False) -> AdmissionRequest:
+    """The parsed request of `validate` and `mutate` for plugin object `p`."""
+    return AdmissionRequest.from_json(operation, object_text, old_object_text,
+                                      parse_config(p, config_text), now, username, groups, dry_run)
+
+
+def validate(plugin, *request, **fields) -> Verdict:
+    """`admission.validate` (request as `admission_request` takes it): the
+    plugin's Verdict; a plugin without `validate` (or returning None) allows."""
+    def run():
+        p = instance(plugin)
+        req = admission_request(p, *request, **fields)
+        f = getattr(p, "validate", None)
+        r = f(req) if f is not None else None
+        if r is None:
+            r = allow()
+        if not isinstance(r, Verdict):
+            raise TypeError(f"validate() returned {type(r).__name__}, not Verdict (allow() or deny())")
+        return r
+    return _guard(run)
+
+
+def mutate(plugin, *request, **fields) -> Optional[str]:
+    """`admission.mutate`: the object as it should be stored (JSON text), or
+    None to leave it: when the plugin has no `mutate`, returns None, or
+    returns the object unchanged (so the host sees no patch to check)."""
+    def run():
+        p = instance(plugin)
+        req = admission_request(p, *request, **fields)
+        f = getattr(p, "mutate", None)
+        if f is None:
+            return None
+        # A copy: the plugin may change `req.object` in place and return it.
+        before = copy.deepcopy(req.object)
+        r = f(req)
+        if r is None:
+            return None
+        if not isinstance(r, dict):
+            raise TypeError(f"mutate() returned {type(r).__name__}, not dict")
+        text = to_json_text("the mutated object", r)
+        # As sorted JSON text, since `1 == 1.0 == True` in Python.
+        if before is not None and _canonical(r) == _canonical(before):
+            return None
+        return text
+    return _guard(run)
+
+
+def convert(plugin, objects, api_version: str, config_text: str) -> list:
+    """`conversion.convert`: the objects at `api_version`, as JSON texts in
+    the same order. A plugin without `convert` passes objects already at
+    `api_version` (unchanged) and refuses any other (`convert_none`)."""
+    def run():
+        p = instance(plugin)
+        config = parse_config(p, config_text)
+        parsed = []
+        for o in objects:
+            try:
+                parsed.append(json.loads(o))
+            except ValueError as e:
+                raise InvalidInput(f"object to convert is not JSON: {e}") from None
+        f = getattr(p, "convert", None)
+        if f is None:
+            convert_none(_plugin_name(p, config), parsed, api_version)
+            return list(objects)
+        r = f(parsed, api_version, config)
+        if not isinstance(r, list):
+            raise TypeError(f"convert() returned {type(r).__name__}, not list")
+        return [o if isinstance(o, str) else to_json_text("a converted object", o) for o in r]
+    return _guard(run)
+
+
+def _plugin_name(p, config) -> str:
+    """The plugin's name for messages ("this plugin" when its manifest
+    refuses the config)."""
+    try:
+        return p.manifest(config).name
+    except Exception:  # noqa: BLE001 - only a message depends on it
+        return "this plugin"
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
 def to_json_text(what: str, value) -> str:
     """Compact JSON text of a child or status; Failed if it cannot be."""
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
-        from .errors import Failed
         raise Failed(f"cannot serialize {what}: {e}") from None

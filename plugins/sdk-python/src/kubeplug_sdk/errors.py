@@ -1,8 +1,9 @@
 """Errors a plugin reports on purpose; they map to the WIT `error` variant.
 
-Raise them from `manifest`, `reconcile` or `finalize`. Any other exception a
-plugin raises is reported as `failed("<ExceptionType>: message")` instead of
-trapping the component, so that the host records it and retries with backoff.
+Raise them from `manifest`, `reconcile`, `finalize`, `validate`, `mutate` or
+`convert`. Any other exception a plugin raises is reported as
+`failed("<ExceptionType>: message")` instead of trapping the component, so
+that the host records it and retries with backoff.
 """
 
 

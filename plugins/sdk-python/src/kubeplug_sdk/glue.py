@@ -1,14 +1,17 @@
 """The componentize-py export classes, wired to a plugin class.
 
 componentize-py instantiates the classes named after the exported WIT
-interfaces (`Reconciler`, `Reads`) from the app module, so a plugin's
-`app.py` ends with:
+interfaces (`Reconciler`, `Reads`, `Admission`, `Conversion`) from the
+module it builds, so a plugin's `app.py` ends with:
 
     from kubeplug_sdk import export
     Reconciler, Reads = export(MyPlugin)
 
-The generated `wit_world` bindings exist only while componentize-py builds
-the component; they are imported lazily so the SDK imports anywhere.
+and `build` componentizes a module that takes every name of `app` and adds
+`Admission` and `Conversion` for the plugin `export` saw (`entry_names`):
+a plugin written before they existed builds unchanged and answers with the
+defaults. The generated `wit_world` bindings exist only while componentize-py
+builds the component; they are imported lazily so the SDK imports anywhere.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ def _wit():
     from wit_world.imports import types  # type: ignore
     from componentize_py_types import Err  # type: ignore
     return types, Err
+
+
+def _wit_admission():
+    from wit_world.exports import admission  # type: ignore
+    return admission
 
 
 def _wit_error(types, e):
@@ -83,6 +91,21 @@ def _request_args(request):
             request.now, bytes(request.entropy))
 
 
+def _admission_args(adm, request):
+    """`core.admission_request`'s arguments from the WIT request."""
+    operation = {adm.Operation.CREATE: "create", adm.Operation.UPDATE: "update",
+                 adm.Operation.DELETE: "delete"}[request.operation]
+    return (operation, request.object, request.old_object, request.config, request.now,
+            request.user.username, list(request.user.groups), bool(request.dry_run))
+
+
+def _verdict(adm, v):
+    if v.allowed:
+        return adm.Verdict_Allowed([str(w) for w in v.warnings])
+    return adm.Verdict_Denied(adm.Denial(
+        str(v.message), [adm.FieldCause(str(f), str(m)) for f, m in v.causes]))
+
+
 def export(plugin):
     """The `(Reconciler, Reads)` export classes for `plugin` (a class with
     `manifest(config)`, `reconcile(ctx)` and optionally `finalize(ctx)`).
@@ -119,6 +142,56 @@ def export(plugin):
             types, _ = _wit()
             return [_resource(types, r) for r in core.metadata_only(plugin, config)]
 
-    # The fixture runner finds the plugin of an app module through this.
+    # The fixture runner and `entry_names` find the plugin of an app
+    # module through this.
     Reconciler.plugin = Reads.plugin = plugin
     return Reconciler, Reads
+
+
+def export_admission(plugin):
+    """The `(Admission, Conversion)` export classes for `plugin`, whose
+    optional `validate(req)`, `mutate(req)` and `convert(objects,
+    api_version, config)` they call (defaults: allow, leave as is, convert
+    nothing). Errors map as in `export`."""
+
+    class Admission:
+        def validate(self, request):
+            types, Err = _wit()
+            adm = _wit_admission()
+            try:
+                v = core.validate(plugin, *_admission_args(adm, request))
+                return core._guard(lambda: _verdict(adm, v))
+            except core.PluginError as e:
+                raise Err(_wit_error(types, e))
+
+        def mutate(self, request):
+            types, Err = _wit()
+            try:
+                return core.mutate(plugin, *_admission_args(_wit_admission(), request))
+            except core.PluginError as e:
+                raise Err(_wit_error(types, e))
+
+    class Conversion:
+        def convert(self, objects, api_version: str, config: str):
+            types, Err = _wit()
+            try:
+                return core.convert(plugin, list(objects), api_version, config)
+            except core.PluginError as e:
+                raise Err(_wit_error(types, e))
+
+    Admission.plugin = Conversion.plugin = plugin
+    return Admission, Conversion
+
+
+def entry_names(app) -> dict:
+    """What the module `build` componentizes holds: every name of the
+    plugin's `app` module, plus `Admission` and `Conversion` for the plugin
+    its `Reconciler` came from when `app` defines neither (a world without
+    those exports ignores them)."""
+    names = {k: v for k, v in vars(app).items() if not k.startswith("__")}
+    plugin = getattr(names.get("Reconciler"), "plugin", None)
+    if plugin is not None:
+        admission, conversion = export_admission(plugin)
+        names.setdefault("Admission", admission)
+        names.setdefault("Conversion", conversion)
+    return names

@@ -1,0 +1,30 @@
+//! The serving certificates of the host's TLS listeners (the aggregated
+//! API, the webhooks): read from PEM files, which rotate, so each listener
+//! re-reads them now and then and keeps the previous ones on a failed read.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The crypto provider every listener uses (kube's, so there is one).
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A certificate chain and its key, read from PEM files; `what` names them
+/// in errors.
+pub fn serving_cert(
+    cert: &Path,
+    key: &Path,
+    what: &str,
+) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("cannot read the {what} certificate {}", cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("cannot read the {what} key {}", key.display()))?;
+    Ok((certs, key))
+}

@@ -1,0 +1,233 @@
+//! The webhooks' HTTPS listener (`--webhook-listen`): the API server posts
+//! AdmissionReviews to `/validate/<plugin>` and `/mutate/<plugin>` and
+//! ConversionReviews to `/convert/<plugin>`, as the platform's webhook
+//! configurations and CRD name them; [`kubeplug_operator::webhooks`]
+//! answers. Like controller-runtime's webhook server: TLS with a serving
+//! certificate the API server trusts (the configurations' `caBundle`), no
+//! client certificate asked, every replica serving (leadership is about
+//! writes; a review writes nothing).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+
+use kubeplug_operator::metrics::OperatorMetrics;
+use kubeplug_operator::registry::Registry;
+use kubeplug_operator::webhooks::{self, Endpoint};
+
+/// How the webhooks are served.
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    pub listen: SocketAddr,
+    /// PEM serving certificate (chain) and key; re-read on change.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Largest review read: a ConversionReview carries a list of objects (a
+/// list the API server converts is sent whole), each at most etcd's 1.5 MiB.
+const MAX_BODY: usize = 32 << 20;
+/// How often the serving certificate is re-read.
+const RELOAD: Duration = Duration::from_secs(60);
+
+struct Server {
+    tls: RwLock<Arc<tokio_rustls::TlsAcceptor>>,
+    registry: Arc<Registry>,
+    metrics: OperatorMetrics,
+}
+
+fn acceptor(settings: &WebhookSettings) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    let (certs, key) = crate::tls::serving_cert(&settings.cert, &settings.key, "webhook")?;
+    let mut config = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
+        .with_safe_default_protocol_versions()
+        .context("TLS versions")?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("the webhook certificate and key do not match")?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serve until the task is dropped. Fails at once if the certificate cannot
+/// be read or the address taken.
+pub async fn serve(
+    settings: WebhookSettings,
+    registry: Arc<Registry>,
+    metrics: OperatorMetrics,
+) -> anyhow::Result<()> {
+    let server = Arc::new(Server {
+        tls: RwLock::new(Arc::new(acceptor(&settings)?)),
+        registry,
+        metrics,
+    });
+    tokio::spawn(reload(server.clone(), settings.clone()));
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    tracing::info!(addr = %settings.listen, "serving admission and conversion webhooks");
+    loop {
+        let (stream, peer) = crate::admin::accept(&listener).await;
+        let server = server.clone();
+        tokio::spawn(async move {
+            let tls = server.tls.read().expect("tls lock").clone();
+            let stream = match tokio::time::timeout(Duration::from_secs(10), tls.accept(stream))
+                .await
+            {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(error)) => {
+                    tracing::debug!(%peer, %error, "webhook connection refused in the TLS handshake");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let service = hyper::service::service_fn(move |req| {
+                let server = server.clone();
+                async move { Ok::<_, std::convert::Infallible>(server.handle(req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30))
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn reload(server: Arc<Server>, settings: WebhookSettings) {
+    loop {
+        tokio::time::sleep(RELOAD).await;
+        match acceptor(&settings) {
+            Ok(tls) => *server.tls.write().expect("tls lock") = Arc::new(tls),
+            Err(error) => tracing::warn!(
+                error = %format!("{error:#}"),
+                "webhook certificate unreadable; keeping the previous one"
+            ),
+        }
+    }
+}
+
+type Body = Full<Bytes>;
+
+fn json(status: u16, body: &serde_json::Value) -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .expect("a valid response")
+}
+
+fn refuse(status: u16, message: String) -> Response<Body> {
+    json(
+        status,
+        &serde_json::json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": status, "message": message}),
+    )
+}
+
+/// `/<endpoint>/<plugin>`.
+fn route(path: &str) -> Option<(Endpoint, &str)> {
+    let (endpoint, plugin) = path.strip_prefix('/')?.split_once('/')?;
+    let valid_name = !plugin.is_empty()
+        && plugin
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    Some((Endpoint::parse(endpoint)?, plugin)).filter(|_| valid_name)
+}
+
+/// The API server's `timeout` query parameter (`10s`; Go durations in
+/// whole seconds, as it writes them).
+fn timeout(query: &str) -> Option<Duration> {
+    let value = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("timeout="))?;
+    parse_go_duration(value)
+}
+
+fn parse_go_duration(text: &str) -> Option<Duration> {
+    let (number, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic())?);
+    let number: f64 = number.parse().ok()?;
+    let seconds = match unit {
+        "ms" => number / 1000.0,
+        "s" => number,
+        "m" => number * 60.0,
+        _ => return None,
+    };
+    (seconds.is_finite() && seconds > 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
+impl Server {
+    async fn handle(&self, req: Request<hyper::body::Incoming>) -> Response<Body> {
+        let path = req.uri().path().to_string();
+        let query = req.uri().query().unwrap_or_default().to_string();
+        if path == "/healthz" && req.method() == Method::GET {
+            return json(200, &serde_json::json!({"status": "ok"}));
+        }
+        let Some((endpoint, plugin)) = route(&path) else {
+            return refuse(
+                404,
+                format!(
+                    "{path} is not a webhook: /validate/<plugin>, /mutate/<plugin> or /convert/<plugin>"
+                ),
+            );
+        };
+        if req.method() != Method::POST {
+            return refuse(405, format!("{} {path}: reviews are POSTed", req.method()));
+        }
+        let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(error) => {
+                return refuse(
+                    413,
+                    format!("the review could not be read (at most {MAX_BODY} bytes): {error}"),
+                );
+            }
+        };
+        let answer = webhooks::answer(
+            &self.registry,
+            &self.metrics,
+            plugin,
+            endpoint,
+            &body,
+            webhooks::deadline(timeout(&query)),
+        )
+        .await;
+        json(answer.status, &answer.body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_names_the_webhook_and_the_plugin() {
+        assert_eq!(
+            route("/validate/database"),
+            Some((Endpoint::Validate, "database"))
+        );
+        assert_eq!(
+            route("/convert/pod-annotator"),
+            Some((Endpoint::Convert, "pod-annotator"))
+        );
+        assert_eq!(route("/validate/"), None);
+        assert_eq!(route("/validate/a/b"), None);
+        assert_eq!(route("/reconcile/database"), None);
+        assert_eq!(route("/mutate/../x"), None);
+    }
+
+    #[test]
+    fn the_api_servers_timeout_is_read_from_the_query() {
+        assert_eq!(timeout("timeout=10s"), Some(Duration::from_secs(10)));
+        assert_eq!(timeout("x=1&timeout=2s"), Some(Duration::from_secs(2)));
+        assert_eq!(timeout("timeout=1500ms"), Some(Duration::from_millis(1500)));
+        assert_eq!(timeout("timeout=1m"), Some(Duration::from_secs(60)));
+        assert_eq!(timeout("timeout=soon"), None);
+        assert_eq!(timeout(""), None);
+    }
+}

@@ -1,0 +1,519 @@
+//! Admission and conversion served by plugins, through the real
+//! kube-apiserver: `database` validates Databases (the engine is immutable,
+//! a version its image does not ship is refused) and converts them between
+//! `example.com/v1` and `v2`; `myapp` defaults MyApps. The webhook
+//! configurations and the CRD's conversion are registered on the loopback by
+//! `deploy/webhooks/register-loopback`, as `make demo` does.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use kubeplug_e2e::*;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The seed plugins' webhooks and Database v2, registered for a test and
+/// removed at the end: a webhook whose server is gone fails every write of
+/// its kind (`failurePolicy: Fail`), and v2 needs its conversion.
+struct Webhooks;
+
+impl Webhooks {
+    fn register(port: u16, ca: &Path) -> Self {
+        let out = Command::new(repo().join("deploy/webhooks/register-loopback"))
+            .args([&port.to_string(), ca.to_str().expect("utf-8 path")])
+            .output()
+            .expect("register-loopback runs");
+        assert!(
+            out.status.success(),
+            "register-loopback: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Webhooks
+    }
+}
+
+impl Drop for Webhooks {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("deploy/webhooks/register-loopback"))
+            .arg("--remove")
+            .output();
+    }
+}
+
+fn host_with_webhooks(dir: &PluginDir, certs: &Path, port: u16) -> Host {
+    let listen = format!("127.0.0.1:{port}");
+    let (cert, key) = (certs.join("tls.crt"), certs.join("tls.key"));
+    Host::start_with(
+        dir,
+        &[
+            "--webhook-listen",
+            &listen,
+            "--webhook-cert",
+            cert.to_str().unwrap(),
+            "--webhook-key",
+            key.to_str().unwrap(),
+        ],
+    )
+}
+
+/// `kubectl create` of `yaml` in `ns`: (succeeded, stderr).
+fn create(ns: &str, yaml: &str) -> (bool, String) {
+    let out = kubectl(&["create", "-n", ns, "-f", "-"], Some(yaml));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn database_at(name: &str, engine: &str, version: &str) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: {name}\nspec:\n  engine: {engine}\n  version: {version}\n  replicas: 1\n"
+    )
+}
+
+#[test]
+fn plugins_validate_default_and_convert_through_the_api_server() {
+    install_crds();
+    let ns = Namespace::new("webhooks");
+    let dir = PluginDir::with(&["database", "myapp"]);
+    let certs = certificates(&dir.path);
+    let port = free_port();
+    let host = host_with_webhooks(&dir, &certs, port);
+    running(&host, "database");
+    running(&host, "myapp");
+    let _webhooks = Webhooks::register(port, &certs.join("ca.crt"));
+
+    // Validation beyond the schema: a version the image does not ship.
+    let (ok, error) = create(&ns.name, &database_at("old", "postgresql", "12.1.0"));
+    assert!(!ok, "an unsupported version must be refused");
+    assert!(
+        error.contains("database.validate.kubeplug.io") && error.contains("12.1.0"),
+        "the refusal names the webhook and the version: {error}"
+    );
+    assert!(get_json(&ns.name, "database/old").is_none());
+
+    // A valid one is admitted and reconciled; its engine cannot change.
+    let (ok, error) = create(&ns.name, &database("db"));
+    assert!(ok, "{error}");
+    database_runs(&ns.name, "db");
+    let out = kubectl(
+        &[
+            "patch",
+            "-n",
+            &ns.name,
+            "databases.v1.example.com/db",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"engine":"mysql","version":"8.0.26"}}"#,
+        ],
+        None,
+    );
+    assert!(!out.status.success(), "changing the engine must be refused");
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(error.contains("spec.engine"), "{error}");
+    let out = kubectl(
+        &[
+            "patch",
+            "-n",
+            &ns.name,
+            "databases.v1.example.com/db",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"replicas":2}}"#,
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Conversion: the v1 object read as v2. (No `storage` yet: a read
+    // applies the storage version's defaults, v1's; v2's apply on a write
+    // through v2.)
+    let v2 = eventually("database/db at v2", TIMEOUT, || {
+        get_json(&ns.name, "databases.v2.example.com/db")
+    });
+    assert_eq!(v2["apiVersion"], "example.com/v2");
+    assert_eq!(v2["spec"]["engine"]["name"], "postgresql");
+    assert_eq!(v2["spec"]["engine"]["version"], "16.4.0");
+    assert_eq!(v2["spec"]["replicas"], 2);
+    assert!(v2["spec"].get("storage").is_none(), "{v2}");
+    assert_eq!(v2["status"]["phase"], "Running");
+
+    // A v2 object read back as v1 keeps what v1 cannot hold, and as v2
+    // again unchanged; the plugin (reading v1) reconciles it.
+    let (ok, error) = create(
+        &ns.name,
+        "apiVersion: example.com/v2\nkind: Database\nmetadata:\n  name: big\nspec:\n  engine:\n    name: mysql\n    version: 8.0.26\n  storage:\n    size: 5Gi\n",
+    );
+    assert!(ok, "{error}");
+    let v1 = get_json(&ns.name, "databases.v1.example.com/big").expect("big at v1");
+    assert_eq!(v1["spec"]["engine"], "mysql");
+    assert_eq!(v1["spec"]["version"], "8.0.26");
+    assert!(
+        v1["metadata"]["annotations"]["databases.example.com/storage"]
+            .as_str()
+            .is_some_and(|a| a.contains("5Gi")),
+        "{v1}"
+    );
+    let v2 = get_json(&ns.name, "databases.v2.example.com/big").expect("big at v2");
+    assert_eq!(v2["spec"]["storage"]["size"], "5Gi");
+    assert!(
+        v2["metadata"]["annotations"]
+            .get("databases.example.com/storage")
+            .is_none(),
+        "{v2}"
+    );
+    database_runs(&ns.name, "big");
+    // A v2 write is validated too (converted to v1 for the plugin).
+    let (ok, error) = create(
+        &ns.name,
+        "apiVersion: example.com/v2\nkind: Database\nmetadata:\n  name: bad2\nspec:\n  engine:\n    name: mongodb\n    version: 3.6.0\n",
+    );
+    assert!(!ok && error.contains("3.6.0"), "{error}");
+
+    // Defaults by myapp's mutation: stored with them, not only reconciled.
+    let (ok, error) = create(
+        &ns.name,
+        "apiVersion: example.com/v1alpha1\nkind: MyApp\nmetadata:\n  name: web\nspec: {}\n",
+    );
+    assert!(ok, "{error}");
+    let app = get_json(&ns.name, "myapp/web").expect("myapp/web");
+    assert_eq!(app["spec"]["image"], "nginx:1.27");
+    assert_eq!(app["spec"]["replicas"], 1);
+
+    // Each review is counted by plugin, webhook and result.
+    assert!(
+        host.metric(
+            "kubeplug_webhook_requests_total",
+            r#"plugin="database",webhook="validate",result="denied""#
+        ) >= 3.0
+    );
+    assert!(
+        host.metric(
+            "kubeplug_webhook_requests_total",
+            r#"plugin="database",webhook="convert",result="converted""#
+        ) >= 1.0
+    );
+    assert!(
+        host.metric(
+            "kubeplug_webhook_requests_total",
+            r#"plugin="myapp",webhook="mutate",result="patched""#
+        ) >= 1.0
+    );
+}
+
+#[test]
+fn a_review_the_grant_does_not_cover_is_refused_and_a_dead_host_fails_closed() {
+    install_crds();
+    let ns = Namespace::new("webhooks-fence");
+    let dir = PluginDir::with(&["database", "myapp"]);
+    let certs = certificates(&dir.path);
+    let port = free_port();
+    // myapp's grant without admission: its mutate is not served.
+    let policy = "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\nidentityNamespace: kubeplug-system\nplugins:\n  myapp:\n    parent: [MyApp.example.com]\n    children: [Deployment.apps]\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    admission: [validate]\n    conversion: true\n";
+    let policy_file = dir.path.with_extension("webhook-policy.yaml");
+    std::fs::write(&policy_file, policy).unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let host = Host::start_with(
+        &dir,
+        &[
+            "--policy",
+            policy_file.to_str().unwrap(),
+            "--webhook-listen",
+            &listen,
+            "--webhook-cert",
+            certs.join("tls.crt").to_str().unwrap(),
+            "--webhook-key",
+            certs.join("tls.key").to_str().unwrap(),
+        ],
+    );
+    running(&host, "database");
+    running(&host, "myapp");
+    let webhooks = Webhooks::register(port, &certs.join("ca.crt"));
+
+    // Not granted: the API server gets 403 and its failurePolicy (Fail)
+    // refuses the write, naming the missing grant.
+    let (ok, error) = create(
+        &ns.name,
+        "apiVersion: example.com/v1alpha1\nkind: MyApp\nmetadata:\n  name: web\nspec: {}\n",
+    );
+    assert!(!ok, "a write through an ungranted webhook must not pass");
+    assert!(
+        error.contains("does not allow its mutate webhook"),
+        "{error}"
+    );
+    assert!(
+        host.metric(
+            "kubeplug_webhook_requests_total",
+            r#"plugin="myapp",webhook="mutate",result="not_granted""#
+        ) >= 1.0
+    );
+
+    // A Database routed to myapp's path (a misconfiguration) is refused by
+    // the kind check, not handed to myapp.
+    let curl = Command::new("curl")
+        .args([
+            "-s", "--max-time", "10", "--cacert", certs.join("ca.crt").to_str().unwrap(),
+            "-H", "Content-Type: application/json",
+            "--data-binary",
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","kind":{"group":"example.com","version":"v1","kind":"Database"},"operation":"CREATE","namespace":"x","object":{}}}"#,
+            &format!("https://127.0.0.1:{port}/validate/myapp"),
+        ])
+        .output()
+        .expect("curl runs");
+    let answer = String::from_utf8_lossy(&curl.stdout);
+    assert!(
+        answer.contains("does not allow its validate webhook"),
+        "{answer}"
+    );
+
+    // The host gone: the writes its webhooks guard fail closed, others pass.
+    host.stop();
+    let (ok, error) = create(&ns.name, &database("after"));
+    assert!(!ok, "failurePolicy Fail: no write without the validation");
+    assert!(error.contains("database.validate.kubeplug.io"), "{error}");
+    let out = kubectl(&["create", "configmap", "-n", &ns.name, "unrelated"], None);
+    assert!(out.status.success(), "other kinds are not affected");
+    drop(webhooks);
+    let (ok, error) = create(&ns.name, &database("after"));
+    assert!(ok, "removed webhooks stop guarding: {error}");
+}
+
+/// Puts the v1-only CRD back however a test left it: a CRD whose storage
+/// moved to v2 cannot drop v2, so it is deleted (with its objects) and
+/// installed again.
+struct RestoreCrd;
+
+impl Drop for RestoreCrd {
+    fn drop(&mut self) {
+        kubectl(
+            &["delete", "crd", "databases.example.com", "--timeout=120s"],
+            None,
+        );
+        install_crds();
+    }
+}
+
+/// `kubeplug migrate ARGS`: (succeeded, stdout and stderr).
+fn migrate(args: &[&str]) -> (bool, String) {
+    let out = Command::new(host_binary())
+        .arg("migrate")
+        .args(args)
+        .args(["--crd", "databases.example.com", "--to", "v2", "--no-cache"])
+        .output()
+        .expect("kubeplug migrate runs");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn crd_storage() -> (String, serde_json::Value) {
+    let crd = get_json("default", "crd/databases.example.com").expect("the CRD");
+    let storage = crd["spec"]["versions"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["storage"] == true))
+        .map(|v| v["name"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    (storage, crd["status"]["storedVersions"].clone())
+}
+
+#[test]
+fn a_migration_round_trips_every_object_first_then_moves_storage_to_v2() {
+    install_crds();
+    let _restore = RestoreCrd;
+    let ns = Namespace::new("migrate");
+    let dir = PluginDir::with(&["database", "myapp"]);
+    let certs = certificates(&dir.path);
+    let port = free_port();
+    let host = host_with_webhooks(&dir, &certs, port);
+    running(&host, "database");
+    let _webhooks = Webhooks::register(port, &certs.join("ca.crt"));
+    let (ok, error) = create(&ns.name, &database("one"));
+    assert!(ok, "{error}");
+    let (ok, error) = create(
+        &ns.name,
+        "apiVersion: example.com/v2\nkind: Database\nmetadata:\n  name: two\nspec:\n  engine:\n    name: mysql\n    version: 8.0.26\n  replicas: 2\n  storage:\n    size: 5Gi\n",
+    );
+    assert!(ok, "{error}");
+    let database_wasm = built("database");
+    let database_wasm = database_wasm.to_str().unwrap();
+
+    // The round trip through database's conversion loses nothing.
+    let (ok, report) = migrate(&[database_wasm, "--check"]);
+    assert!(ok, "{report}");
+    assert!(
+        report.contains("round-tripped v1 -> v2 -> v1: 0 lose fields, 0 conversions failed"),
+        "{report}"
+    );
+
+    // A lossy conversion is named, object by object and field by field,
+    // and nothing is migrated.
+    let lossy = dir.path.with_extension("lossy.yaml");
+    std::fs::write(&lossy, "claim: databases\nconvert: lossy\n").unwrap();
+    let hostile_wasm = built("hostile");
+    let hostile_args = [
+        hostile_wasm.to_str().unwrap(),
+        "--config",
+        lossy.to_str().unwrap(),
+    ];
+    let (ok, report) = migrate(&[hostile_args[0], hostile_args[1], hostile_args[2], "--check"]);
+    assert!(!ok, "a lossy conversion must fail the check: {report}");
+    // (Other tests' Databases may still be there: the check covers every
+    // stored object of the kind.)
+    for needle in [
+        &format!("{}/one:", ns.name),
+        &format!("{}/two:", ns.name),
+        "/spec/replicas: 1 -> null",
+        "/spec/replicas: 2 -> null",
+    ] {
+        assert!(
+            report.contains(needle),
+            "{needle:?} missing from:\n{report}"
+        );
+    }
+    let (ok, report) = migrate(&hostile_args);
+    assert!(!ok && report.contains("not migrated"), "{report}");
+    assert_eq!(crd_storage().0, "v1", "a refused migration changes nothing");
+
+    // The migration: storage at v2, every object rewritten, storedVersions
+    // only v2; both versions still read the same objects.
+    let (ok, report) = migrate(&[database_wasm]);
+    assert!(ok, "{report}");
+    assert!(report.contains("objects rewritten"), "{report}");
+    let (storage, stored) = crd_storage();
+    assert_eq!(storage, "v2");
+    assert_eq!(stored, serde_json::json!(["v2"]));
+    let two = get_json(&ns.name, "databases.v1.example.com/two").expect("two at v1");
+    assert_eq!(two["spec"]["replicas"], 2);
+    let one = get_json(&ns.name, "databases.v2.example.com/one").expect("one at v2");
+    assert_eq!(one["spec"]["engine"]["name"], "postgresql");
+    // Rewritten through v2, the v1 object got v2's default.
+    assert_eq!(one["spec"]["storage"]["size"], "1Gi");
+
+    // A second run is a no-op.
+    let (ok, report) = migrate(&[database_wasm]);
+    assert!(ok && report.contains("nothing to migrate"), "{report}");
+}
+
+/// The hostile plugin's admission webhooks, registered for a test and
+/// removed at the end.
+struct HostileWebhooks;
+
+impl HostileWebhooks {
+    fn register(port: u16, ca: &Path) -> Self {
+        let ca = Command::new("base64")
+            .arg("-w0")
+            .arg(ca)
+            .output()
+            .expect("base64 runs");
+        let ca = String::from_utf8(ca.stdout).expect("base64 is ASCII");
+        let webhook = |kind: &str, path: &str| {
+            format!(
+                "apiVersion: admissionregistration.k8s.io/v1\nkind: {kind}\nmetadata:\n  name: kubeplug-test-hostile\nwebhooks:\n  - name: hostile.{path}.kubeplug.io\n    clientConfig:\n      url: https://127.0.0.1:{port}/{path}/hostile\n      caBundle: {ca}\n    rules:\n      - apiGroups: [test.kubeplug.io]\n        apiVersions: [v1]\n        resources: [hostiles]\n        operations: [CREATE, UPDATE]\n    matchPolicy: Equivalent\n    failurePolicy: Fail\n    sideEffects: None\n    timeoutSeconds: 3\n    admissionReviewVersions: [v1]\n"
+            )
+        };
+        let yaml = format!(
+            "{}---\n{}",
+            webhook("ValidatingWebhookConfiguration", "validate"),
+            webhook("MutatingWebhookConfiguration", "mutate")
+        );
+        kubectl_ok(&["apply", "-f", "-"], Some(&yaml));
+        HostileWebhooks
+    }
+}
+
+impl Drop for HostileWebhooks {
+    fn drop(&mut self) {
+        for kind in [
+            "validatingwebhookconfiguration",
+            "mutatingwebhookconfiguration",
+        ] {
+            kubectl(&["delete", kind, "kubeplug-test-hostile", "--ignore-not-found"], None);
+        }
+    }
+}
+
+#[test]
+fn a_hostile_plugin_in_the_admission_path_is_stopped_within_the_webhooks_timeout() {
+    install_crds();
+    let ns = Namespace::new("webhooks-hostile");
+    let dir = PluginDir::with(&["database"]);
+    dir.settings("hostile", "config:\n  name: hostile\n");
+    dir.install("hostile", "hostile");
+    let certs = certificates(&dir.path);
+    let port = free_port();
+    let policy = "plugins:\n  hostile:\n    parent: [Hostile.test.kubeplug.io]\n    children: [ConfigMap]\n    admission: [validate, mutate]\n";
+    let listen = format!("127.0.0.1:{port}");
+    let mut host = Host::start_with(
+        &dir,
+        &[
+            "--policy",
+            &with_policy(&dir, policy),
+            "--webhook-listen",
+            &listen,
+            "--webhook-cert",
+            certs.join("tls.crt").to_str().unwrap(),
+            "--webhook-key",
+            certs.join("tls.key").to_str().unwrap(),
+        ],
+    );
+    running(&host, "hostile");
+    running(&host, "database");
+    let _webhooks = HostileWebhooks::register(port, &certs.join("ca.crt"));
+
+    // Each misbehaviour fails the write (failurePolicy Fail) with the
+    // host's reason, well within the webhook's 3 s: the API server is
+    // never held for longer than the plugin's deadline.
+    for (admit, reason) in [
+        ("loop", "exceeded its deadline"),
+        ("sleep", "exceeded its deadline"),
+        ("alloc", "memory cap"),
+        ("panic", "trapped"),
+        ("warnings", "100 warnings (at most 16)"),
+        ("escape", "refused by its fence"),
+        ("deny", "spec.admit"),
+    ] {
+        let started = std::time::Instant::now();
+        let (ok, error) = create(
+            &ns.name,
+            &format!(
+                "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: h-{admit}\nspec:\n  behave: ok\n  admit: {admit}\n"
+            ),
+        );
+        let took = started.elapsed();
+        assert!(!ok, "admit: {admit} must not be admitted");
+        assert!(error.contains(reason), "admit: {admit}: {reason:?} missing from {error}");
+        assert!(
+            took < Duration::from_secs(6),
+            "admit: {admit} held the write for {took:?}"
+        );
+        assert!(host.running(), "the host survives admit: {admit}");
+    }
+
+    // A mutation inside its fence is applied.
+    let (ok, error) = create(
+        &ns.name,
+        "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: h-defaults\nspec:\n  behave: ok\n  admit: defaults\n",
+    );
+    assert!(ok, "{error}");
+    let stored = get_json(&ns.name, "hostile/h-defaults").expect("h-defaults");
+    assert_eq!(stored["spec"]["defaulted"], true);
+
+    // Other kinds, and the other plugins' parents, are not affected.
+    let (ok, error) = create(&ns.name, &database("unaffected"));
+    assert!(ok, "{error}");
+    database_runs(&ns.name, "unaffected");
+    // Mutations run first: loop, sleep, alloc and panic fail there.
+    assert!(host.metric("kubeplug_webhook_requests_total", r#"plugin="hostile",webhook="mutate",result="failed""#) >= 5.0);
+    assert!(host.metric("kubeplug_webhook_requests_total", r#"plugin="hostile",webhook="validate",result="failed""#) >= 1.0);
+}
