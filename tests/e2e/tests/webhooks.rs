@@ -438,7 +438,15 @@ impl Drop for HostileWebhooks {
             "validatingwebhookconfiguration",
             "mutatingwebhookconfiguration",
         ] {
-            kubectl(&["delete", kind, "kubeplug-test-hostile", "--ignore-not-found"], None);
+            kubectl(
+                &[
+                    "delete",
+                    kind,
+                    "kubeplug-test-hostile",
+                    "--ignore-not-found",
+                ],
+                None,
+            );
         }
     }
 }
@@ -492,7 +500,10 @@ fn a_hostile_plugin_in_the_admission_path_is_stopped_within_the_webhooks_timeout
         );
         let took = started.elapsed();
         assert!(!ok, "admit: {admit} must not be admitted");
-        assert!(error.contains(reason), "admit: {admit}: {reason:?} missing from {error}");
+        assert!(
+            error.contains(reason),
+            "admit: {admit}: {reason:?} missing from {error}"
+        );
         assert!(
             took < Duration::from_secs(6),
             "admit: {admit} held the write for {took:?}"
@@ -514,6 +525,16 @@ fn a_hostile_plugin_in_the_admission_path_is_stopped_within_the_webhooks_timeout
     assert!(ok, "{error}");
     database_runs(&ns.name, "unaffected");
     // Mutations run first: loop, sleep, alloc and panic fail there.
-    assert!(host.metric("kubeplug_webhook_requests_total", r#"plugin="hostile",webhook="mutate",result="failed""#) >= 5.0);
-    assert!(host.metric("kubeplug_webhook_requests_total", r#"plugin="hostile",webhook="validate",result="failed""#) >= 1.0);
+    assert!(
+        host.metric(
+            "kubeplug_webhook_requests_total",
+            r#"plugin="hostile",webhook="mutate",result="failed""#
+        ) >= 5.0
+    );
+    assert!(
+        host.metric(
+            "kubeplug_webhook_requests_total",
+            r#"plugin="hostile",webhook="validate",result="failed""#
+        ) >= 1.0
+    );
 }
