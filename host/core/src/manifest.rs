@@ -133,6 +133,10 @@ pub struct Manifest {
     /// export): watched, cached and handed over metadata-only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub metadata_only: Vec<ApiResource>,
+    /// The webhooks it offers (its optional `admission` export's
+    /// `offered`): each must be granted, like every other request.
+    #[serde(skip_serializing_if = "crate::webhook::Webhooks::is_none")]
+    pub webhooks: crate::webhook::Webhooks,
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -376,6 +380,7 @@ pub fn same_shape(a: &Manifest, b: &Manifest) -> bool {
         && a.namespaces == b.namespaces
         && a.excluded_namespaces == b.excluded_namespaces
         && a.metadata_only == b.metadata_only
+        && a.webhooks == b.webhooks
         && a.finalizer == b.finalizer
 }
 
@@ -400,6 +405,7 @@ mod tests {
             resync_seconds: None,
             excluded_namespaces: Vec::new(),
             metadata_only: Vec::new(),
+            webhooks: Default::default(),
         }
     }
 

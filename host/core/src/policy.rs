@@ -51,8 +51,9 @@ use sha2::{Digest, Sha256};
 
 use serde::Deserialize;
 
+pub use crate::webhook::{FailurePolicy, Webhooks};
 pub use grant::{
-    Grant, KindRef, KindSet, Location, NamespaceScope, Refusal, Webhooks, derived_finalizer_domain,
+    Grant, KindRef, KindSet, Location, NamespaceScope, Refusal, derived_finalizer_domain,
 };
 pub use quotas::Quotas;
 

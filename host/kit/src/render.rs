@@ -1,6 +1,9 @@
 //! Run a plugin on objects read from files, with no cluster:
 //! `kubeplug render`. Goes through the same [`kubeplug_core::plan`] as the operator,
-//! so the output is exactly what the operator would apply.
+//! so the output is exactly what the operator would apply. Its webhooks
+//! (`--admission`, `--convert-to`) are [`review`]'s.
+
+pub mod review;
 
 use std::path::Path;
 
@@ -48,6 +51,15 @@ pub enum RenderError {
     Call(#[from] CallError),
     #[error(transparent)]
     Fence(#[from] plan::Fenced),
+    /// The objects read do not make a review.
+    #[error("{0}")]
+    Review(String),
+    /// The live host would not ask the plugin this at all.
+    #[error("the live host would not ask: {0}")]
+    NotAsked(String),
+    /// The live host refuses the plugin's answer to a webhook.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Read every object in a YAML or JSON file (multi-document YAML and `List`

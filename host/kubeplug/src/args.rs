@@ -193,14 +193,39 @@ pub struct RenderArgs {
     /// The plugin (`.wasm` component).
     #[arg(long)]
     pub plugin: PathBuf,
-    /// The parent object (YAML or JSON).
+    /// The parent object (YAML or JSON). With --admission, the object
+    /// written (on delete, the object deleted); with --convert-to, the
+    /// objects to convert (several allowed).
     #[arg(
         short = 'f',
         long = "filename",
-        required_unless_present = "request",
+        required_unless_present_any = ["request", "old"],
         conflicts_with = "request"
     )]
     pub parent: Option<PathBuf>,
+    /// Print what the live host's admission webhooks would answer for this
+    /// write: mutate's JSON patch (or its refusal), then validate's verdict
+    /// on the mutated object.
+    #[arg(
+        long,
+        value_name = "OPERATION",
+        value_parser = ["create", "update", "delete"],
+        conflicts_with_all = ["request", "observed", "related"]
+    )]
+    pub admission: Option<String>,
+    /// With --admission update or delete: the stored object before the
+    /// write (YAML or JSON).
+    #[arg(long, value_name = "FILE", requires = "admission")]
+    pub old: Option<PathBuf>,
+    /// Print the objects of -f converted to API_VERSION (e.g.
+    /// example.com/v2) as the live host's conversion webhook would answer,
+    /// and what converting each back to its own version loses.
+    #[arg(
+        long,
+        value_name = "API_VERSION",
+        conflicts_with_all = ["request", "observed", "related", "admission"]
+    )]
+    pub convert_to: Option<String>,
     /// Observed children (YAML/JSON, multi-document allowed). Repeatable.
     #[arg(long, conflicts_with = "request")]
     pub observed: Vec<PathBuf>,

@@ -18,9 +18,10 @@ use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 
+use kubeplug_core::webhook::Webhook;
 use kubeplug_operator::metrics::OperatorMetrics;
 use kubeplug_operator::registry::Registry;
-use kubeplug_operator::webhooks::{self, Endpoint};
+use kubeplug_operator::webhooks;
 
 /// How the webhooks are served.
 #[derive(Debug, Clone)]
@@ -130,14 +131,14 @@ fn refuse(status: u16, message: String) -> Response<Body> {
     )
 }
 
-/// `/<endpoint>/<plugin>`.
-fn route(path: &str) -> Option<(Endpoint, &str)> {
-    let (endpoint, plugin) = path.strip_prefix('/')?.split_once('/')?;
+/// `/<webhook>/<plugin>`.
+fn route(path: &str) -> Option<(Webhook, &str)> {
+    let (webhook, plugin) = path.strip_prefix('/')?.split_once('/')?;
     let valid_name = !plugin.is_empty()
         && plugin
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    Some((Endpoint::parse(endpoint)?, plugin)).filter(|_| valid_name)
+    Some((Webhook::parse(webhook)?, plugin)).filter(|_| valid_name)
 }
 
 /// The API server's `timeout` query parameter (`10s`; Go durations in
@@ -168,7 +169,7 @@ impl Server {
         if path == "/healthz" && req.method() == Method::GET {
             return json(200, &serde_json::json!({"status": "ok"}));
         }
-        let Some((endpoint, plugin)) = route(&path) else {
+        let Some((webhook, plugin)) = route(&path) else {
             return refuse(
                 404,
                 format!(
@@ -192,7 +193,7 @@ impl Server {
             &self.registry,
             &self.metrics,
             plugin,
-            endpoint,
+            webhook,
             &body,
             webhooks::deadline(timeout(&query)),
         )
@@ -209,11 +210,11 @@ mod tests {
     fn a_path_names_the_webhook_and_the_plugin() {
         assert_eq!(
             route("/validate/database"),
-            Some((Endpoint::Validate, "database"))
+            Some((Webhook::Validate, "database"))
         );
         assert_eq!(
             route("/convert/pod-annotator"),
-            Some((Endpoint::Convert, "pod-annotator"))
+            Some((Webhook::Convert, "pod-annotator"))
         );
         assert_eq!(route("/validate/"), None);
         assert_eq!(route("/validate/a/b"), None);

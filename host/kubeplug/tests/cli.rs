@@ -574,3 +574,217 @@ fn render_raises_a_zero_requeue_to_the_policys_floor() {
     assert_eq!(rendered["requeueAfterSeconds"], 5);
     assert_eq!(rendered["events"].as_array().map(Vec::len), Some(3));
 }
+
+// `render --admission` and `--convert-to`: the plugins' webhooks.
+
+/// `kubeplug render --plugin <plugin> <args>`, each `name: YAML` of
+/// `files` written to a temporary file and passed as its path.
+fn render_review(plugin: &Path, args: &[&str], files: &[(&str, &str)]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command: Vec<std::ffi::OsString> = vec![
+        "render".into(),
+        "--plugin".into(),
+        plugin.as_os_str().to_owned(),
+    ];
+    for arg in args {
+        match files.iter().find(|(name, _)| name == arg) {
+            Some((name, text)) => {
+                let path = dir.path().join(format!("{name}.yaml"));
+                std::fs::write(&path, text).unwrap();
+                command.push(path.into_os_string());
+            }
+            None => command.push(arg.into()),
+        }
+    }
+    kubeplug(command)
+}
+
+const WEB: &str = "apiVersion: example.com/v1alpha1\nkind: MyApp\nmetadata: {name: web, namespace: shop}\nspec: {}\n";
+const ORDERS_MYSQL: &str = "apiVersion: example.com/v1\nkind: Database\nmetadata: {name: orders, namespace: shop}\nspec: {engine: mysql, version: 8.0.26, replicas: 1}\n";
+const ORDERS_POSTGRES: &str = "apiVersion: example.com/v1\nkind: Database\nmetadata: {name: orders, namespace: shop}\nspec: {engine: postgresql, version: 16.4.0, replicas: 1}\n";
+
+#[test]
+fn render_admission_prints_the_mutations_patch_then_the_verdict() {
+    let out = stdout_json(&render_review(
+        &plugin_path("myapp"),
+        &["--admission", "create", "-f", "web", "-o", "json"],
+        &[("web", WEB)],
+    ));
+    assert_eq!(out["plugin"], "myapp@0.1.0");
+    assert_eq!(out["operation"], "create");
+    assert_eq!(
+        out["mutate"],
+        json!({"patch": [
+            {"op": "add", "path": "/spec/image", "value": "nginx:1.27"},
+            {"op": "add", "path": "/spec/replicas", "value": 1},
+        ]})
+    );
+    assert_eq!(out["validate"], json!({"allowed": true, "warnings": []}));
+    // The shipped policy grants myapp its mutating webhook only.
+    let notes = out["notes"].to_string();
+    assert!(
+        notes.contains("does not allow its validate webhook") && !notes.contains("mutate webhook"),
+        "{notes}"
+    );
+
+    let text = render_review(
+        &plugin_path("database"),
+        &["--admission", "update", "-f", "new", "--old", "old"],
+        &[("new", ORDERS_POSTGRES), ("old", ORDERS_MYSQL)],
+    );
+    assert!(
+        text.status.success(),
+        "{}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    let out: Value = kubeplug_core::yaml::from_str(&String::from_utf8_lossy(&text.stdout))
+        .expect("stdout is YAML");
+    assert_eq!(
+        out["mutate"],
+        json!({"patch": []}),
+        "database defaults nothing"
+    );
+    assert_eq!(
+        out["validate"],
+        json!({"denied": {
+            "message": "spec.engine: is immutable after creation (was mysql)",
+            "causes": [{"field": "spec.engine", "message": "is immutable after creation (was mysql)"}],
+        }})
+    );
+}
+
+#[test]
+fn render_admission_of_a_delete_takes_the_object_deleted() {
+    for flag in ["-f", "--old"] {
+        let out = stdout_json(&render_review(
+            &plugin_path("database"),
+            &["--admission", "delete", flag, "old", "-o", "json"],
+            &[("old", ORDERS_MYSQL)],
+        ));
+        assert_eq!(out["operation"], "delete");
+        assert_eq!(out["mutate"], json!({"patch": []}), "never patched");
+        assert_eq!(out["validate"], json!({"allowed": true, "warnings": []}));
+    }
+}
+
+#[test]
+fn render_admission_refuses_what_the_write_cannot_carry() {
+    let plugin = plugin_path("database");
+    for (args, says) in [
+        (
+            &["--admission", "update", "-f", "new"][..],
+            "--admission update needs --old FILE",
+        ),
+        (
+            &["--admission", "create", "-f", "new", "--old", "old"][..],
+            "--admission create takes no --old",
+        ),
+        (
+            &["--admission", "delete", "-f", "new", "--old", "old"][..],
+            "takes the object deleted once",
+        ),
+        (
+            &["--admission", "create", "-f", "web"][..],
+            "the live host would not ask: plugin database serves admission for Database.example.com only, not MyApp.example.com",
+        ),
+        (
+            &["--convert-to", "example.com/v2", "-f", "web"][..],
+            "the live host would not ask: plugin database converts Database.example.com only, not MyApp example.com/v1alpha1",
+        ),
+    ] {
+        let stderr = failure(&render_review(
+            &plugin,
+            args,
+            &[
+                ("new", ORDERS_POSTGRES),
+                ("old", ORDERS_MYSQL),
+                ("web", WEB),
+            ],
+        ));
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let usage = render_review(&plugin, &["--admission", "upsert", "-f", "new"], &[]);
+    assert_eq!(usage.status.code(), Some(2), "a usage error");
+}
+
+#[test]
+fn render_admission_shows_a_mutation_its_fence_refuses() {
+    let escape = "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata: {name: h, namespace: default}\nspec: {admit: escape}\n";
+    let out = stdout_json(&render_review(
+        &test_plugin_path("hostile"),
+        &["--admission", "create", "-f", "h", "-o", "json"],
+        &[("h", escape)],
+    ));
+    assert_eq!(
+        out["mutate"]["refused"],
+        "plugin hostile failed: its mutation is refused by its fence: labels key \"kubeplug.io/shard\" is the host's (kubeplug.io/)"
+    );
+    assert_eq!(out["mutate"].get("patch"), None);
+    assert_eq!(out["validate"]["allowed"], true, "validated as written");
+    let warnings = "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata: {name: h, namespace: default}\nspec: {admit: warnings}\n";
+    let out = stdout_json(&render_review(
+        &test_plugin_path("hostile"),
+        &["--admission", "create", "-f", "h", "-o", "json"],
+        &[("h", warnings)],
+    ));
+    assert_eq!(
+        out["validate"]["refused"],
+        "plugin hostile failed: answered with 100 warnings (at most 16)"
+    );
+}
+
+#[test]
+fn render_convert_to_prints_the_objects_and_what_a_round_trip_loses() {
+    let annotated = "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: ledger\n  namespace: shop\n  annotations: {databases.example.com/storage: '{\"size\":\"5Gi\"}'}\nspec: {engine: postgresql, version: 16.4.0}\n";
+    let out = stdout_json(&render_review(
+        &plugin_path("database"),
+        &["--convert-to", "example.com/v2", "-f", "dbs", "-o", "json"],
+        &[("dbs", &format!("{ORDERS_MYSQL}---\n{annotated}"))],
+    ));
+    assert_eq!(out["apiVersion"], "example.com/v2");
+    let objects = out["objects"].as_array().unwrap();
+    assert_eq!(objects.len(), 2, "in the order given");
+    assert_eq!(
+        objects[0]["spec"],
+        json!({"engine": {"name": "mysql", "version": "8.0.26"}, "replicas": 1})
+    );
+    assert_eq!(objects[1]["spec"]["storage"], json!({"size": "5Gi"}));
+    assert_eq!(objects[1]["metadata"].get("annotations"), None);
+    assert_eq!(out["roundTripLosses"], json!([]));
+
+    let hostile = |convert: &str| {
+        format!(
+            "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata: {{name: h, namespace: default}}\nspec: {{convert: {convert}, replicas: 2}}\n"
+        )
+    };
+    let out = stdout_json(&render_review(
+        &test_plugin_path("hostile"),
+        &[
+            "--convert-to",
+            "test.kubeplug.io/v2",
+            "-f",
+            "h",
+            "-o",
+            "json",
+        ],
+        &[("h", &hostile("lossy"))],
+    ));
+    assert_eq!(
+        out["roundTripLosses"],
+        json!([{
+            "index": 0,
+            "name": "h",
+            "trip": "test.kubeplug.io/v1 → test.kubeplug.io/v2 → test.kubeplug.io/v1",
+            "fields": [{"field": "/spec/replicas", "original": 2, "back": null}],
+        }])
+    );
+    let stderr = failure(&render_review(
+        &test_plugin_path("hostile"),
+        &["--convert-to", "test.kubeplug.io/v2", "-f", "h"],
+        &[("h", &hostile("rename"))],
+    ));
+    assert!(
+        stderr.contains("plugin hostile failed: its conversion is refused by its fence: object 0 (h) changed metadata.name"),
+        "{stderr}"
+    );
+}

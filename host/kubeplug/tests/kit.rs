@@ -187,11 +187,14 @@ fn new_refuses_a_bad_name_an_existing_directory_and_a_language_it_has_no_kit_for
 
 #[test]
 fn test_runs_a_shipped_plugins_fixtures_and_exits_2_when_nothing_can_be_tested() {
+    // Under the shipped policy, which grants myapp its mutating webhook.
     let ok = kubeplug([
         "test".as_ref(),
         repo("plugins/myapp").as_os_str(),
         "--plugin".as_ref(),
         plugin_path("myapp").as_os_str(),
+        "--policy".as_ref(),
+        repo("deploy/base/policy.yaml").as_os_str(),
     ]);
     assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
     assert!(
@@ -320,12 +323,12 @@ fn test_refuses_a_plugin_the_live_host_would_refuse_under_the_same_policy() {
         shown.contains("the live host would refuse plugin "),
         "{shown}"
     );
-    assert!(
-        shown.contains(
-            "plugin database asks for more than it may (it has no entry in the policy; the default grant applies): child kind Secret (sensitive kinds must be named)"
-        ),
-        "{shown}"
-    );
+    for refused in [
+        "plugin database asks for more than it may (it has no entry in the policy; the default grant applies): ",
+        "child kind Secret (sensitive kinds must be named)",
+    ] {
+        assert!(shown.contains(refused), "{refused:?} not in {shown}");
+    }
     assert!(!shown.contains("test result"), "no case ran: {shown}");
 
     // The shipped policy grants it; without its CRD the parent's scope is
@@ -346,4 +349,124 @@ fn test_refuses_a_plugin_the_live_host_would_refuse_under_the_same_policy() {
     let shown = text(&checked);
     assert_eq!(checked.status.code(), Some(0), "{shown}");
     assert!(!shown.contains("note:"), "{shown}");
+}
+
+/// A Hostile (test.kubeplug.io/v1) whose webhooks misbehave as `spec` says
+/// (plugins/hostile/src/webhooks.rs), as a flow mapping.
+fn hostile_object(spec: &str) -> String {
+    format!(
+        "{{apiVersion: test.kubeplug.io/v1, kind: Hostile, metadata: {{name: h, namespace: default}}, spec: {spec}}}"
+    )
+}
+
+#[test]
+fn webhook_cases_fail_with_the_hosts_refusal_and_update_to_it_but_never_to_a_loss() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = tmp.path().join("webhooks.yaml");
+    let cases = [
+        format!(
+            "name: escape\ncall: mutate\noperation: create\nobject: {}\n",
+            hostile_object("{admit: escape}")
+        ),
+        format!(
+            "name: defaults\ncall: mutate\noperation: update\noldObject: {}\nobject: {}\n",
+            hostile_object("{}"),
+            hostile_object("{admit: defaults}")
+        ),
+        format!(
+            "name: deny\ncall: validate\noperation: delete\noldObject: {}\n",
+            hostile_object("{admit: deny}")
+        ),
+        format!(
+            "name: rename\ncall: convert\napiVersion: test.kubeplug.io/v2\nobjects: [{}]\n",
+            hostile_object("{convert: rename}")
+        ),
+        format!(
+            "name: lossy\ncall: convert\napiVersion: test.kubeplug.io/v2\nroundTrip: true\nobjects: [{}]\n",
+            hostile_object("{convert: lossy, replicas: 2}")
+        ),
+    ];
+    std::fs::write(&fixture, cases.join("---\n")).unwrap();
+    let test = |extra: &[&str]| {
+        let mut args = vec![
+            "test".into(),
+            tmp.path().as_os_str().to_owned(),
+            "--plugin".into(),
+            test_plugin_path("hostile").into_os_string(),
+        ];
+        args.extend(extra.iter().map(Into::into));
+        kubeplug(args)
+    };
+    let out = test(&[]);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    for needle in [
+        "+'plugin hostile failed: its mutation is refused by its fence: labels key \"kubeplug.io/shard\" is the host''s (kubeplug.io/)'",
+        "+- op: add\n+  path: /spec/defaulted\n+  value: true",
+        "+  message: the hostile plugin denies on request",
+        "+- field: spec.admit",
+        "its conversion is refused by its fence: object 0 (h) changed metadata.name",
+        "roundTrip (- original, + back):\n object 0 (h): test.kubeplug.io/v1 → test.kubeplug.io/v2 → test.kubeplug.io/v1\n-/spec/replicas: 2\n+/spec/replicas: null\n",
+        // The default grant serves no webhook: said once per webhook.
+        "note: the grant of plugin hostile does not allow its mutate webhook",
+    ] {
+        assert!(shown.contains(needle), "{needle:?} not in {shown}");
+    }
+    assert_eq!(
+        shown.matches("does not allow its mutate webhook").count(),
+        1
+    );
+
+    let updated = test(&["--update"]);
+    let shown = text(&updated);
+    assert_eq!(updated.status.code(), Some(1), "the loss stays: {shown}");
+    assert!(
+        shown.contains("test webhooks.yaml: lossy ... FAILED"),
+        "{shown}"
+    );
+    assert_eq!(shown.matches("... updated").count(), 4, "{shown}");
+    let written = std::fs::read_to_string(&fixture).unwrap();
+    for needle in [
+        "  refused: 'plugin hostile failed: its mutation is refused by its fence",
+        "  patch:\n  - op: add\n    path: /spec/defaulted",
+        "  denied:\n",
+        "  refused: 'plugin hostile failed: its conversion is refused by its fence",
+    ] {
+        assert!(written.contains(needle), "{needle:?} not in {written}");
+    }
+    let again = test(&[]);
+    let shown = text(&again);
+    assert_eq!(again.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("test result: FAILED. 4 passed; 1 failed"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_webhook_case_the_live_host_would_not_ask_is_no_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = tmp.path().join("elsewhere.yaml");
+    let case = "call: validate\noperation: create\nobject: {apiVersion: example.com/v1alpha1, kind: MyApp, metadata: {name: web, namespace: shop}, spec: {}}\n";
+    std::fs::write(&fixture, case).unwrap();
+    let out = kubeplug([
+        "test".as_ref(),
+        tmp.path().as_os_str(),
+        "--plugin".as_ref(),
+        plugin_path("database").as_os_str(),
+        "--policy".as_ref(),
+        repo("deploy/base/policy.yaml").as_os_str(),
+        "--update".as_ref(),
+    ]);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("the live host would not ask: plugin database serves admission for Database.example.com only, not MyApp.example.com"),
+        "{shown}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&fixture).unwrap(),
+        case,
+        "left alone"
+    );
 }

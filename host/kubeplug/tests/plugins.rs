@@ -21,15 +21,21 @@ fn fixtures(name: &str) {
     fixtures_with(name, plugin_path(name));
 }
 
-/// The default grant for every plugin but database, whose Secrets no
-/// default grant covers: granted what the shipped policy
-/// (deploy/base/policy.yaml) grants it.
+/// The default grant for every plugin but database and myapp, whose
+/// Secrets and webhooks no default grant covers: granted what the shipped
+/// policy (deploy/base/policy.yaml) grants them.
 const FIXTURE_POLICY: &str = "\
 plugins:
   database:
     parent: [Database.example.com]
     children: [StatefulSet.apps, Service, Secret]
     related: [Pod]
+    admission: [validate]
+    conversion: true
+  myapp:
+    parent: [MyApp.example.com]
+    children: [Deployment.apps]
+    admission: [mutate]
 ";
 
 /// Run `plugins/<name>/fixtures/` against the component at `wasm` (a port

@@ -8,51 +8,27 @@
 //! carries the HTTP and TLS (`kubeplug::webhooks`).
 //!
 //! What happens when a plugin fails (traps, runs out of time or memory,
-//! answers over its quotas or outside its fence): an admission review gets
-//! an HTTP 500 so that the webhook configuration's `failurePolicy`, the
-//! platform's choice, decides the write; a conversion review answers
-//! `Failure` with the reason, which fails the read or write that needed it.
+//! answers over its quotas or outside its fence): an admission review is
+//! answered by the grant's `failurePolicy` (`Fail`, the default, denies the
+//! write with the reason; `Ignore` allows it with the reason as a warning);
+//! a conversion review answers `Failure` with the reason, which fails the
+//! read or write that needed it. A review the host cannot serve at all (the
+//! plugin not serving, a webhook not granted or not exported) gets an HTTP
+//! error, so that the webhook configuration's own `failurePolicy` decides.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use kubeplug_core::policy::Effective;
+use kubeplug_core::policy::{Effective, FailurePolicy};
 use kubeplug_core::webhook::{
-    self, AdmissionCall, ConversionCall, Operation, ReviewError, Verdict,
+    self, AdmissionCall, ConversionCall, Operation, ReviewError, Verdict, Webhook,
 };
 use kubeplug_runtime::Plugin;
 
 use crate::metrics::OperatorMetrics;
 use crate::registry::Registry;
-
-/// Which webhook a review came to (its path: `/<endpoint>/<plugin>`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    Validate,
-    Mutate,
-    Convert,
-}
-
-impl Endpoint {
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "validate" => Some(Endpoint::Validate),
-            "mutate" => Some(Endpoint::Mutate),
-            "convert" => Some(Endpoint::Convert),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Endpoint::Validate => "validate",
-            Endpoint::Mutate => "mutate",
-            Endpoint::Convert => "convert",
-        }
-    }
-}
 
 /// The answer to send: an HTTP status and a JSON body (a review, or a
 /// Status for a request that is not served).
@@ -104,28 +80,29 @@ fn status(code: u16, reason: &str, message: String) -> Answer {
     }
 }
 
-/// Answer one review sent to `endpoint` of `plugin`, with `body` as read.
+/// Answer one review sent to `webhook` of `plugin` (the path
+/// `/<webhook>/<plugin>`), with `body` as read.
 pub async fn answer(
     registry: &Registry,
     metrics: &OperatorMetrics,
     plugin: &str,
-    endpoint: Endpoint,
+    webhook: Webhook,
     body: &[u8],
     deadline: Duration,
 ) -> Answer {
     let started = Instant::now();
-    let span = tracing::info_span!("webhook", plugin, webhook = endpoint.as_str());
+    let span = tracing::info_span!("webhook", plugin, webhook = webhook.as_str());
     let (answer, result) =
-        tracing::Instrument::instrument(review(registry, plugin, endpoint, body, deadline), span)
+        tracing::Instrument::instrument(review(registry, plugin, webhook, body, deadline), span)
             .await;
-    metrics.webhook_answered(plugin, endpoint.as_str(), result, started.elapsed());
+    metrics.webhook_answered(plugin, webhook.as_str(), result, started.elapsed());
     answer
 }
 
 async fn review(
     registry: &Registry,
     plugin: &str,
-    endpoint: Endpoint,
+    webhook: Webhook,
     body: &[u8],
     deadline: Duration,
 ) -> (Answer, &'static str) {
@@ -149,48 +126,40 @@ async fn review(
         );
     };
     let granted = target.grant.grant.webhooks;
-    let (allowed, export) = match endpoint {
-        Endpoint::Validate => (granted.validate, target.plugin.exports().validate),
-        Endpoint::Mutate => (granted.mutate, target.plugin.exports().mutate),
-        Endpoint::Convert => (granted.convert, target.plugin.exports().convert),
-    };
-    if !allowed {
-        let what = match endpoint {
-            Endpoint::Convert => "conversion: true",
-            _ => "admission: [validate, mutate]",
-        };
+    if !granted.has(webhook) {
         return (
             status(
                 403,
                 "Forbidden",
                 format!(
-                    "plugin {plugin}'s grant does not allow its {} webhook ({what} in its grant)",
-                    endpoint.as_str()
+                    "plugin {plugin}'s grant does not allow its {} webhook ({} in its grant)",
+                    webhook.as_str(),
+                    webhook.grant_key()
                 ),
             ),
             "not_granted",
         );
     }
-    if !export {
+    if !target.plugin.exports().has(webhook) {
         return (
             status(
                 501,
                 "NotImplemented",
                 format!(
                     "plugin {plugin} does not export {} (built before it existed?)",
-                    endpoint.as_str()
+                    webhook.as_str()
                 ),
             ),
             "not_exported",
         );
     }
-    let outcome = match endpoint {
-        Endpoint::Convert => match webhook::conversion_request(&review) {
+    let outcome = match webhook {
+        Webhook::Convert => match webhook::conversion_request(&review) {
             Ok(call) => Ok(convert(&target, plugin, call, deadline).await),
             Err(e) => Err(e),
         },
-        Endpoint::Validate | Endpoint::Mutate => match webhook::admission_request(&review) {
-            Ok(call) => admit(&target, plugin, endpoint, call, deadline).await,
+        Webhook::Validate | Webhook::Mutate => match webhook::admission_request(&review) {
+            Ok(call) => admit(&target, plugin, webhook, call, deadline).await,
             Err(e) => Err(e),
         },
     };
@@ -232,23 +201,42 @@ fn admission_review(uid: &str, response: Value) -> Answer {
     }
 }
 
-/// A failed plugin: HTTP 500, so the webhook's `failurePolicy` decides.
-fn failed(plugin: &str, reason: String) -> (Answer, &'static str) {
+/// Longest warning the API server passes on whole.
+const WARNING_BYTES: usize = 256;
+
+/// `text` as a warning the API server shows: one line (it drops warnings
+/// with line breaks, which a trap's guest output has), at most
+/// [`WARNING_BYTES`], the end kept since it names the policy.
+fn warning(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.len() <= WARNING_BYTES {
+        return line;
+    }
+    let tail_from = line.ceil_char_boundary(line.len() - (WARNING_BYTES / 2 - 1));
+    let head_to = line.floor_char_boundary(WARNING_BYTES / 2 - 4);
+    format!("{} ... {}", &line[..head_to], &line[tail_from..])
+}
+
+/// A failed plugin, answered by its grant's failure policy.
+fn failed(target: &Target, uid: &str, plugin: &str, reason: String) -> (Answer, &'static str) {
     tracing::warn!(%reason, "the plugin failed a review");
-    (
-        status(
-            500,
-            "InternalError",
-            format!("kubeplug: plugin {plugin} failed: {reason}"),
-        ),
-        "failed",
-    )
+    let message = format!("kubeplug: plugin {plugin} failed: {reason}");
+    let response = match target.grant.grant.failure_policy {
+        FailurePolicy::Fail => json!({"allowed": false, "status": {
+            "status": "Failure", "code": 500, "reason": "InternalError", "message": message,
+        }}),
+        FailurePolicy::Ignore => json!({
+            "allowed": true,
+            "warnings": [warning(&format!("{message} (allowed: failurePolicy Ignore in its grant)"))],
+        }),
+    };
+    (admission_review(uid, response), "failed")
 }
 
 async fn admit(
     target: &Target,
     plugin: &str,
-    endpoint: Endpoint,
+    webhook: Webhook,
     call: AdmissionCall,
     deadline: Duration,
 ) -> Result<(Answer, &'static str), ReviewError> {
@@ -265,15 +253,15 @@ async fn admit(
         ));
     }
     let plugin_handle = target.plugin.clone();
-    Ok(match endpoint {
-        Endpoint::Validate => {
+    Ok(match webhook {
+        Webhook::Validate => {
             let verdict = blocking(move || plugin_handle.validate(&call, &now(), deadline)).await;
             let verdict = match verdict.and_then(|v| {
                 webhook::check_verdict(&v).map_err(|over| format!("answered with {over}"))?;
                 Ok(v)
             }) {
                 Ok(verdict) => verdict,
-                Err(reason) => return Ok(failed(plugin, reason)),
+                Err(reason) => return Ok(failed(target, &uid, plugin, reason)),
             };
             match verdict {
                 Verdict::Allowed { warnings } => (
@@ -303,7 +291,7 @@ async fn admit(
                 }
             }
         }
-        Endpoint::Mutate => {
+        Webhook::Mutate => {
             let before = match (&call.operation, &call.object) {
                 (Operation::Delete, _) | (_, None) => {
                     return Ok((
@@ -322,7 +310,7 @@ async fn admit(
                         "unchanged",
                     ));
                 }
-                Err(reason) => return Ok(failed(plugin, reason)),
+                Err(reason) => return Ok(failed(target, &uid, plugin, reason)),
             };
             let ops = match webhook::patch(&before, &after) {
                 Ok(ops) if ops.is_empty() => {
@@ -334,6 +322,8 @@ async fn admit(
                 Ok(ops) => ops,
                 Err(refused) => {
                     return Ok(failed(
+                        target,
+                        &uid,
                         plugin,
                         format!("its mutation is refused by its fence: {refused}"),
                     ));
@@ -350,7 +340,7 @@ async fn admit(
                 "patched",
             )
         }
-        Endpoint::Convert => unreachable!("conversions are not admissions"),
+        Webhook::Convert => unreachable!("conversions are not admissions"),
     })
 }
 
@@ -423,10 +413,11 @@ mod tests {
     }
 
     #[test]
-    fn endpoints_are_named_by_their_path() {
-        for e in [Endpoint::Validate, Endpoint::Mutate, Endpoint::Convert] {
-            assert_eq!(Endpoint::parse(e.as_str()), Some(e));
-        }
-        assert_eq!(Endpoint::parse("reconcile"), None);
+    fn a_warning_is_one_line_within_the_api_servers_length() {
+        assert_eq!(warning("a\nb  c"), "a b c");
+        let long = format!("start {} (allowed: failurePolicy Ignore)", "x".repeat(1000));
+        let w = warning(&long);
+        assert!(w.len() <= WARNING_BYTES, "{}", w.len());
+        assert!(w.starts_with("start ") && w.ends_with("(allowed: failurePolicy Ignore)"));
     }
 }

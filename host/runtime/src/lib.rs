@@ -55,7 +55,7 @@ pub use cache::{CompileCache, DEFAULT_CACHE_BYTES, Origin};
 pub use compile::Compiler;
 pub use error::{CallError, GuestError, LoadError};
 pub use network::NO_NETWORK;
-pub use plugin::{Exports, Plugin};
+pub use plugin::Plugin;
 // The contract's plain data, re-exported: callers of the runtime name them here.
 pub use kubeplug_core::contract::{
     CompileLimits, Desired, Event, Finalized, LimitSettings, Limits, MetadataPatch, Request,

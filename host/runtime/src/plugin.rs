@@ -25,7 +25,6 @@ use kubeplug_core::contract::{Desired, Finalized, Limits, Request};
 use kubeplug_core::manifest::{self, Manifest};
 
 mod webhook;
-pub use webhook::Exports;
 
 /// How much of a guest's stderr (where Rust panics print) is kept per call.
 const STDERR_CAPTURE: usize = 16 << 10;
@@ -214,6 +213,9 @@ impl Plugin {
         let mut manifest = host_manifest(manifest);
         manifest.metadata_only = caller
             .metadata_only(limits, &config)
+            .map_err(LoadError::Manifest)?;
+        manifest.webhooks = caller
+            .offered(limits, &config)
             .map_err(LoadError::Manifest)?;
         manifest.validate().map_err(LoadError::InvalidManifest)?;
         caller.name = Arc::from(manifest.name.as_str());

@@ -259,7 +259,10 @@ impl Plugin for DatabasePlugin {
                 (NAME_LABEL, LabelValue::Literal("database".into())),
                 (INSTANCE_LABEL, LabelValue::ParentName),
             ],
-        ))
+        )
+        // Its checks and the v1 <-> v2 conversion (admission.rs, convert.rs).
+        .validates()
+        .converts())
     }
 
     fn reconcile(ctx: &Context<Self::Config>) -> Result<Response, Error> {

@@ -32,7 +32,9 @@
 //! - `namespaces`: the namespaces the plugin is restricted to.
 //! - `behave`: overrides every parent's `spec.behave` (see below): a version
 //!   of the plugin that, say, fails on every parent (`behave: error`).
-//! - `convert`: how its conversion misbehaves (see [`webhooks`]).
+//! - `admission: true` offers its `validate` and `mutate` webhooks, and
+//!   `convert` (how its conversion misbehaves, see [`webhooks`]) its
+//!   `convert`: each must then be granted.
 //!
 //! Unknown entries in `children`, `related` or `mode` are refused as invalid
 //! configuration, so a typo in a test fails loudly.
@@ -149,7 +151,10 @@ pub struct Config {
     namespaces: Vec<String>,
     #[serde(default)]
     behave: Option<String>,
-    /// How `convert` misbehaves (see [`webhooks`]).
+    /// Offer `validate` and `mutate` (see [`webhooks`]).
+    #[serde(default)]
+    admission: bool,
+    /// How `convert` misbehaves (see [`webhooks`]); offered when set.
     #[serde(default)]
     convert: Option<String>,
 }
@@ -285,6 +290,12 @@ impl Plugin for Hostile {
             };
         }
         manifest = manifest.namespaces(config.namespaces.iter().cloned());
+        if config.admission {
+            manifest = manifest.validates().mutates();
+        }
+        if config.convert.is_some() {
+            manifest = manifest.converts();
+        }
         Ok(match config.finalizer.name() {
             Some(finalizer) => manifest.finalizer(finalizer),
             None => manifest,

@@ -156,7 +156,9 @@ impl Plugin for MyAppPlugin {
             env!("CARGO_PKG_VERSION"),
             Resource::namespaced("example.com", "v1alpha1", "MyApp", "myapps"),
         )
-        .child(Resource::of::<Deployment>()))
+        .child(Resource::of::<Deployment>())
+        // Its defaults, stored with the object (defaults.rs).
+        .mutates())
     }
 
     fn reconcile(ctx: &Context<Self::Config>) -> Result<Response, Error> {

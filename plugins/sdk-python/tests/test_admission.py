@@ -1,6 +1,7 @@
 """Unit tests of admission and conversion in plain Python (no Wasm): the
-SDK's defaults, the glue's mapping to the WIT types (on stand-ins for the
-bindings componentize-py generates at build time), and myapp-py's mutate.
+SDK's defaults, what a plugin offers, the glue's mapping to the WIT types
+(on stand-ins for the bindings componentize-py generates at build time), and
+myapp-py's mutate.
 
     PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s plugins/sdk-python/tests
 """
@@ -183,6 +184,59 @@ class Answers(unittest.TestCase):
         self.assertEqual((req.user.username, req.user.groups, req.dry_run), ("u", ["g1", "g2"], True))
 
 
+class OnlyMutate(Bare):
+    """A plugin that defines mutate alone."""
+
+    def mutate(self, req):
+        return None
+
+
+class Offered(unittest.TestCase):
+    """`offered`: what the plugin itself defines, never the SDK's defaults."""
+
+    def test_what_the_plugin_defines(self):
+        self.assertEqual(core.offered(Bare, "{}"), [])
+        self.assertEqual(core.offered(OnlyMutate, "{}"), ["mutate"])
+        # In the WIT enum's order, whatever the order of definition.
+        self.assertEqual(core.offered(Gate, ""), ["validate", "mutate", "convert"])
+
+        class Converts(Bare):
+            def convert(self, objects, api_version, config):
+                return objects
+
+            def validate(self, req):
+                return None
+
+            mutate = None  # not a method: as if undefined (core.mutate agrees)
+
+        self.assertEqual(core.offered(Converts, "{}"), ["validate", "convert"])
+        # An instance serves as well as a class.
+        self.assertEqual(core.offered(OnlyMutate(), "{}"), ["mutate"])
+
+    def test_nothing_when_the_config_is_refused(self):
+        # Not JSON, refused by parse_config, refused by manifest(): then
+        # `manifest` reports the error, and nothing is offered.
+        class Picky(Gate):
+            def parse_config(self, raw):
+                if raw.get("picky"):
+                    raise InvalidConfig("picky")
+                return raw
+
+            def manifest(self, config):
+                if config.get("bad"):
+                    raise InvalidConfig("bad config")
+                if config.get("boom"):
+                    return {}["missing"]
+                if config.get("invalid"):
+                    return Manifest.decorator("gate", "0.1.0", WIDGET).owns(WIDGET)
+                return super().manifest(config)
+
+        self.assertEqual(core.offered(Picky, "{}"), ["validate", "mutate", "convert"])
+        for config in ("{nope", '{"picky": true}', '{"bad": true}', '{"boom": true}',
+                       '{"invalid": true}'):
+            self.assertEqual(core.offered(Picky, config), [], config)
+
+
 # Stand-ins for the bindings componentize-py generates (`wit_world`), with
 # the same names and shapes, so that the glue runs here as in the component.
 @dataclass
@@ -212,6 +266,7 @@ def _bindings():
     a.FieldCause = dataclass(type("FieldCause", (), {"__annotations__": {"field": str, "message": str}}))
     a.Denial = dataclass(type("Denial", (), {"__annotations__": {"message": str, "causes": list}}))
     a.Verdict_Allowed, a.Verdict_Denied = case("Verdict_Allowed"), case("Verdict_Denied")
+    a.Webhook = enum.Enum("Webhook", {"VALIDATE": 0, "MUTATE": 1, "CONVERT": 2})
     c = pytypes.ModuleType("componentize_py_types")
     c.Err = _Err
     imports, exports = pytypes.ModuleType("wit_world.imports"), pytypes.ModuleType("wit_world.exports")
@@ -266,6 +321,18 @@ class Glue(unittest.TestCase):
             admission().validate(self.wit_request(obj={"spec": {"invalid": True}}))
         self.assertEqual(e.exception.value, self.t.Error_InvalidInput("nope"))
 
+    def test_offered_maps_to_the_webhook_enum(self):
+        W = self.a.Webhook
+        self.assertEqual(glue.export_admission(Gate)[0]().offered("{}"),
+                         [W.VALIDATE, W.MUTATE, W.CONVERT])
+        self.assertEqual(glue.export_admission(OnlyMutate)[0]().offered("{}"), [W.MUTATE])
+        self.assertEqual(glue.export_admission(Bare)[0]().offered("{}"), [])
+        self.assertEqual(glue.export_admission(OnlyMutate)[0]().offered('{"bad": true}'), [])
+        # What `build` adds to an app that exports only Reconciler and Reads.
+        app = pytypes.ModuleType("app")
+        app.Reconciler, app.Reads = export(OnlyMutate)
+        self.assertEqual(glue.entry_names(app)["Admission"]().offered("{}"), [W.MUTATE])
+
     def test_entry_names_add_admission_and_conversion(self):
         app = pytypes.ModuleType("app")
         app.Reconciler, app.Reads = export(Gate)
@@ -282,11 +349,12 @@ class Glue(unittest.TestCase):
         self.assertNotIn("Admission", glue.entry_names(bare))
 
 
-def _load_myapp():
-    d = PLUGINS / "myapp-py"
+def _load_app(name):
+    """The `app.py` of plugin directory `name`, as a module."""
+    d = PLUGINS / name
     sys.path.insert(0, str(d))
     try:
-        spec = importlib.util.spec_from_file_location("myapp_py_app", d / "app.py")
+        spec = importlib.util.spec_from_file_location(name.replace("-", "_") + "_app", d / "app.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
@@ -297,7 +365,7 @@ def _load_myapp():
 class MyAppMutate(unittest.TestCase):
     """myapp-py stores the defaults its reconcile assumes."""
 
-    myapp = _load_myapp()
+    myapp = _load_app("myapp-py")
 
     def mutate(self, spec, operation=CREATE):
         obj = {"apiVersion": "example.com/v1alpha1", "kind": "MyApp",
@@ -333,6 +401,17 @@ class MyAppMutate(unittest.TestCase):
                          "example.com/v1", "{}")
         self.assertEqual(e.exception.message, "myapp converts no versions: "
                                               "cannot convert example.com/v1alpha1 to example.com/v1")
+
+
+class PluginsOffer(unittest.TestCase):
+    """What the repository's Python plugins offer (the grant must allow it)."""
+
+    def test_myapp_py_offers_mutate(self):
+        self.assertEqual(core.offered(MyAppMutate.myapp.MyAppPlugin, "{}"), ["mutate"])
+
+    def test_pod_labeler_offers_nothing(self):
+        app = _load_app("pod-labeler")
+        self.assertEqual(core.offered(app.Reconciler.plugin, "{}"), [])
 
 
 if __name__ == "__main__":

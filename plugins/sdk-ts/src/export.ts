@@ -82,6 +82,10 @@ function nameOf<C>(plugin: Plugin<C>, config: C): string {
   }
 }
 
+/** The webhooks a plugin may offer, in the WIT enum's order: each is the
+ * name of the `Plugin` method that implements it. */
+const WEBHOOKS: readonly witAdmission.Webhook[] = ['validate', 'mutate', 'convert'];
+
 /** Where `entryExports` finds the whole export set of an exported reconciler. */
 const EXPORTS = Symbol.for('kubeplug.exports');
 
@@ -127,6 +131,18 @@ export function exportPlugin<C>(plugin: Plugin<C>) {
       },
     },
     admission: {
+      /** The webhooks the plugin itself defines (`validate`, `mutate`,
+       * `convert`), not the defaults below: the platform's grant must allow
+       * each, or the host refuses the plugin at load. Nothing when the
+       * config or manifest is refused (`manifest` reports that). */
+      offered: (config: string): witAdmission.Webhook[] => {
+        try {
+          plugin.manifest(parseConfig(plugin, config)).validate();
+        } catch {
+          return [];
+        }
+        return WEBHOOKS.filter((w) => typeof plugin[w] === 'function');
+      },
       validate: (request: witAdmission.AdmissionRequest): WitResult<witAdmission.Verdict> =>
         call(() => {
           const req = admissionRequest(request);

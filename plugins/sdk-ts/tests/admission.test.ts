@@ -187,6 +187,54 @@ test('entryExports: a module that exports only reconciler and reads gets the res
   assert.deepEqual(entryExports({ reconciler: {} }), { admission: undefined, conversion: undefined });
 });
 
+test('offered: what the plugin itself defines, never the defaults', () => {
+  assert.deepEqual(exportPlugin(bare).admission.offered('{}'), []);
+  assert.deepEqual(exportPlugin({ ...bare, mutate: () => undefined }).admission.offered('{}'), ['mutate']);
+  // In the WIT enum's order, whatever the order of definition.
+  assert.deepEqual(exportPlugin(gate).admission.offered(''), ['validate', 'mutate', 'convert']);
+  const converts: Plugin<any> = { ...bare, convert: (objects: KubeObject[]) => objects, validate: () => allow() };
+  assert.deepEqual(exportPlugin(converts).admission.offered('{}'), ['validate', 'convert']);
+  // A class's methods count as well.
+  class Gate {
+    manifest() {
+      return Manifest.composite('gate', '0.1.0', WIDGET);
+    }
+    reconcile() {
+      return new Response();
+    }
+    mutate() {
+      return undefined;
+    }
+  }
+  assert.deepEqual(exportPlugin(new Gate()).admission.offered('{}'), ['mutate']);
+  // What `build` adds to a module that exports only reconciler and reads.
+  const only = exportPlugin({ ...bare, validate: () => allow() });
+  assert.deepEqual(entryExports({ reconciler: only.reconciler, reads: only.reads }).admission.offered('{}'), ['validate']);
+});
+
+test('offered: nothing when the config is refused (manifest reports it)', () => {
+  const picky: Plugin<any> = {
+    ...gate,
+    config(raw: any) {
+      if (raw.picky) throw new InvalidConfig('picky');
+      return raw;
+    },
+    manifest(config) {
+      if (config.bad) throw new InvalidConfig('bad config');
+      if (config.boom) return (null as any).boom;
+      // A decorator with children: refused by Manifest.validate, as `manifest` refuses it.
+      if (config.invalid) return Manifest.decorator('gate', '0.1.0', WIDGET).owns(WIDGET);
+      return Manifest.composite('gate', '0.1.0', WIDGET);
+    },
+  };
+  const { admission, reconciler } = exportPlugin(picky);
+  assert.deepEqual(admission.offered('{}'), ['validate', 'mutate', 'convert']);
+  for (const config of ['{nope', '{"picky": true}', '{"bad": true}', '{"boom": true}', '{"invalid": true}']) {
+    assert.deepEqual(admission.offered(config), [], config);
+    assert.equal(reconciler.manifest(config).tag, 'err', config);
+  }
+});
+
 test('myapp-ts: mutate stores the defaults on create and update, never on delete', () => {
   const { admission, conversion } = exportPlugin(myappModule.myapp);
   // What the build exports is what exportPlugin made.
@@ -213,7 +261,9 @@ test('myapp-ts: mutate stores the defaults on create and update, never on delete
   assert.equal(mutate('delete', {}), undefined);
   assert.equal(mutate('create'), undefined);
   assert.equal(mutate('create', 'nope'), undefined);
-  // No validate or convert: the defaults.
+  // It offers mutate alone; no validate or convert: the defaults.
+  assert.deepEqual(admission.offered('{}'), ['mutate']);
+  assert.deepEqual(myappModule.admission.offered('{}'), ['mutate']);
   assert.deepEqual(admission.validate(request('create', app({}))), { tag: 'ok', val: { tag: 'allowed', val: [] } });
   assert.deepEqual(conversion.convert([JSON.stringify(app({}))], 'example.com/v1', '{}'), {
     tag: 'err',

@@ -55,6 +55,15 @@ pub fn finalize<P: Plugin>(request: wit::Request) -> Result<wit::FinalizeRespons
     Ok(P::finalize(&ctx)?.into_wit())
 }
 
+/// What [`crate::Manifest::validates`] and its siblings declared; nothing
+/// when the config or manifest is refused (`manifest` reports that).
+pub fn offered<P: Plugin>(config: &str) -> Vec<wit_admission::Webhook> {
+    parse_config::<P>(config)
+        .and_then(|config| P::manifest(&config))
+        .map(|m| m.webhooks.into_iter().map(|w| w.into_wit()).collect())
+        .unwrap_or_default()
+}
+
 fn admission_request<P: Plugin>(
     request: wit_admission::AdmissionRequest,
 ) -> Result<AdmissionRequest<P::Config>, Error> {

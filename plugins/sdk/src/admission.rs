@@ -13,6 +13,24 @@ use serde_json::Value;
 use crate::Error;
 use crate::bindings::exports::kubeplug::plugin::admission as wit;
 
+/// A webhook a plugin offers (see [`crate::Manifest::validates`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Webhook {
+    Validate,
+    Mutate,
+    Convert,
+}
+
+impl Webhook {
+    pub(crate) fn into_wit(self) -> wit::Webhook {
+        match self {
+            Webhook::Validate => wit::Webhook::Validate,
+            Webhook::Mutate => wit::Webhook::Mutate,
+            Webhook::Convert => wit::Webhook::Convert,
+        }
+    }
+}
+
 /// What a write does to the parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {

@@ -93,7 +93,7 @@ pub mod bindings {
 #[global_allocator]
 static ALLOCATOR: alloc::SizeClasses = alloc::SizeClasses::new();
 
-pub use admission::{AdmissionRequest, Cause, Operation, Verdict};
+pub use admission::{AdmissionRequest, Cause, Operation, Verdict, Webhook};
 pub use conditions::{Condition, Time, set_condition, time};
 pub use context::Context;
 pub use manifest::{LabelValue, Manifest, Mode, Related, Resource};
@@ -150,8 +150,8 @@ pub trait Plugin {
 
     /// Allow or deny a create, update or delete of a parent (served as a
     /// validating webhook when the platform grants it): for what the CRD's
-    /// schema cannot say, such as fields that may not change. The default
-    /// allows everything.
+    /// schema cannot say, such as fields that may not change. Offer it with
+    /// [`Manifest::validates`]. The default allows everything.
     fn validate(_request: &AdmissionRequest<Self::Config>) -> Result<Verdict, Error> {
         Ok(Verdict::allow())
     }
@@ -229,6 +229,12 @@ macro_rules! export_plugin {
         }
 
         impl $crate::bindings::exports::kubeplug::plugin::admission::Guest for __KubeplugGuest {
+            fn offered(
+                config: ::std::string::String,
+            ) -> ::std::vec::Vec<$crate::bindings::exports::kubeplug::plugin::admission::Webhook> {
+                $crate::adapter::offered::<$plugin>(&config)
+            }
+
             fn validate(
                 request: $crate::bindings::exports::kubeplug::plugin::admission::AdmissionRequest,
             ) -> ::std::result::Result<

@@ -88,6 +88,8 @@ pub struct Manifest {
     pub resync_seconds: Option<u32>,
     /// Kinds read only as metadata (see [`Manifest::metadata_only`]).
     pub metadata_only: Vec<Resource>,
+    /// The webhooks the plugin offers (see [`Manifest::validates`]).
+    pub webhooks: Vec<crate::admission::Webhook>,
 }
 
 impl Manifest {
@@ -104,6 +106,7 @@ impl Manifest {
             finalizer: None,
             resync_seconds: None,
             metadata_only: Vec::new(),
+            webhooks: Vec::new(),
         }
     }
 
@@ -151,6 +154,28 @@ impl Manifest {
     /// and hands it over as such (`spec` and `status` absent).
     pub fn metadata_only(mut self, resource: Resource) -> Self {
         self.metadata_only.push(resource);
+        self
+    }
+
+    /// Offer [`Plugin::validate`](crate::Plugin::validate) as the parent
+    /// kind's validating webhook. The platform's grant must allow it
+    /// (`admission: [validate]`), or the host refuses the plugin at load.
+    pub fn validates(mut self) -> Self {
+        self.webhooks.push(crate::admission::Webhook::Validate);
+        self
+    }
+
+    /// Offer [`Plugin::mutate`](crate::Plugin::mutate) as the parent kind's
+    /// mutating webhook (granted by `admission: [mutate]`).
+    pub fn mutates(mut self) -> Self {
+        self.webhooks.push(crate::admission::Webhook::Mutate);
+        self
+    }
+
+    /// Offer [`Plugin::convert`](crate::Plugin::convert) as the parent
+    /// kind's conversion webhook (granted by `conversion: true`).
+    pub fn converts(mut self) -> Self {
+        self.webhooks.push(crate::admission::Webhook::Convert);
         self
     }
 

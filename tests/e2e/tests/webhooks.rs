@@ -43,19 +43,24 @@ impl Drop for Webhooks {
 }
 
 fn host_with_webhooks(dir: &PluginDir, certs: &Path, port: u16) -> Host {
+    host_with_webhooks_and(dir, certs, port, &[])
+}
+
+/// A host serving the webhooks on loopback `port` with `certs`, and `more`
+/// arguments.
+fn host_with_webhooks_and(dir: &PluginDir, certs: &Path, port: u16, more: &[&str]) -> Host {
     let listen = format!("127.0.0.1:{port}");
     let (cert, key) = (certs.join("tls.crt"), certs.join("tls.key"));
-    Host::start_with(
-        dir,
-        &[
-            "--webhook-listen",
-            &listen,
-            "--webhook-cert",
-            cert.to_str().unwrap(),
-            "--webhook-key",
-            key.to_str().unwrap(),
-        ],
-    )
+    let mut args = vec![
+        "--webhook-listen",
+        &listen,
+        "--webhook-cert",
+        cert.to_str().unwrap(),
+        "--webhook-key",
+        key.to_str().unwrap(),
+    ];
+    args.extend_from_slice(more);
+    Host::start_with(dir, &args)
 }
 
 /// `kubectl create` of `yaml` in `ns`: (succeeded, stderr).
@@ -83,7 +88,29 @@ fn plugins_validate_default_and_convert_through_the_api_server() {
     let host = host_with_webhooks(&dir, &certs, port);
     running(&host, "database");
     running(&host, "myapp");
+    // Stored before the validation exists: a version the table refuses.
+    let (ok, error) = create(&ns.name, &database_at("legacy", "postgresql", "12.1.0"));
+    assert!(ok, "{error}");
     let _webhooks = Webhooks::register(port, &certs.join("ca.crt"));
+
+    // An update that leaves it as it is passes, with a warning kubectl
+    // prints as one.
+    let out = kubectl(
+        &[
+            "label",
+            "-n",
+            &ns.name,
+            "databases.v1.example.com/legacy",
+            "team=a",
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Warning:") && stderr.contains("12.1.0"),
+        "the warning reaches kubectl: {stderr}"
+    );
 
     // Validation beyond the schema: a version the image does not ship.
     let (ok, error) = create(&ns.name, &database_at("old", "postgresql", "12.1.0"));
@@ -207,69 +234,77 @@ fn plugins_validate_default_and_convert_through_the_api_server() {
     );
 }
 
+/// The `/plugins` row of `<file>.wasm` once it failed to load.
+fn refused(host: &Host, file: &str) -> String {
+    let row = eventually(&format!("{file} to be refused"), TIMEOUT, || {
+        host.plugin_file(&format!("{file}.wasm"))
+            .filter(|p| p["state"] == "failed")
+    });
+    row["lastError"].as_str().unwrap_or_default().to_string()
+}
+
 #[test]
-fn a_review_the_grant_does_not_cover_is_refused_and_a_dead_host_fails_closed() {
+fn a_webhook_the_grant_does_not_cover_is_refused_and_a_dead_host_fails_closed() {
     install_crds();
     let ns = Namespace::new("webhooks-fence");
     let dir = PluginDir::with(&["database", "myapp"]);
     let certs = certificates(&dir.path);
     let port = free_port();
-    // myapp's grant without admission: its mutate is not served.
+    // myapp's grant without admission: myapp offers its mutate webhook.
     let policy = "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\nidentityNamespace: kubeplug-system\nplugins:\n  myapp:\n    parent: [MyApp.example.com]\n    children: [Deployment.apps]\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    admission: [validate]\n    conversion: true\n";
     let policy_file = dir.path.with_extension("webhook-policy.yaml");
     std::fs::write(&policy_file, policy).unwrap();
-    let listen = format!("127.0.0.1:{port}");
-    let host = Host::start_with(
+    let host = host_with_webhooks_and(
         &dir,
-        &[
-            "--policy",
-            policy_file.to_str().unwrap(),
-            "--webhook-listen",
-            &listen,
-            "--webhook-cert",
-            certs.join("tls.crt").to_str().unwrap(),
-            "--webhook-key",
-            certs.join("tls.key").to_str().unwrap(),
-        ],
+        &certs,
+        port,
+        &["--policy", policy_file.to_str().unwrap()],
     );
     running(&host, "database");
-    running(&host, "myapp");
+
+    // Refused at load, like any request its grant does not cover.
+    let reason = refused(&host, "myapp");
+    assert!(
+        reason
+            .contains("the mutate webhook of its parent kind (grant it under admission: [mutate])"),
+        "{reason}"
+    );
     let webhooks = Webhooks::register(port, &certs.join("ca.crt"));
 
-    // Not granted: the API server gets 403 and its failurePolicy (Fail)
-    // refuses the write, naming the missing grant.
+    // Its webhook, configured anyway, has no plugin to answer: the
+    // configuration's failurePolicy (Fail) refuses the write.
     let (ok, error) = create(
         &ns.name,
         "apiVersion: example.com/v1alpha1\nkind: MyApp\nmetadata:\n  name: web\nspec: {}\n",
     );
-    assert!(!ok, "a write through an ungranted webhook must not pass");
     assert!(
-        error.contains("does not allow its mutate webhook"),
-        "{error}"
+        !ok,
+        "a write through a webhook with no plugin must not pass"
     );
-    assert!(
-        host.metric(
-            "kubeplug_webhook_requests_total",
-            r#"plugin="myapp",webhook="mutate",result="not_granted""#
-        ) >= 1.0
-    );
+    assert!(error.contains("myapp.mutate.kubeplug.io"), "{error}");
 
-    // A Database routed to myapp's path (a misconfiguration) is refused by
-    // the kind check, not handed to myapp.
+    // A MyApp review routed to database's path (a misconfiguration) is
+    // refused by the kind check, not handed to database.
     let curl = Command::new("curl")
         .args([
             "-s", "--max-time", "10", "--cacert", certs.join("ca.crt").to_str().unwrap(),
             "-H", "Content-Type: application/json",
             "--data-binary",
-            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","kind":{"group":"example.com","version":"v1","kind":"Database"},"operation":"CREATE","namespace":"x","object":{}}}"#,
-            &format!("https://127.0.0.1:{port}/validate/myapp"),
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","kind":{"group":"example.com","version":"v1alpha1","kind":"MyApp"},"operation":"CREATE","namespace":"x","object":{}}}"#,
+            &format!("https://127.0.0.1:{port}/validate/database"),
         ])
         .output()
         .expect("curl runs");
     let answer = String::from_utf8_lossy(&curl.stdout);
     assert!(
-        answer.contains("does not allow its validate webhook"),
+        answer.contains("serves admission for Database.example.com only, not MyApp.example.com"),
         "{answer}"
+    );
+    assert!(
+        host.metric(
+            "kubeplug_webhook_requests_total",
+            r#"plugin="database",webhook="validate",result="not_granted""#
+        ) >= 1.0
     );
 
     // The host gone: the writes its webhooks guard fail closed, others pass.
@@ -349,7 +384,7 @@ fn a_migration_round_trips_every_object_first_then_moves_storage_to_v2() {
     let database_wasm = database_wasm.to_str().unwrap();
 
     // The round trip through database's conversion loses nothing.
-    let (ok, report) = migrate(&[database_wasm, "--check"]);
+    let (ok, report) = migrate(&["--plugin", database_wasm, "--check"]);
     assert!(ok, "{report}");
     assert!(
         report.contains("round-tripped v1 -> v2 -> v1: 0 lose fields, 0 conversions failed"),
@@ -362,11 +397,12 @@ fn a_migration_round_trips_every_object_first_then_moves_storage_to_v2() {
     std::fs::write(&lossy, "claim: databases\nconvert: lossy\n").unwrap();
     let hostile_wasm = built("hostile");
     let hostile_args = [
+        "--plugin",
         hostile_wasm.to_str().unwrap(),
         "--config",
         lossy.to_str().unwrap(),
     ];
-    let (ok, report) = migrate(&[hostile_args[0], hostile_args[1], hostile_args[2], "--check"]);
+    let (ok, report) = migrate(&[&hostile_args[..], &["--check"]].concat());
     assert!(!ok, "a lossy conversion must fail the check: {report}");
     // (Other tests' Databases may still be there: the check covers every
     // stored object of the kind.)
@@ -387,7 +423,7 @@ fn a_migration_round_trips_every_object_first_then_moves_storage_to_v2() {
 
     // The migration: storage at v2, every object rewritten, storedVersions
     // only v2; both versions still read the same objects.
-    let (ok, report) = migrate(&[database_wasm]);
+    let (ok, report) = migrate(&["--plugin", database_wasm]);
     assert!(ok, "{report}");
     assert!(report.contains("objects rewritten"), "{report}");
     let (storage, stored) = crd_storage();
@@ -401,7 +437,7 @@ fn a_migration_round_trips_every_object_first_then_moves_storage_to_v2() {
     assert_eq!(one["spec"]["storage"]["size"], "1Gi");
 
     // A second run is a no-op.
-    let (ok, report) = migrate(&[database_wasm]);
+    let (ok, report) = migrate(&["--plugin", database_wasm]);
     assert!(ok && report.contains("nothing to migrate"), "{report}");
 }
 
@@ -456,24 +492,16 @@ fn a_hostile_plugin_in_the_admission_path_is_stopped_within_the_webhooks_timeout
     install_crds();
     let ns = Namespace::new("webhooks-hostile");
     let dir = PluginDir::with(&["database"]);
-    dir.settings("hostile", "config:\n  name: hostile\n");
+    dir.settings("hostile", "config:\n  name: hostile\n  admission: true\n");
     dir.install("hostile", "hostile");
     let certs = certificates(&dir.path);
     let port = free_port();
     let policy = "plugins:\n  hostile:\n    parent: [Hostile.test.kubeplug.io]\n    children: [ConfigMap]\n    admission: [validate, mutate]\n";
-    let listen = format!("127.0.0.1:{port}");
-    let mut host = Host::start_with(
+    let mut host = host_with_webhooks_and(
         &dir,
-        &[
-            "--policy",
-            &with_policy(&dir, policy),
-            "--webhook-listen",
-            &listen,
-            "--webhook-cert",
-            certs.join("tls.crt").to_str().unwrap(),
-            "--webhook-key",
-            certs.join("tls.key").to_str().unwrap(),
-        ],
+        &certs,
+        port,
+        &["--policy", &with_policy(&dir, policy)],
     );
     running(&host, "hostile");
     running(&host, "database");
@@ -536,5 +564,34 @@ fn a_hostile_plugin_in_the_admission_path_is_stopped_within_the_webhooks_timeout
             "kubeplug_webhook_requests_total",
             r#"plugin="hostile",webhook="validate",result="failed""#
         ) >= 1.0
+    );
+    // The grant's failure policy Ignore: a failing plugin lets the write
+    // through, and kubectl shows why as a warning.
+    host.stop();
+    let lenient = policy.replace(
+        "    admission:",
+        "    failurePolicy: Ignore\n    admission:",
+    );
+    let host = host_with_webhooks_and(
+        &dir,
+        &certs,
+        port,
+        &["--policy", &with_policy(&dir, &lenient)],
+    );
+    running(&host, "hostile");
+    let out = kubectl(
+        &["create", "-n", &ns.name, "-f", "-"],
+        Some(
+            "apiVersion: test.kubeplug.io/v1\nkind: Hostile\nmetadata:\n  name: h-ignored\nspec:\n  behave: ok\n  admit: panic\n",
+        ),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "failurePolicy Ignore admits: {stderr}"
+    );
+    assert!(
+        stderr.contains("Warning:") && stderr.contains("failurePolicy Ignore"),
+        "{stderr}"
     );
 }

@@ -40,6 +40,7 @@ pub(super) fn composite() -> Manifest {
         resync_seconds: None,
         excluded_namespaces: Vec::new(),
         metadata_only: Vec::new(),
+        webhooks: Default::default(),
     }
 }
 

@@ -7,6 +7,7 @@ use crate::contract::Desired;
 use crate::manifest::{ApiResource, Manifest, Mode};
 use crate::plan::FenceError;
 use crate::shard::{MAX_SHARDS, SHARD_LABEL};
+use crate::webhook::{FailurePolicy, Webhook, Webhooks};
 
 /// A kind, whatever its version: `Kind.group`, or `Kind` for the core group.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -245,16 +246,9 @@ pub(super) struct GrantFile {
     /// The host serves the parent kind's conversion webhook.
     #[serde(default)]
     conversion: bool,
-}
-
-/// The webhooks the host serves for one plugin, all for its own parent kind
-/// and no other (see [`crate::webhook`]). None by default: the platform
-/// writes the webhook configurations and names them here.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Webhooks {
-    pub validate: bool,
-    pub mutate: bool,
-    pub convert: bool,
+    /// What the host answers when the plugin fails an admission review.
+    #[serde(default)]
+    failure_policy: FailurePolicy,
 }
 
 /// What one plugin may do.
@@ -287,8 +281,13 @@ pub struct Grant {
     /// and watches only its own shards' Pods (see
     /// [`crate::shard::narrows`]). Needs `shards` > 1.
     pub shard_pods: bool,
-    /// The webhooks served for its parent kind.
+    /// The webhooks served for its parent kind (none by default: the
+    /// platform writes the webhook configurations and names them here).
     pub webhooks: Webhooks,
+    /// What an admission review gets when the plugin fails it (traps, runs
+    /// out of time or memory, answers outside its fence): `Fail` (the
+    /// default) denies the write, `Ignore` allows it with a warning.
+    pub failure_policy: FailurePolicy,
 }
 
 impl GrantFile {
@@ -368,6 +367,7 @@ impl GrantFile {
             shards,
             shard_pods: self.shard_pods,
             webhooks,
+            failure_policy: self.failure_policy,
         })
     }
 }
@@ -400,6 +400,7 @@ impl Grant {
             shards: 1,
             shard_pods: false,
             webhooks: Webhooks::default(),
+            failure_policy: FailurePolicy::default(),
         }
     }
 }
@@ -496,6 +497,15 @@ impl Effective {
             missing.push(format!("digest sha256:{digest} is not pinned"));
         }
         self.scope_check("parent", &manifest.parent, &self.grant.parent, &mut missing);
+        for webhook in Webhook::ALL {
+            if manifest.webhooks.has(webhook) && !self.grant.webhooks.has(webhook) {
+                missing.push(format!(
+                    "the {} webhook of its parent kind (grant it under {})",
+                    webhook.as_str(),
+                    webhook.grant_key()
+                ));
+            }
+        }
         for child in &manifest.children {
             self.scope_check("child", child, &self.grant.children, &mut missing);
         }

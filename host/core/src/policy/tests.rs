@@ -35,6 +35,7 @@ fn database() -> Manifest {
         resync_seconds: None,
         excluded_namespaces: Vec::new(),
         metadata_only: Vec::new(),
+        webhooks: Default::default(),
     }
 }
 
@@ -570,4 +571,50 @@ fn webhooks_are_none_by_default_and_granted_by_name() {
         error.contains("\"reconcile\" is neither validate nor mutate"),
         "{error}"
     );
+}
+
+#[test]
+fn a_plugin_offering_a_webhook_its_grant_lacks_is_refused_at_load() {
+    let p = policy(SEEDS);
+    let grant = p.grant("database").unwrap();
+    let mut offers = database();
+    offers.webhooks = Webhooks {
+        validate: true,
+        mutate: false,
+        convert: true,
+    };
+    let text = grant.admit(&offers, DIGEST).unwrap_err().to_string();
+    assert!(
+        text.contains(
+            "the validate webhook of its parent kind (grant it under admission: [validate])"
+        ) && text
+            .contains("the convert webhook of its parent kind (grant it under conversion: true)"),
+        "{text}"
+    );
+    let granted = policy(
+        "plugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    admission: [validate]\n    conversion: true\n",
+    );
+    let admitted = granted
+        .grant("database")
+        .unwrap()
+        .admit(&offers, DIGEST)
+        .unwrap();
+    assert_eq!(admitted.webhooks, offers.webhooks);
+}
+
+#[test]
+fn a_grants_failure_policy_defaults_to_fail() {
+    let p = policy("plugins:\n  a: {failurePolicy: Ignore}\n  b: {}\n");
+    assert_eq!(
+        p.grant("a").unwrap().grant.failure_policy,
+        FailurePolicy::Ignore
+    );
+    assert_eq!(
+        p.grant("b").unwrap().grant.failure_policy,
+        FailurePolicy::Fail
+    );
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"plugins:\n  a: {failurePolicy: Maybe}\n")
+        .unwrap();
+    assert!(Policy::load(&[file.path()]).is_err());
 }

@@ -3,15 +3,20 @@
 //! observed or related objects), and a reconcile or finalize answer goes
 //! through the host's own decision ([`kubeplug_core::plan::decide`],
 //! [`kubeplug_core::plan::fence_finalize`]): what the fence refuses there, a case
-//! sees refused.
+//! sees refused. So do `validate`, `mutate` and `convert` answers, through
+//! the host's webhook decisions ([`crate::webhook`]).
+
+use std::fmt::Write as _;
 
 use serde_json::Value;
 
 use super::diff;
 use super::fixture::Case;
 use super::outcome::{Call, Outcome, error_value, events_value};
+use crate::webhook::{self, admit, convert};
 use kubeplug_core::plan;
 use kubeplug_core::policy::Policy;
+use kubeplug_core::webhook::Webhook;
 use kubeplug_runtime::{CallError, Desired, Finalized, GuestError, Plugin, Request};
 
 /// A case whose answer cannot be compared at all.
@@ -23,6 +28,10 @@ pub enum CaseError {
     Call(#[from] CallError),
     #[error("the policy is strict and grants nothing to plugin {0}")]
     NoGrant(String),
+    /// The live host would not ask the plugin this at all: the case tests
+    /// nothing it would do.
+    #[error("the live host would not ask: {0}")]
+    NotAsked(String),
 }
 
 /// The plugin a case runs against: loaded with the case's configuration,
@@ -37,10 +46,14 @@ pub enum Subject<'a> {
 #[derive(Debug, Clone)]
 pub struct FieldDiff {
     pub field: &'static str,
+    /// What the `-` and `+` lines are.
+    pub sides: &'static str,
     /// Unified diff of the expected value (`-`) against the actual (`+`),
     /// both as YAML.
     pub diff: String,
 }
+
+const EXPECTED_ACTUAL: &str = "- expected, + actual";
 
 /// The answer of `subject` to `case`, in the canonical shape of `expect`.
 pub fn answer(case: &Case, subject: Subject<'_>, policy: &Policy) -> Result<Outcome, CaseError> {
@@ -52,10 +65,15 @@ pub fn answer(case: &Case, subject: Subject<'_>, policy: &Policy) -> Result<Outc
             return Ok(outcome);
         }
     };
-    if case.call == Call::Manifest {
-        let manifest = serde_json::to_value(plugin.manifest()).expect("manifests serialize");
-        set(&mut outcome, "manifest", manifest);
-        return Ok(outcome);
+    match case.call {
+        Call::Manifest => {
+            let manifest = serde_json::to_value(plugin.manifest()).expect("manifests serialize");
+            set(&mut outcome, "manifest", manifest);
+            return Ok(outcome);
+        }
+        Call::Validate | Call::Mutate => return admission(case, plugin, outcome),
+        Call::Convert => return conversion(case, plugin, outcome),
+        Call::Reconcile | Call::Finalize => {}
     }
     let parent = case.parent.as_ref().expect("fixture checked: a parent");
     let request = Request {
@@ -101,6 +119,122 @@ pub fn answer(case: &Case, subject: Subject<'_>, policy: &Policy) -> Result<Outc
     }
 }
 
+/// A `validate` or `mutate` case: the plugin's answer as the live host
+/// takes it.
+fn admission(case: &Case, plugin: &Plugin, mut outcome: Outcome) -> Result<Outcome, CaseError> {
+    let review = case.review.as_ref().expect("fixture checked: a review");
+    let export = match case.call {
+        Call::Validate => Webhook::Validate,
+        _ => Webhook::Mutate,
+    };
+    if let Some(why) = admit::unasked(plugin, review).or_else(|| webhook::missing(export, plugin)) {
+        return Err(CaseError::NotAsked(why));
+    }
+    let answered = match export {
+        Webhook::Validate => admit::validate(plugin, review, &case.now).map(|validation| {
+            for (field, value) in admit::verdict_fields(&validation.verdict) {
+                set(&mut outcome, &field, value);
+            }
+            validation.refused
+        }),
+        _ => admit::mutate(plugin, review, &case.now).map(|mutation| {
+            set(&mut outcome, "patch", Value::Array(mutation.patch));
+            mutation.refused
+        }),
+    };
+    settled(outcome, answered)
+}
+
+/// A `convert` case: the plugin's answer as the live host takes it.
+fn conversion(case: &Case, plugin: &Plugin, mut outcome: Outcome) -> Result<Outcome, CaseError> {
+    let asked = case.conversion.as_ref().expect("fixture checked: objects");
+    if let Some(why) = convert::unasked(plugin, &asked.objects, &asked.api_version)
+        .or_else(|| webhook::missing(Webhook::Convert, plugin))
+    {
+        return Err(CaseError::NotAsked(why));
+    }
+    let answered = convert::convert(plugin, &asked.objects, &asked.api_version).map(|converted| {
+        set(&mut outcome, "objects", Value::Array(converted.objects));
+        converted.refused
+    });
+    settled(outcome, answered)
+}
+
+/// The outcome with the host's refusal, or the plugin's own error; any
+/// other failure is no answer.
+fn settled(
+    mut outcome: Outcome,
+    answered: Result<Option<String>, CallError>,
+) -> Result<Outcome, CaseError> {
+    match answered {
+        Ok(refused) => {
+            if let Some(refused) = refused {
+                set(&mut outcome, "refused", refused.into());
+            }
+            Ok(outcome)
+        }
+        Err(CallError::Guest { error, .. }) => {
+            set(&mut outcome, "error", error_value(&error));
+            Ok(outcome)
+        }
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// For a `convert` case with `roundTrip: true`: what converting the
+/// plugin's answer (`actual`) back to each object's own version loses, as
+/// one more differing field (never an `expect`: nothing may be lost).
+pub fn round_trip(
+    case: &Case,
+    subject: Subject<'_>,
+    actual: &Outcome,
+) -> Result<Option<FieldDiff>, CaseError> {
+    let (Some(asked), Subject::Loaded(plugin)) = (&case.conversion, subject) else {
+        return Ok(None);
+    };
+    if !asked.round_trip {
+        return Ok(None);
+    }
+    let lost = |diff: String| {
+        Some(FieldDiff {
+            field: "roundTrip",
+            sides: "- original, + back",
+            diff,
+        })
+    };
+    if !actual.get("error").is_null() || !actual.get("refused").is_null() {
+        return Ok(lost(format!(
+            " no round trip: the conversion to {} gave no objects to convert back\n",
+            asked.api_version
+        )));
+    }
+    let converted = actual
+        .get("objects")
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let losses = convert::round_trip(plugin, &asked.objects, &converted, &asked.api_version)?;
+    if losses.is_empty() {
+        return Ok(None);
+    }
+    let mut shown = String::new();
+    for loss in losses {
+        let _ = writeln!(
+            shown,
+            " object {} ({}): {}",
+            loss.index, loss.name, loss.trip
+        );
+        if let Some(failed) = loss.failed {
+            let _ = writeln!(shown, " {failed}");
+        }
+        for field in loss.fields {
+            let _ = writeln!(shown, "-{}: {}", field.field, field.original);
+            let _ = writeln!(shown, "+{}: {}", field.field, field.back);
+        }
+    }
+    Ok(lost(shown))
+}
+
 /// The fence's refusal of the answer, if any, as `kubeplug render` prints it.
 fn refused(outcome: &mut Outcome, fenced: Option<plan::Fenced>) {
     if let Some(fenced) = fenced {
@@ -142,6 +276,7 @@ pub fn compare(expected: &Outcome, actual: &Outcome) -> Vec<FieldDiff> {
         .into_iter()
         .map(|field| FieldDiff {
             field,
+            sides: EXPECTED_ACTUAL,
             diff: diff::unified(&yaml(expected.get(field)), &yaml(actual.get(field))),
         })
         .collect()

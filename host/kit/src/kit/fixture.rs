@@ -8,6 +8,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::outcome::{Call, Outcome};
+use crate::webhook::admit;
+use kubeplug_core::webhook::{AdmissionCall, Operation};
 use kubeplug_core::yaml;
 
 /// The `now` of a case that gives none.
@@ -60,7 +62,22 @@ pub struct Case {
     pub parent: Option<Value>,
     pub observed: Vec<Value>,
     pub related: Vec<Value>,
+    /// `validate` and `mutate`: the review of the case's write.
+    pub review: Option<AdmissionCall>,
+    /// `convert`: the objects and the version asked.
+    pub conversion: Option<Conversion>,
     pub expect: Outcome,
+}
+
+/// What a `convert` case asks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversion {
+    pub objects: Vec<Value>,
+    /// The version to convert to (`apiVersion`).
+    pub api_version: String,
+    /// Also convert the answer back to each object's own version and
+    /// expect nothing lost (`roundTrip`).
+    pub round_trip: bool,
 }
 
 /// A case as written; unknown keys are refused, so a misspelt key cannot
@@ -75,12 +92,70 @@ struct Written {
     now: Option<String>,
     entropy: Option<String>,
     parent: Option<Value>,
-    #[serde(default)]
-    observed: Vec<Value>,
-    #[serde(default)]
-    related: Vec<Value>,
+    observed: Option<Vec<Value>>,
+    related: Option<Vec<Value>>,
+    // validate and mutate
+    operation: Option<String>,
+    object: Option<Value>,
+    #[serde(rename = "oldObject")]
+    old_object: Option<Value>,
+    user: Option<User>,
+    #[serde(rename = "dryRun")]
+    dry_run: Option<bool>,
+    // convert
+    objects: Option<Vec<Value>>,
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
+    #[serde(rename = "roundTrip")]
+    round_trip: Option<bool>,
     #[serde(default)]
     expect: Option<Value>,
+}
+
+/// Who writes, in a `validate` or `mutate` case.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct User {
+    username: Option<String>,
+    #[serde(default)]
+    groups: Vec<String>,
+}
+
+impl Written {
+    /// The inputs given, by key, for refusing those the call does not take.
+    fn inputs(&self) -> [(&'static str, bool); 13] {
+        [
+            ("parent", self.parent.is_some()),
+            ("observed", self.observed.is_some()),
+            ("related", self.related.is_some()),
+            ("entropy", self.entropy.is_some()),
+            ("now", self.now.is_some()),
+            ("operation", self.operation.is_some()),
+            ("object", self.object.is_some()),
+            ("oldObject", self.old_object.is_some()),
+            ("user", self.user.is_some()),
+            ("dryRun", self.dry_run.is_some()),
+            ("objects", self.objects.is_some()),
+            ("apiVersion", self.api_version.is_some()),
+            ("roundTrip", self.round_trip.is_some()),
+        ]
+    }
+}
+
+/// The inputs a call takes besides `config` (manifest cases keep taking
+/// what they always ignored, except a parent).
+fn takes(call: Call, input: &str) -> bool {
+    match call {
+        Call::Reconcile | Call::Finalize => {
+            matches!(input, "parent" | "observed" | "related" | "entropy" | "now")
+        }
+        Call::Manifest => matches!(input, "observed" | "related" | "entropy" | "now"),
+        Call::Validate | Call::Mutate => matches!(
+            input,
+            "operation" | "object" | "oldObject" | "user" | "dryRun" | "now"
+        ),
+        Call::Convert => matches!(input, "objects" | "apiVersion" | "roundTrip"),
+    }
 }
 
 /// Is `path` a fixture file (by extension)?
@@ -135,52 +210,128 @@ pub fn read_cases(path: &Path) -> Result<Vec<Case>, FixtureError> {
 }
 
 fn case(
-    written: Written,
+    mut written: Written,
     default_name: String,
     file: &Path,
     document: usize,
 ) -> Result<Case, String> {
-    let now = written.now.unwrap_or_else(|| DEFAULT_NOW.into());
+    let call = written.call;
+    if let Some((input, _)) = written
+        .inputs()
+        .into_iter()
+        .find(|(input, given)| *given && !takes(call, input))
+    {
+        return Err(format!("a {call} case takes no {input}"));
+    }
+    let now = written.now.take().unwrap_or_else(|| DEFAULT_NOW.into());
     now.parse::<jiff::Timestamp>()
         .map_err(|e| format!("now: {now:?} is not an RFC 3339 time: {e}"))?;
-    let entropy = match written.entropy {
+    let entropy = match written.entropy.take() {
         None => default_entropy(),
         Some(hex_text) => match hex::decode(&hex_text) {
             Ok(bytes) if bytes.len() == 32 => bytes,
             _ => return Err(format!("entropy: expected 64 hex digits, got {hex_text:?}")),
         },
     };
-    let parent = match (written.call, written.parent) {
-        (Call::Manifest, Some(_)) => return Err("a manifest case takes no parent".into()),
-        (Call::Manifest, None) => None,
-        (call, None) => return Err(format!("a {call} case needs a parent")),
-        (_, Some(parent)) => Some(with_uid(parent)?),
+    let parent = match (call, written.parent.take()) {
+        (Call::Reconcile | Call::Finalize, None) => {
+            return Err(format!("a {call} case needs a parent"));
+        }
+        (_, parent) => parent.map(with_uid).transpose()?,
     };
     if written.config.as_ref().is_some_and(|c| !c.is_object()) {
         return Err("config: expected a mapping".into());
     }
-    for (what, objects) in [
-        ("observed", &written.observed),
-        ("related", &written.related),
-    ] {
+    let observed = written.observed.take().unwrap_or_default();
+    let related = written.related.take().unwrap_or_default();
+    for (what, objects) in [("observed", &observed), ("related", &related)] {
         if objects.iter().any(|o| !o.is_object()) {
             return Err(format!("{what}: expected a list of objects"));
         }
     }
-    let expect =
-        Outcome::expected(written.call, written.expect).map_err(|e| format!("expect: {e}"))?;
+    let review = match call {
+        Call::Validate | Call::Mutate => Some(review(&mut written)?),
+        _ => None,
+    };
+    let conversion = match call {
+        Call::Convert => Some(conversion(&mut written)?),
+        _ => None,
+    };
+    let expect = Outcome::expected(call, written.expect).map_err(|e| format!("expect: {e}"))?;
     Ok(Case {
         name: written.name.unwrap_or(default_name),
         file: file.to_path_buf(),
         document,
-        call: written.call,
+        call,
         config: written.config,
         now,
         entropy,
         parent,
-        observed: written.observed,
-        related: written.related,
+        observed,
+        related,
+        review,
+        conversion,
         expect,
+    })
+}
+
+/// The review of a `validate` or `mutate` case: its `operation`, the
+/// objects that operation carries, `user` and `dryRun`.
+fn review(written: &mut Written) -> Result<AdmissionCall, String> {
+    let named = written
+        .operation
+        .as_deref()
+        .ok_or("a validate or mutate case needs an operation (create, update or delete)")?;
+    let operation = admit::operation(named)
+        .ok_or_else(|| format!("operation: expected create, update or delete, got {named:?}"))?;
+    let (object, old_object) = admit::carries(operation);
+    let a = if operation == Operation::Update {
+        "an"
+    } else {
+        "a"
+    };
+    for (key, carried, given) in [
+        ("object", object, written.object.is_some()),
+        ("oldObject", old_object, written.old_object.is_some()),
+    ] {
+        match (carried, given) {
+            (true, false) => return Err(format!("{a} {named} case needs {key}")),
+            (false, true) => {
+                let why = match operation {
+                    Operation::Delete => "the object deleted is oldObject",
+                    _ => "nothing is stored before a create",
+                };
+                return Err(format!("a {named} carries no {key} ({why})"));
+            }
+            _ => {}
+        }
+    }
+    let mut call = admit::review(operation, written.object.take(), written.old_object.take())?;
+    if let Some(user) = written.user.take() {
+        call.username = user.username.unwrap_or(call.username);
+        call.groups = user.groups;
+    }
+    call.dry_run = written.dry_run.unwrap_or(false);
+    Ok(call)
+}
+
+/// The objects and version of a `convert` case.
+fn conversion(written: &mut Written) -> Result<Conversion, String> {
+    let objects = written
+        .objects
+        .take()
+        .ok_or("a convert case needs objects")?;
+    if objects.iter().any(|o| !o.is_object()) {
+        return Err("objects: expected a list of objects".into());
+    }
+    let api_version = written
+        .api_version
+        .take()
+        .ok_or("a convert case needs the apiVersion to convert to")?;
+    Ok(Conversion {
+        objects,
+        api_version,
+        round_trip: written.round_trip.unwrap_or(false),
     })
 }
 
@@ -238,6 +389,60 @@ mod tests {
     }
 
     const PARENT: &str = "parent: {apiVersion: v1, kind: Pod, metadata: {name: p}}\n";
+    const OBJECT: &str =
+        "{apiVersion: example.com/v1, kind: Database, metadata: {name: d, namespace: shop}}";
+
+    #[test]
+    fn a_write_is_a_review_named_after_its_object() {
+        let text = format!(
+            "call: validate\noperation: update\nobject: {OBJECT}\noldObject: {OBJECT}\nuser: {{username: alice, groups: [devs]}}\ndryRun: true\n---\ncall: mutate\noperation: delete\noldObject: {OBJECT}\n"
+        );
+        let [update, delete] = <[Case; 2]>::try_from(cases(&text).unwrap()).unwrap();
+        let review = update.review.unwrap();
+        assert_eq!(review.operation, Operation::Update);
+        assert_eq!(
+            (
+                review.group.as_str(),
+                review.version.as_str(),
+                review.kind.as_str()
+            ),
+            ("example.com", "v1", "Database")
+        );
+        assert_eq!(
+            (review.namespace.as_str(), review.name.as_str()),
+            ("shop", "d")
+        );
+        assert_eq!(
+            (review.username.as_str(), review.groups),
+            ("alice", vec!["devs".to_string()])
+        );
+        assert!(review.dry_run);
+        assert!(review.object.is_some() && review.old_object.is_some());
+        assert_eq!(
+            update.expect,
+            Outcome::expected(Call::Validate, None).unwrap()
+        );
+        let review = delete.review.unwrap();
+        assert_eq!((review.object, review.name.as_str()), (None, "d"));
+        assert_eq!(
+            (review.username.as_str(), review.dry_run),
+            (admit::TEST_USER, false),
+            "the test user, no dry run"
+        );
+    }
+
+    #[test]
+    fn a_conversion_names_its_objects_and_version() {
+        let text = format!(
+            "call: convert\nobjects: [{OBJECT}]\napiVersion: example.com/v2\nroundTrip: true\n"
+        );
+        let [case] = <[Case; 1]>::try_from(cases(&text).unwrap()).unwrap();
+        let conversion = case.conversion.unwrap();
+        assert_eq!(conversion.api_version, "example.com/v2");
+        assert_eq!(conversion.objects.len(), 1);
+        assert!(conversion.round_trip);
+        assert!(case.review.is_none() && case.parent.is_none());
+    }
 
     #[test]
     fn defaults_fill_what_a_case_leaves_out() {
@@ -286,6 +491,56 @@ mod tests {
             ),
             (format!("{PARENT}observed: [1]\n"), "observed"),
             (format!("{PARENT}call: upgrade\n"), "unknown variant"),
+            (format!("{PARENT}operation: create\n"), "takes no operation"),
+            (format!("call: validate\n{PARENT}"), "takes no parent"),
+            ("call: validate\n".into(), "needs an operation"),
+            (
+                "call: mutate\noperation: upsert\n".into(),
+                "expected create, update or delete",
+            ),
+            (
+                "call: validate\noperation: create\n".into(),
+                "a create case needs object",
+            ),
+            (
+                format!("call: validate\noperation: update\nobject: {OBJECT}\n"),
+                "an update case needs oldObject",
+            ),
+            (
+                format!(
+                    "call: validate\noperation: delete\noldObject: {OBJECT}\nobject: {OBJECT}\n"
+                ),
+                "a delete carries no object",
+            ),
+            (
+                format!(
+                    "call: validate\noperation: create\nobject: {OBJECT}\noldObject: {OBJECT}\n"
+                ),
+                "a create carries no oldObject",
+            ),
+            (
+                "call: validate\noperation: create\nobject: {metadata: {}}\n".into(),
+                "apiVersion or kind",
+            ),
+            (
+                format!("call: mutate\noperation: create\nobject: {OBJECT}\nuser: {{name: x}}\n"),
+                "unknown field `name`",
+            ),
+            (
+                format!("call: validate\noperation: create\nobject: {OBJECT}\nroundTrip: true\n"),
+                "takes no roundTrip",
+            ),
+            ("call: convert\napiVersion: v2\n".into(), "needs objects"),
+            (
+                format!("call: convert\nobjects: [{OBJECT}]\n"),
+                "needs the apiVersion",
+            ),
+            (
+                format!(
+                    "call: convert\nobjects: [{OBJECT}]\napiVersion: v2\nnow: \"2026-11-29T18:00:00Z\"\n"
+                ),
+                "takes no now",
+            ),
         ] {
             let error = cases(&text).unwrap_err().to_string();
             assert!(error.contains("document 1"), "{error}");

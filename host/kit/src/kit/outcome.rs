@@ -17,6 +17,12 @@ pub enum Call {
     Reconcile,
     Finalize,
     Manifest,
+    /// `admission.validate`: one write's verdict.
+    Validate,
+    /// `admission.mutate`: one write's JSON patch.
+    Mutate,
+    /// `conversion.convert`: objects at another version.
+    Convert,
 }
 
 impl std::fmt::Display for Call {
@@ -25,6 +31,9 @@ impl std::fmt::Display for Call {
             Call::Reconcile => "reconcile",
             Call::Finalize => "finalize",
             Call::Manifest => "manifest",
+            Call::Validate => "validate",
+            Call::Mutate => "mutate",
+            Call::Convert => "convert",
         })
     }
 }
@@ -44,15 +53,23 @@ impl Call {
             ],
             Call::Finalize => &["done", "requeueAfterSeconds", "events", "error", "refused"],
             Call::Manifest => &["manifest", "error"],
+            Call::Validate => &["allowed", "warnings", "denied", "error", "refused"],
+            Call::Mutate => &["patch", "error", "refused"],
+            Call::Convert => &["objects", "error", "refused"],
         }
+    }
+
+    /// Is it one of the calls the live host serves as a webhook?
+    pub fn is_webhook(self) -> bool {
+        matches!(self, Call::Validate | Call::Mutate | Call::Convert)
     }
 }
 
 /// The empty answer of a field: what its absence means.
 fn empty(field: &str) -> Value {
     match field {
-        "children" | "events" => json!([]),
-        "done" => json!(false),
+        "children" | "events" | "warnings" | "patch" | "objects" => json!([]),
+        "done" | "allowed" => json!(false),
         _ => Value::Null,
     }
 }
@@ -100,14 +117,20 @@ impl Outcome {
     }
 
     /// A case's `expect` (absent or null: the empty answer), checked and
-    /// made canonical.
+    /// made canonical. A validation's `allowed` goes without saying: it is
+    /// true unless the case expects a denial or an error.
     pub fn expected(call: Call, expect: Option<Value>) -> Result<Self, String> {
         let mut outcome = Outcome::empty(call);
         let given = match expect {
-            None | Some(Value::Null) => return Ok(outcome),
+            None | Some(Value::Null) => Map::new(),
             Some(Value::Object(given)) => given,
             Some(_) => return Err("expected a mapping".into()),
         };
+        if call == Call::Validate && !given.contains_key("allowed") {
+            let refused = |key: &str| given.get(key).is_some_and(|v| !v.is_null());
+            let allowed = !refused("denied") && !refused("error");
+            outcome.set("allowed", allowed.into())?;
+        }
         for (key, value) in given {
             if !call.fields().contains(&key.as_str()) {
                 return Err(format!(
@@ -148,7 +171,20 @@ impl Outcome {
                 Value::Object(patch)
             }
             ("requeueAfterSeconds", v @ Value::Number(_)) if v.is_u64() => v,
-            ("done", v @ Value::Bool(_)) => v,
+            ("done" | "allowed", v @ Value::Bool(_)) => v,
+            ("warnings", Value::Array(warnings)) => {
+                if warnings.iter().any(|w| !w.is_string()) {
+                    return Err("warnings: expected a list of strings".into());
+                }
+                Value::Array(warnings)
+            }
+            ("denied", Value::Object(denied)) => check_denied(denied)?,
+            ("patch" | "objects", Value::Array(items)) => {
+                if items.iter().any(|i| !i.is_object()) {
+                    return Err(format!("{field}: expected a list of objects"));
+                }
+                Value::Array(items)
+            }
             ("refused", v @ Value::String(_)) => v,
             ("status" | "manifest", v @ Value::Object(_)) => v,
             ("error", Value::Object(error)) => check_error(error)?,
@@ -188,6 +224,11 @@ impl Outcome {
             {
                 patch.retain(|_, v| v.as_object().is_none_or(|m| !m.is_empty()));
             }
+            if *field == "denied"
+                && let Some(denied) = value.as_object_mut()
+            {
+                denied.retain(|k, v| k != "causes" || v.as_array().is_none_or(|c| !c.is_empty()));
+            }
             out.insert((*field).into(), (&value).into());
         }
         yaml::Value::Mapping(out)
@@ -209,6 +250,35 @@ fn check_error(error: Map<String, Value>) -> Result<Value, String> {
         return Err(format!("error: unknown key {key:?}"));
     }
     Ok(Value::Object(error))
+}
+
+/// A denial: `message`, and `causes` (default none), each a `field` and a
+/// `message`.
+fn check_denied(mut denied: Map<String, Value>) -> Result<Value, String> {
+    if !denied.get("message").is_some_and(Value::is_string) {
+        return Err("denied.message: expected a string".into());
+    }
+    if let Some(key) = denied
+        .keys()
+        .find(|k| !matches!(k.as_str(), "message" | "causes"))
+    {
+        return Err(format!("denied: unknown key {key:?}"));
+    }
+    let causes = denied.entry("causes").or_insert_with(|| json!([]));
+    if causes.is_null() {
+        *causes = json!([]);
+    }
+    let cause_ok = |c: &Value| {
+        c.as_object().is_some_and(|c| {
+            c.len() == 2
+                && c.get("field").is_some_and(Value::is_string)
+                && c.get("message").is_some_and(Value::is_string)
+        })
+    };
+    if !causes.as_array().is_some_and(|c| c.iter().all(cause_ok)) {
+        return Err("denied.causes: expected a list of {field, message} strings".into());
+    }
+    Ok(Value::Object(denied))
 }
 
 /// A child's identity in the set of children: apiVersion, kind, namespace,
@@ -315,6 +385,61 @@ mod tests {
             assert!(error.contains(says), "{yaml}: {error}");
         }
         assert!(expected(Call::Reconcile, "error: {kind: invalid-input, message: no}").is_ok());
+    }
+
+    #[test]
+    fn a_validation_is_allowed_unless_it_expects_a_denial_or_an_error() {
+        let allowed = expected(Call::Validate, "{}").unwrap();
+        assert_eq!(allowed.get("allowed"), &json!(true));
+        assert_eq!(Outcome::expected(Call::Validate, None).unwrap(), allowed);
+        let warned = expected(Call::Validate, "warnings: [old]").unwrap();
+        assert_eq!(warned.get("allowed"), &json!(true));
+        let denied = expected(Call::Validate, "denied: {message: refused}").unwrap();
+        assert_eq!(denied.get("allowed"), &json!(false));
+        assert_eq!(
+            denied.get("denied"),
+            &json!({"message": "refused", "causes": []}),
+            "causes default to none"
+        );
+        let failed = expected(Call::Validate, "error: {kind: failed, message: x}").unwrap();
+        assert_eq!(failed.get("allowed"), &json!(false));
+        // Written back as a case would write it: the denial alone.
+        let written = kubeplug_core::yaml::to_string(&denied.to_expect());
+        assert_eq!(written, "denied:\n  message: refused\n");
+    }
+
+    #[test]
+    fn webhook_expectations_are_checked() {
+        for (call, yaml, says) in [
+            (Call::Validate, "patch: []", "unknown key \"patch\""),
+            (Call::Validate, "allowed: yes", "allowed"),
+            (Call::Validate, "warnings: [1]", "warnings"),
+            (Call::Validate, "denied: {causes: []}", "denied.message"),
+            (
+                Call::Validate,
+                "denied: {message: m, why: x}",
+                "unknown key \"why\"",
+            ),
+            (
+                Call::Validate,
+                "denied: {message: m, causes: [{field: a}]}",
+                "denied.causes",
+            ),
+            (Call::Mutate, "patch: [add]", "patch"),
+            (Call::Mutate, "objects: []", "unknown key"),
+            (Call::Convert, "objects: {}", "objects"),
+            (Call::Convert, "children: []", "unknown key"),
+        ] {
+            let error = expected(call, yaml).unwrap_err();
+            assert!(error.contains(says), "{call} {yaml}: {error}");
+        }
+        let patch = expected(Call::Mutate, "patch: [{op: add, path: /spec/a, value: 1}]");
+        assert_ne!(patch.unwrap(), Outcome::empty(Call::Mutate));
+        assert_eq!(
+            expected(Call::Mutate, "patch: []").unwrap(),
+            Outcome::empty(Call::Mutate),
+            "no patch is the empty answer"
+        );
     }
 
     #[test]

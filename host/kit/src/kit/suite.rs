@@ -7,10 +7,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::check::{self, CaseError, FieldDiff, Subject};
+use super::check::{self, FieldDiff, Subject};
 use super::fixture::{self, Case, FixtureError};
+use super::outcome::Call;
+use crate::webhook;
 use kubeplug_core::admission::{Admission, AdmitError, Offline};
 use kubeplug_core::policy::Policy;
+use kubeplug_core::webhook::Webhook;
 use kubeplug_core::yaml;
 use kubeplug_runtime::{
     CallError, GuestError, LimitSettings, Limits, LoadError, Plugin, PluginOptions, Runtime,
@@ -96,7 +99,8 @@ pub struct CaseResult {
 #[derive(Debug)]
 pub struct Report {
     pub plugin: PathBuf,
-    /// What the admission took on trust (see [`kubeplug_core::admission::Admitted`]).
+    /// What the admission took on trust (see [`kubeplug_core::admission::Admitted`]),
+    /// and webhooks the cases call that the plugin's grant does not serve.
     pub notes: Vec<String>,
     pub results: Vec<CaseResult>,
 }
@@ -148,7 +152,7 @@ impl Report {
                 match &r.verdict {
                     Verdict::Failed(diffs) => {
                         for d in diffs {
-                            let _ = writeln!(out, "{} (- expected, + actual):", d.field);
+                            let _ = writeln!(out, "{} ({}):", d.field, d.sides);
                             out.push_str(&d.diff);
                         }
                     }
@@ -318,24 +322,36 @@ pub fn run(runtime: &Runtime, dir: &Path, options: &Options) -> Result<Report, S
     let mut results = Vec::new();
     // file -> document -> new `expect`.
     let mut updates: BTreeMap<PathBuf, BTreeMap<usize, yaml::Value>> = BTreeMap::new();
+    let mut ungranted = Vec::new();
     for case in &cases {
         let subject = loader.get(case.config.as_ref().unwrap_or(&default_config))?;
-        let verdict = match check::answer(case, subject, &options.policy) {
-            Err(error @ (CaseError::Call(_) | CaseError::NoGrant(_))) => {
-                Verdict::Broken(format!("{:#}", anyhow::Error::from(error)))
-            }
-            Ok(actual) => {
+        if let Subject::Loaded(plugin) = subject {
+            ungranted.extend(webhook_notes(case.call, plugin, &options.policy));
+        }
+        let answered = check::answer(case, subject, &options.policy).and_then(|actual| {
+            let lost = check::round_trip(case, subject, &actual)?;
+            Ok((actual, lost))
+        });
+        let verdict = match answered {
+            Err(error) => Verdict::Broken(format!("{:#}", anyhow::Error::from(error))),
+            Ok((actual, lost)) => {
                 let diffs = check::compare(&case.expect, &actual);
-                if diffs.is_empty() {
-                    Verdict::Passed
-                } else if options.update {
+                let update = options.update && !diffs.is_empty();
+                if update {
                     updates
                         .entry(case.file.clone())
                         .or_default()
                         .insert(case.document, actual.to_expect());
+                }
+                // A loss is no answer to record: --update cannot pass it.
+                let mut failed = if update { Vec::new() } else { diffs };
+                failed.extend(lost);
+                if !failed.is_empty() {
+                    Verdict::Failed(failed)
+                } else if update {
                     Verdict::Updated
                 } else {
-                    Verdict::Failed(diffs)
+                    Verdict::Passed
                 }
             }
         };
@@ -346,7 +362,12 @@ pub fn run(runtime: &Runtime, dir: &Path, options: &Options) -> Result<Report, S
             verdict,
         });
     }
-    let notes = loader.notes;
+    let mut notes = loader.notes;
+    for note in ungranted {
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
     for (file, expects) in updates {
         rewrite(&file, &expects)?;
     }
@@ -355,6 +376,20 @@ pub fn run(runtime: &Runtime, dir: &Path, options: &Options) -> Result<Report, S
         notes,
         results,
     })
+}
+
+/// What the plugin's grant does not serve of the webhook a case calls.
+fn webhook_notes(call: Call, plugin: &Plugin, policy: &Policy) -> Vec<String> {
+    let export = match call {
+        Call::Validate => Webhook::Validate,
+        Call::Mutate => Webhook::Mutate,
+        Call::Convert => Webhook::Convert,
+        Call::Reconcile | Call::Finalize | Call::Manifest => return Vec::new(),
+    };
+    policy
+        .grant(plugin.name())
+        .map(|grant| webhook::ungranted(&grant, &[export]))
+        .unwrap_or_default()
 }
 
 fn label(case: &Case) -> String {

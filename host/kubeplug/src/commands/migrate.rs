@@ -20,6 +20,7 @@ use kubeplug_operator::migrate::{self, Outcome, Report};
 pub struct MigrateArgs {
     /// The plugin `.wasm` that converts the kind: the one the CRD's
     /// conversion webhook is served by.
+    #[arg(long)]
     pub plugin: PathBuf,
     /// The CRD, by name (e.g. `databases.example.com`).
     #[arg(long)]

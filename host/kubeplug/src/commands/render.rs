@@ -1,17 +1,21 @@
 //! `kubeplug render`: a plugin's answer to a parent read from files, or to a
-//! captured call (`--request`), printed as the operator would apply it.
+//! captured call (`--request`), printed as the operator would apply it; or
+//! its webhooks' answers to a write (`--admission`) or a conversion
+//! (`--convert-to`) of objects read from files.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
+use anyhow::{Context as _, bail};
+use serde_json::Value;
 
 use super::offline::{print, read_config, read_crds};
 use crate::args::RenderArgs;
-use kubeplug_core::policy::Policy;
+use kubeplug_core::policy::{Effective, Policy};
 use kubeplug_kit::kit;
 use kubeplug_kit::render;
+use kubeplug_kit::webhook::admit;
 use kubeplug_operator::replay::{Call, Capture};
-use kubeplug_runtime::LimitSettings;
+use kubeplug_runtime::{LimitSettings, Plugin};
 
 /// `kubeplug render`: run a plugin on a parent read from files and print
 /// what the operator would apply.
@@ -30,10 +34,16 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
         grant,
         notes,
     } = kit::load::admit(&plugin, &policy, &crds, limits)?;
+    if let Some(operation) = args.admission.as_deref() {
+        return admission(&args, operation, &plugin, &grant, notes);
+    }
+    if let Some(api_version) = args.convert_to.as_deref() {
+        return conversion(&args, api_version, &plugin, &grant, notes);
+    }
     let parent = args
         .parent
         .as_deref()
-        .expect("clap requires -f without --request");
+        .expect("clap requires -f without --request or --old");
     let mut parents = render::read_objects(parent)?;
     if parents.len() != 1 {
         return Err(render::RenderError::ParentCount {
@@ -57,6 +67,78 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
         read_all(&args.related)?,
     )?;
     rendered.notes = notes;
+    print(&rendered, args.common.output)
+}
+
+/// The one object of `path`.
+fn one_object(path: &Path) -> anyhow::Result<Value> {
+    let mut objects = render::read_objects(path)?;
+    if objects.len() != 1 {
+        bail!(
+            "{}: expected exactly one object, found {}",
+            path.display(),
+            objects.len()
+        );
+    }
+    Ok(objects.remove(0))
+}
+
+/// `render --admission`: the write of `-f` (after `--old`) through the
+/// plugin's `mutate` and `validate`, as the live host would answer them.
+fn admission(
+    args: &RenderArgs,
+    operation: &str,
+    plugin: &Plugin,
+    grant: &Effective,
+    notes: Vec<String>,
+) -> anyhow::Result<()> {
+    let operation = admit::operation(operation).expect("clap checks the operation");
+    let given = args.parent.as_deref().map(one_object).transpose()?;
+    let old = args.old.as_deref().map(one_object).transpose()?;
+    let (carries_object, carries_old) = admit::carries(operation);
+    let name = admit::operation_name(operation);
+    let (object, old_object) = if carries_object {
+        let object = given.with_context(|| format!("--admission {name} needs -f OBJECT"))?;
+        match (carries_old, &old) {
+            (true, None) => {
+                bail!("--admission {name} needs --old FILE: the stored object before the write")
+            }
+            (false, Some(_)) => {
+                bail!("--admission {name} takes no --old: nothing is stored before a create")
+            }
+            _ => (Some(object), old),
+        }
+    } else {
+        // A delete carries only the stored object: -f or --old names it.
+        if given.is_some() && old.is_some() {
+            bail!("--admission {name} takes the object deleted once, as -f or --old");
+        }
+        (None, given.or(old))
+    };
+    let mut rendered = render::review::admission(plugin, grant, operation, object, old_object)?;
+    rendered.notes.splice(0..0, notes);
+    print(&rendered, args.common.output)
+}
+
+/// `render --convert-to`: the objects of `-f` through the plugin's
+/// `convert`, and back.
+fn conversion(
+    args: &RenderArgs,
+    api_version: &str,
+    plugin: &Plugin,
+    grant: &Effective,
+    notes: Vec<String>,
+) -> anyhow::Result<()> {
+    let path = args
+        .parent
+        .as_deref()
+        .expect("clap requires -f with --convert-to");
+    let objects = render::read_objects(path)?;
+    if objects.is_empty() {
+        bail!("{}: no objects to convert", path.display());
+    }
+    let mut rendered = render::review::conversion(plugin, grant, objects, api_version)?;
+    rendered.notes.splice(0..0, notes);
     print(&rendered, args.common.output)
 }
 

@@ -111,6 +111,7 @@ mod tests {
             resync_seconds: None,
             excluded_namespaces: Vec::new(),
             metadata_only: Vec::new(),
+            webhooks: Default::default(),
         }
     }
 

@@ -8,19 +8,12 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::super::answer::AnswerBytes;
+use super::super::bindings;
 use super::super::bindings::optional::admission as wit;
-use super::Plugin;
+use super::{Caller, Plugin};
 use crate::CallError;
 use kubeplug_core::contract::Limits;
-use kubeplug_core::webhook::{AdmissionCall, Operation, Verdict};
-
-/// Which optional exports a plugin has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Exports {
-    pub validate: bool,
-    pub mutate: bool,
-    pub convert: bool,
-}
+use kubeplug_core::webhook::{AdmissionCall, Operation, Verdict, Webhooks};
 
 impl AnswerBytes for wit::Verdict {
     fn bytes(&self) -> usize {
@@ -49,11 +42,48 @@ impl AnswerBytes for Vec<String> {
     }
 }
 
+impl Caller {
+    /// The webhooks the plugin offers, from its `admission` export's
+    /// `offered` (see `wit/plugin.wit`); a component without that function
+    /// offers the functions it exports.
+    pub(super) fn offered(&self, limits: Limits, config: &str) -> Result<Webhooks, CallError> {
+        let component = self.loaded.pre.instance_pre().component();
+        let Some(export) = component
+            .get_export_index(None, bindings::ADMISSION_EXPORT)
+            .and_then(|i| component.get_export_index(Some(&i), "offered"))
+        else {
+            return Ok(Webhooks {
+                validate: self.validate.is_some(),
+                mutate: self.mutate.is_some(),
+                convert: self.convert.is_some(),
+            });
+        };
+        let offered = self.run(limits, async |store, instance| {
+            let call =
+                instance.get_typed_func::<(&str,), (Vec<wit::Webhook>,)>(&mut *store, &export)?;
+            Ok(call.call_async(&mut *store, (config,)).await?.0)
+        })?;
+        let mut webhooks = Webhooks::default();
+        for webhook in offered {
+            match webhook {
+                wit::Webhook::Validate => webhooks.validate = true,
+                wit::Webhook::Mutate => webhooks.mutate = true,
+                wit::Webhook::Convert => webhooks.convert = true,
+            }
+        }
+        // What it offers it must export.
+        webhooks.validate &= self.validate.is_some();
+        webhooks.mutate &= self.mutate.is_some();
+        webhooks.convert &= self.convert.is_some();
+        Ok(webhooks)
+    }
+}
+
 impl Plugin {
     /// The optional exports this component has.
-    pub fn exports(&self) -> Exports {
+    pub fn exports(&self) -> Webhooks {
         let caller = &self.inner.caller;
-        Exports {
+        Webhooks {
             validate: caller.validate.is_some(),
             mutate: caller.mutate.is_some(),
             convert: caller.convert.is_some(),

@@ -65,6 +65,24 @@ def metadata_only(plugin, config_text: str) -> list:
         return []
 
 
+#: The webhooks a plugin may offer, in the WIT `webhook` enum's order, each
+#: the name of the plugin's method that implements it.
+WEBHOOKS = ("validate", "mutate", "convert")
+
+
+def offered(plugin, config_text: str) -> list:
+    """`admission.offered`: the names (of `WEBHOOKS`) of the methods the
+    plugin itself defines, not the SDK's defaults; nothing when the config
+    is refused (then `manifest` reports why). The platform's grant must
+    allow each one, or the host refuses the plugin at load."""
+    try:
+        manifest(plugin, config_text)
+    except PluginError:
+        return []
+    p = instance(plugin)
+    return [w for w in WEBHOOKS if callable(getattr(p, w, None))]
+
+
 def context(plugin, parent: str, observed, related, config_text: str, now: str, entropy) -> Context:
     p = instance(plugin)
     config = parse_config(p, config_text)

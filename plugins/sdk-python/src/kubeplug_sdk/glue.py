@@ -152,9 +152,14 @@ def export_admission(plugin):
     """The `(Admission, Conversion)` export classes for `plugin`, whose
     optional `validate(req)`, `mutate(req)` and `convert(objects,
     api_version, config)` they call (defaults: allow, leave as is, convert
-    nothing). Errors map as in `export`."""
+    nothing). `offered` names those the plugin defines (`core.offered`).
+    Errors map as in `export`."""
 
     class Admission:
+        def offered(self, config: str):
+            adm = _wit_admission()
+            return [adm.Webhook[w.upper()] for w in core.offered(plugin, config)]
+
         def validate(self, request):
             types, Err = _wit()
             adm = _wit_admission()

@@ -17,6 +17,13 @@ Besides the answer, the case fails when the host's fence would refuse it
 (children of a decorator, undeclared child kinds, a parent patch from a
 composite). Exit code: 0 all pass, 1 a case fails, 2 a file cannot be read
 or the plugin cannot be imported. Needs PyYAML (in the SDK's pinned venv).
+
+`validate`, `mutate` and `convert` cases run as `kubeplug test` runs them,
+with the host's decisions on their answers ported from the Rust core
+(`kubeplug_core::webhook`): the mutation's JSON patch and its fence, the
+verdict's quotas, what a conversion may change, and the `roundTrip` check.
+A case the live host would not ask the plugin (another kind or version than
+its parent's, a namespace it does not serve) fails.
 """
 
 from __future__ import annotations
@@ -37,7 +44,23 @@ DEFAULT_NOW = "2026-11-29T18:00:00Z"
 DEFAULT_ENTROPY = bytes(range(32))
 #: Filled in as the parent's metadata.uid when a fixture gives none.
 PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
-CALLS = ("reconcile", "finalize", "manifest")
+WEBHOOK_CALLS = ("validate", "mutate", "convert")
+CALLS = ("reconcile", "finalize", "manifest") + WEBHOOK_CALLS
+#: The user of a `validate` or `mutate` case that names none (the SDKs').
+TEST_USER = "test"
+#: Which objects a write carries, as the API server sends them:
+#: (object, oldObject).
+CARRIES = {"create": (True, False), "update": (True, True), "delete": (False, True)}
+#: The keys of a case besides `name`, `call`, `config` and `expect`.
+INPUTS = {
+    "validate": ("operation", "object", "oldObject", "user", "dryRun", "now"),
+    "mutate": ("operation", "object", "oldObject", "user", "dryRun", "now"),
+    "convert": ("objects", "apiVersion", "roundTrip"),
+}
+#: The host's quotas on a verdict (kubeplug_core::webhook).
+MAX_WARNINGS, MAX_TEXT, MAX_CAUSES = 16, 1024, 32
+#: The host's label and annotation domain, which no answer may touch.
+HOST_DOMAIN = "kubeplug.io"
 
 
 class FixtureError(Exception):
@@ -119,15 +142,24 @@ def _through_json(what, value):
 
 
 def run_case(plugin, case: dict):
-    """(answer, fence problems) of one case; the answer in fixture form."""
+    """(answer, problems) of one case; the answer in fixture form, each
+    problem a reason the case fails besides its answer."""
     call = case.get("call", "reconcile")
     if call not in CALLS:
         raise FixtureError(f"call must be one of {', '.join(CALLS)}, not {call!r}")
     config = case.get("config")
     config_text = json.dumps({} if config is None else config)
+    if call in WEBHOOK_CALLS:
+        return run_webhook_case(plugin, call, case, config_text)
     if call == "manifest":
         try:
-            return {"manifest": core.manifest(plugin, config_text).to_json()}, []
+            shown = core.manifest(plugin, config_text).to_json()
+            # As the host shows it: with the webhooks `offered` answers,
+            # only when there are any.
+            offered = core.offered(plugin, config_text)
+            if offered:
+                shown["webhooks"] = offered
+            return {"manifest": shown}, []
         except PluginError as e:
             return {"error": {"kind": e.kind, "message": e.message}}, []
     parent = case.get("parent")
@@ -161,7 +193,7 @@ def run_case(plugin, case: dict):
         }
     except PluginError as e:
         return {"error": {"kind": e.kind, "message": e.message}}, []
-    return answer, fence(plugin, config_text, parent, answer)
+    return answer, [f"fence: {p}" for p in fence(plugin, config_text, parent, answer)]
 
 
 def fence(plugin, config_text, parent, answer) -> list:
@@ -192,6 +224,367 @@ def fence(plugin, config_text, parent, answer) -> list:
     return problems
 
 
+# --- Webhooks: validate, mutate, convert --------------------------------
+
+def _error(e: PluginError) -> dict:
+    return {"error": {"kind": e.kind, "message": e.message}}
+
+
+def _guest_error_text(e: PluginError) -> str:
+    """A plugin's error as the host words it (Rust `GuestError`)."""
+    prefix = {"invalid-config": "invalid config: ", "invalid-input": "invalid input: "}
+    return prefix.get(e.kind, "") + e.message
+
+
+def _refusal(name: str, reason: str) -> str:
+    """An answer the host refuses, as it words the failed review."""
+    return f"plugin {name} failed: {reason}"
+
+
+def _text(obj, *path) -> str:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, str) else ""
+
+
+def _group_version(api_version: str):
+    """(group, version) of an apiVersion; the core group is ""."""
+    group, slash, version = api_version.partition("/")
+    return (group, version) if slash else ("", api_version)
+
+
+def _user(case: dict):
+    """(username, groups) of a validate or mutate case."""
+    user = case.get("user")
+    if user is None:
+        return TEST_USER, []
+    if not isinstance(user, dict) or set(user) - {"username", "groups"}:
+        raise FixtureError("user: expected {username, groups}")
+    return str(user.get("username") or TEST_USER), list(user.get("groups") or [])
+
+
+def _review(call: str, case: dict):
+    """(operation, object, oldObject) of a validate or mutate case."""
+    op = case.get("operation")
+    if op is None:
+        raise FixtureError(f"a {call} case needs an operation (create, update or delete)")
+    if op not in CARRIES:
+        raise FixtureError(f"operation: expected create, update or delete, got {op!r}")
+    for key, carried in zip(("object", "oldObject"), CARRIES[op]):
+        given = case.get(key) is not None
+        if carried and not given:
+            raise FixtureError(f"a {op} case needs {key}")
+        if given and not carried:
+            raise FixtureError(f"a {op} carries no {key}")
+        if given and not isinstance(case[key], dict):
+            raise FixtureError(f"{key}: expected an object")
+    return op, case.get("object"), case.get("oldObject")
+
+
+def _unasked(m, obj):
+    """Why the live host would not ask the plugin of manifest `m` about a
+    write of `obj` (kubeplug_core::webhook's AdmissionCall::check_kind, and
+    the plugin's namespaces); None when it would."""
+    parent = m.parent
+    kind = _text(obj, "kind")
+    group, version = _group_version(_text(obj, "apiVersion"))
+    if (group, kind) != (parent.group, parent.kind):
+        return (f"plugin {m.name} serves admission for {_kind_name(parent.group, parent.kind)} "
+                f"only, not {_kind_name(group, kind)}")
+    if version != parent.version:
+        return (f"plugin {m.name} reads {parent.kind} at {parent.api_version}; the webhook's "
+                f"rules must name that version (and matchPolicy Equivalent), not {version}")
+    namespace = _text(obj, "metadata", "namespace")
+    if parent.namespaced and m.namespace_list and namespace not in m.namespace_list:
+        return (f"plugin {m.name} does not serve namespace {json.dumps(namespace)}: "
+                f"the live host allows the write without asking it")
+    return None
+
+
+def _unconverted(m, objects: list, api_version: str):
+    """Why the live host would not ask the plugin of manifest `m` to convert
+    `objects` (kubeplug_core::webhook's ConversionCall::check_kind)."""
+    parent = m.parent
+    refuse = f"plugin {m.name} converts {_kind_name(parent.group, parent.kind)} only, not "
+    if _group_version(api_version)[0] != parent.group:
+        return refuse + api_version
+    for o in objects:
+        have, kind = _text(o, "apiVersion"), _text(o, "kind")
+        if _group_version(have)[0] != parent.group or kind != parent.kind:
+            return refuse + f"{kind} {have}"
+    return None
+
+
+def _kind_name(group: str, kind: str) -> str:
+    return f"{kind}.{group}" if group else kind
+
+
+def run_webhook_case(plugin, call: str, case: dict, config_text: str):
+    """(answer, problems) of a validate, mutate or convert case."""
+    allowed = {"name", "call", "config", "expect"} | set(INPUTS[call])
+    unknown = sorted(k for k in case if k not in allowed)
+    if unknown:
+        raise FixtureError(f"a {call} case takes no {unknown[0]}")
+    if call == "convert":
+        objects, api_version = _conversion(case)
+    else:
+        op, obj, old = _review(call, case)
+        username, groups = _user(case)
+    try:
+        m = core.manifest(plugin, config_text)
+    except PluginError as e:
+        return _error(e), []
+    if call == "convert":
+        return _run_convert(plugin, m, objects, api_version, bool(case.get("roundTrip")),
+                            config_text)
+    why = _unasked(m, obj if obj is not None else old)
+    if why:
+        return {}, [f"the live host would not ask: {why}"]
+    request = dict(
+        operation=op,
+        object_text=None if obj is None else json.dumps(obj),
+        old_object_text=None if old is None else json.dumps(old),
+        config_text=config_text, now=str(case.get("now") or DEFAULT_NOW),
+        username=username, groups=groups,
+        dry_run=bool(case.get("dryRun", False)),
+    )
+    try:
+        if call == "validate":
+            return _verdict_answer(m.name, core.validate(plugin, **request)), []
+        if op == "delete":
+            # As the live host: nothing to patch, the plugin is not asked.
+            return {"patch": []}, []
+        text = core.mutate(plugin, **request)
+    except PluginError as e:
+        return _error(e), []
+    if text is None:
+        return {"patch": []}, []
+    ops, refused = json_patch(obj, json.loads(text))
+    if refused:
+        return {"patch": [], "refused": _refusal(
+            m.name, f"its mutation is refused by its fence: {refused}")}, []
+    return {"patch": ops}, []
+
+
+def _verdict_answer(name: str, v) -> dict:
+    """A verdict in fixture form, refused over the host's quotas."""
+    if v.allowed:
+        answer = {"allowed": True, "warnings": [str(w) for w in v.warnings]}
+    else:
+        answer = {"denied": {"message": str(v.message),
+                             "causes": [{"field": str(f), "message": str(m)} for f, m in v.causes]}}
+    over = check_verdict(answer)
+    if over:
+        answer["refused"] = _refusal(name, f"answered with {over}")
+    return answer
+
+
+def check_verdict(answer: dict):
+    """Why the host refuses a verdict (kubeplug_core::webhook::check_verdict):
+    more warnings or causes, or longer texts, than it passes on; None if
+    it does not."""
+    def long(what, t):
+        n = len(t.encode())
+        return f"a {what} of {n} bytes (at most {MAX_TEXT})" if n > MAX_TEXT else None
+    if "denied" not in answer:
+        warnings = answer["warnings"]
+        if len(warnings) > MAX_WARNINGS:
+            return f"{len(warnings)} warnings (at most {MAX_WARNINGS})"
+        return next((r for r in (long("warning", w) for w in warnings) if r), None)
+    denied = answer["denied"]
+    if len(denied["causes"]) > MAX_CAUSES:
+        return f"{len(denied['causes'])} causes (at most {MAX_CAUSES})"
+    texts = [denied["message"]] + [t for c in denied["causes"] for t in (c["field"], c["message"])]
+    return next((r for r in (long("denial text", t) for t in texts) if r), None)
+
+
+_ABSENT = object()
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _at(doc, pointer: str):
+    """The value at a JSON Pointer, or _ABSENT."""
+    for token in pointer.split("/")[1:] if pointer else []:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if not isinstance(doc, dict) or token not in doc:
+            return _ABSENT
+        doc = doc[token]
+    return doc
+
+
+def changes(before, after, path: str = "") -> list:
+    """Where `after` differs from `before` (kubeplug_core::plan::diff with
+    both sides): objects walked key by key in sorted order (a key one side
+    lacks compares as null), anything else, lists included, compared whole.
+    Each change is (pointer, before, after), _ABSENT where a side has no
+    such field."""
+    out = []
+
+    def walk(b, a, path):
+        bv, av = (None if b is _ABSENT else b), (None if a is _ABSENT else a)
+        if isinstance(bv, dict) and isinstance(av, dict):
+            for key in sorted(set(bv) | set(av)):
+                walk(bv.get(key, _ABSENT), av.get(key, _ABSENT), f"{path}/{_escape(key)}")
+        elif not same(bv, av):
+            out.append((path, b, a))
+
+    walk(before, after, path)
+    return out
+
+
+def _host_key(key: str) -> bool:
+    prefix, slash, _ = key.partition("/")
+    return bool(slash) and (prefix == HOST_DOMAIN or prefix.endswith("." + HOST_DOMAIN))
+
+
+def _mutable(pointer: str, before, after):
+    """Why a mutation may not write `pointer` (kubeplug_core::webhook's
+    `mutable`): only spec, and labels and annotations one key at a time
+    outside the host's domain. None when it may."""
+    if pointer == "/spec" or pointer.startswith("/spec/"):
+        return None
+    for m in ("/metadata/labels", "/metadata/annotations"):
+        if pointer == m:
+            def keys(doc):
+                v = _at(doc, pointer)
+                return sorted(v) if isinstance(v, dict) else []
+            changed = keys(before) + keys(after)
+        elif pointer.startswith(m + "/"):
+            changed = [pointer[len(m) + 1:].replace("~1", "/").replace("~0", "~")]
+        else:
+            continue
+        for key in changed:
+            if _host_key(key):
+                return f"{m[len('/metadata/'):]} key {json.dumps(key, ensure_ascii=False)} is the host's ({HOST_DOMAIN}/)"
+        return None
+    return f"{pointer} is outside spec, metadata.labels and metadata.annotations"
+
+
+def json_patch(before: dict, after: dict):
+    """(ops, None): the JSON Patch (RFC 6902) turning `before` into `after`
+    as the host computes it (kubeplug_core::webhook::patch): `add` for a
+    field `before` lacks, `remove` for one `after` lacks, `replace`
+    otherwise; lists replaced whole. ([], reason) when a change is outside
+    what a mutation may write: one refuses the whole answer."""
+    ops = []
+    for pointer, b, a in changes(before, after):
+        refused = _mutable(pointer, before, after)
+        if refused:
+            return [], refused
+        if b is _ABSENT and a is not _ABSENT:
+            ops.append({"op": "add", "path": pointer, "value": a})
+        elif a is _ABSENT and b is not _ABSENT:
+            ops.append({"op": "remove", "path": pointer})
+        elif a is not _ABSENT:
+            ops.append({"op": "replace", "path": pointer, "value": a})
+    return ops, None
+
+
+def _fixed_metadata(obj) -> dict:
+    """Metadata a conversion may not change: all but labels and
+    annotations, and of those the host's keys."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        return meta
+    meta = dict(meta)
+    for m in ("labels", "annotations"):
+        entries = meta.get(m)
+        kept = {k: v for k, v in entries.items() if _host_key(k)} if isinstance(entries, dict) else {}
+        if kept:
+            meta[m] = kept
+        else:
+            meta.pop(m, None)
+    return meta
+
+
+def check_converted(objects: list, converted: list, api_version: str):
+    """Why the host refuses a conversion's answer
+    (kubeplug_core::webhook::check_converted); None if it does not."""
+    if len(converted) != len(objects):
+        return f"{len(converted)} objects answered for {len(objects)} asked"
+    for i, (before, after) in enumerate(zip(objects, converted)):
+        at = f"object {i} ({_text(before, 'metadata', 'name')})"
+        after = after if isinstance(after, dict) else {}
+        if after.get("apiVersion") != api_version:
+            return (f"{at} is answered at {json.dumps(after.get('apiVersion'), ensure_ascii=False)}, "
+                    f"not {api_version}")
+        if not same(after.get("kind"), before.get("kind")):
+            return f"{at} changed kind to {json.dumps(after.get('kind'), ensure_ascii=False)}"
+        changed = changes(_fixed_metadata(before), _fixed_metadata(after))
+        if changed:
+            return (f"{at} changed metadata{changed[0][0].replace('/', '.')} "
+                    f"(only labels and annotations outside {HOST_DOMAIN}/ may change)")
+    return None
+
+
+def _convert(plugin, objects: list, api_version: str, config_text: str) -> list:
+    texts = core.convert(plugin, [json.dumps(o) for o in objects], api_version, config_text)
+    return [json.loads(t) for t in texts]
+
+
+def _conversion(case: dict):
+    """(objects, apiVersion) of a convert case."""
+    objects, api_version = case.get("objects"), case.get("apiVersion")
+    if not isinstance(objects, list) or not all(isinstance(o, dict) for o in objects):
+        raise FixtureError("a convert case needs objects (a list of objects)")
+    if not isinstance(api_version, str):
+        raise FixtureError("a convert case needs the apiVersion to convert to")
+    return objects, api_version
+
+
+def _run_convert(plugin, m, objects: list, api_version: str, round_trips: bool,
+                 config_text: str):
+    why = _unconverted(m, objects, api_version)
+    if why:
+        return {}, [f"the live host would not ask: {why}"]
+    try:
+        converted = _convert(plugin, objects, api_version, config_text)
+    except PluginError as e:
+        answer, problems = _error(e), []
+    else:
+        answer, problems = {"objects": converted}, []
+        refused = check_converted(objects, converted, api_version)
+        if refused:
+            answer["refused"] = _refusal(m.name, f"its conversion is refused by its fence: {refused}")
+    if round_trips:
+        problems += round_trip(plugin, m, objects, answer, api_version, config_text)
+    return answer, problems
+
+
+def round_trip(plugin, m, objects: list, answer: dict, api_version: str, config_text: str) -> list:
+    """What converting `answer`'s objects back to each original's version
+    loses, field by field (kubeplug_core::webhook::round_trip_losses), as
+    problems: nothing may be lost."""
+    if "error" in answer or "refused" in answer:
+        return [f"roundTrip: no round trip: the conversion to {api_version} "
+                f"gave no objects to convert back"]
+    problems = []
+    for i, (original, there) in enumerate(zip(objects, answer["objects"])):
+        home = _text(original, "apiVersion")
+        trip = f"object {i} ({_text(original, 'metadata', 'name')}): {home} → {api_version} → {home}"
+        try:
+            back = _convert(plugin, [there], home, config_text)
+        except PluginError as e:
+            problems.append(f"roundTrip: {trip}\n  converting back failed: {_guest_error_text(e)}")
+            continue
+        refused = check_converted([there], back, home)
+        if refused:
+            problems.append(f"roundTrip: {trip}\n  " + _refusal(
+                m.name, f"its conversion is refused by its fence: {refused}"))
+            continue
+        lost = changes(original, back[0])
+        if lost:
+            shown = "".join(
+                f"\n  -{p}: {json.dumps(None if b is _ABSENT else b)}"
+                f"\n  +{p}: {json.dumps(None if a is _ABSENT else a)}"
+                for p, b, a in lost)
+            problems.append(f"roundTrip: {trip} loses{shown}")
+    return problems
+
+
 def _child_key(parent_ns, c):
     meta = c.get("metadata") if isinstance(c, dict) else None
     meta = meta if isinstance(meta, dict) else {}
@@ -214,6 +607,17 @@ def canonical(call: str, value: dict, parent_ns: str) -> dict:
         return {"done": bool(value.get("done", False)),
                 "requeueAfterSeconds": value.get("requeueAfterSeconds"),
                 "events": value.get("events") or []}
+    if call == "validate":
+        denied = value.get("denied")
+        if isinstance(denied, dict):
+            denied = {"message": denied.get("message"), "causes": denied.get("causes") or []}
+        return {"allowed": value.get("allowed", denied is None),
+                "warnings": value.get("warnings") or [], "denied": denied,
+                "refused": value.get("refused")}
+    if call == "mutate":
+        return {"patch": value.get("patch") or [], "refused": value.get("refused")}
+    if call == "convert":
+        return {"objects": value.get("objects") or [], "refused": value.get("refused")}
     patch = value.get("parentPatch") or {}
     labels, annotations = patch.get("labels") or {}, patch.get("annotations") or {}
     children = sorted(value.get("children") or [],
@@ -255,7 +659,7 @@ def check(plugin, name: str, case: dict, out=None) -> bool:
         return True
     print(f"FAIL {name}", file=out)
     for p in problems:
-        print(f"  fence: {p}", file=out)
+        print(f"  {p}", file=out)
     if not same(want, got):
         out.writelines(difflib.unified_diff(_dump(want), _dump(got), "expected", "answered"))
     return False

@@ -1,6 +1,14 @@
 /// <reference path="./kubeplug-plugin-types.d.ts" />
 declare module 'kubeplug:plugin/admission@0.1.0' {
   /**
+   * Which of `validate`, `mutate` and `convert` the plugin implements,
+   * for `config`. Asked once at load, after `manifest`: like every other
+   * request of a plugin, each must be allowed by its grant (`admission:`,
+   * `conversion:`), or the plugin is refused with the reason. A component
+   * without this function offers the functions it exports.
+   */
+  export function offered(config: string): Array<Webhook>;
+  /**
    * Allow or deny a create, update or delete of a parent. Called after the
    * API server's own checks and every mutation (the plugin's `mutate`
    * included); use it for what the CRD's schema cannot say: fields that
@@ -96,4 +104,15 @@ declare module 'kubeplug:plugin/admission@0.1.0' {
     tag: 'denied',
     val: Denial,
   }
+  /**
+   * A webhook a plugin offers.
+   * # Variants
+   * 
+   * ## `"validate"`
+   * 
+   * ## `"mutate"`
+   * 
+   * ## `"convert"`
+   */
+  export type Webhook = 'validate' | 'mutate' | 'convert';
 }
