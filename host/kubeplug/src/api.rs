@@ -110,16 +110,10 @@ pub async fn serve(
         let server = server.clone();
         tokio::spawn(async move {
             let tls = server.tls.read().expect("tls lock").clone();
-            let stream = match tokio::time::timeout(Duration::from_secs(10), tls.accept(stream))
-                .await
-            {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(error)) => {
-                    // No client certificate from the front proxy, most often.
-                    tracing::debug!(%peer, %error, "API connection refused in the TLS handshake");
-                    return;
-                }
-                Err(_) => return,
+            // Refused most often for want of the front proxy's client
+            // certificate.
+            let Some(stream) = crate::tls::handshake(&tls, stream, peer, "API").await else {
+                return;
             };
             // The leaf's one subject CN, as kube-apiserver judges it.
             let proxy_name: Option<String> = stream

@@ -14,6 +14,27 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// How long a client may take over the handshake.
+const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// One connection's TLS handshake on the listener of `what` (`API`,
+/// `webhook`), within [`HANDSHAKE`]; `None`, logged, when it fails.
+pub async fn handshake(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    what: &str,
+) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
+    match tokio::time::timeout(HANDSHAKE, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(error)) => {
+            tracing::debug!(%peer, %error, "{what} connection refused in the TLS handshake");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
 /// A certificate chain and its key, read from PEM files; `what` names them
 /// in errors.
 pub fn serving_cert(

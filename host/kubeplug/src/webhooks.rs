@@ -78,15 +78,8 @@ pub async fn serve(
         let server = server.clone();
         tokio::spawn(async move {
             let tls = server.tls.read().expect("tls lock").clone();
-            let stream = match tokio::time::timeout(Duration::from_secs(10), tls.accept(stream))
-                .await
-            {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(error)) => {
-                    tracing::debug!(%peer, %error, "webhook connection refused in the TLS handshake");
-                    return;
-                }
-                Err(_) => return,
+            let Some(stream) = crate::tls::handshake(&tls, stream, peer, "webhook").await else {
+                return;
             };
             let service = hyper::service::service_fn(move |req| {
                 let server = server.clone();

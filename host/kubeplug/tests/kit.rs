@@ -262,16 +262,7 @@ fn a_fence_refusal_fails_the_case_with_the_hosts_reason_unless_expected() {
         [hostile("undeclared"), hostile("error")].join("---\n"),
     )
     .unwrap();
-    let test = |extra: &[&str]| {
-        let mut args = vec![
-            "test".into(),
-            tmp.path().as_os_str().to_owned(),
-            "--plugin".into(),
-            test_plugin_path("hostile").into_os_string(),
-        ];
-        args.extend(extra.iter().map(Into::into));
-        kubeplug(args)
-    };
+    let test = |extra: &[&str]| test_hostile(tmp.path(), extra);
     let out = test(&[]);
     let shown = text(&out);
     assert_eq!(out.status.code(), Some(1), "{shown}");
@@ -351,6 +342,18 @@ fn test_refuses_a_plugin_the_live_host_would_refuse_under_the_same_policy() {
     assert!(!shown.contains("note:"), "{shown}");
 }
 
+/// `kubeplug test DIR --plugin <the hostile guest> EXTRA...`.
+fn test_hostile(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "test".into(),
+        dir.as_os_str().to_owned(),
+        "--plugin".into(),
+        test_plugin_path("hostile").into_os_string(),
+    ];
+    args.extend(extra.iter().map(Into::into));
+    kubeplug(args)
+}
+
 /// A Hostile (test.kubeplug.io/v1) whose webhooks misbehave as `spec` says
 /// (plugins/hostile/src/webhooks.rs), as a flow mapping.
 fn hostile_object(spec: &str) -> String {
@@ -387,16 +390,7 @@ fn webhook_cases_fail_with_the_hosts_refusal_and_update_to_it_but_never_to_a_los
         ),
     ];
     std::fs::write(&fixture, cases.join("---\n")).unwrap();
-    let test = |extra: &[&str]| {
-        let mut args = vec![
-            "test".into(),
-            tmp.path().as_os_str().to_owned(),
-            "--plugin".into(),
-            test_plugin_path("hostile").into_os_string(),
-        ];
-        args.extend(extra.iter().map(Into::into));
-        kubeplug(args)
-    };
+    let test = |extra: &[&str]| test_hostile(tmp.path(), extra);
     let out = test(&[]);
     let shown = text(&out);
     assert_eq!(out.status.code(), Some(1), "{shown}");

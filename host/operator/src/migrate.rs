@@ -125,12 +125,16 @@ impl Crd {
             .unwrap_or_default()
     }
 
-    fn api(&self, client: &kube::Client, version: &str) -> Api<DynamicObject> {
-        let resource = KubeResource::from_gvk_with_plural(
+    fn resource(&self, version: &str) -> KubeResource {
+        KubeResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(&self.group, version, &self.kind),
             &self.plural,
-        );
-        Api::all_with(client.clone(), &resource)
+        )
+    }
+
+    /// Objects of every namespace at `version`.
+    fn api(&self, client: &kube::Client, version: &str) -> Api<DynamicObject> {
+        Api::all_with(client.clone(), &self.resource(version))
     }
 
     fn api_version(&self, version: &str) -> String {
@@ -365,11 +369,7 @@ async fn rewrite(
     let name = object.metadata.name.clone().unwrap_or_default();
     let api = match (&object.metadata.namespace, crd.namespaced) {
         (Some(ns), true) => {
-            let resource = KubeResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk(&crd.group, version, &crd.kind),
-                &crd.plural,
-            );
-            Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource)
+            Api::<DynamicObject>::namespaced_with(client.clone(), ns, &crd.resource(version))
         }
         _ => crd.api(client, version),
     };

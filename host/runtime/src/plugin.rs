@@ -296,26 +296,8 @@ impl Plugin {
         }
     }
 
-    /// Call the guest's `export` (`reconcile` or `finalize`) with
-    /// `request` on a fresh instance; the guest's own error is typed.
-    fn call_with<T>(
-        &self,
-        export: &wasmtime::component::ComponentExportIndex,
-        request: &Request,
-        count: impl FnOnce(&T) -> Result<(), String>,
-    ) -> Result<T, CallError>
-    where
-        T: wasmtime::component::ComponentType
-            + wasmtime::component::Lift
-            + AnswerBytes
-            + Send
-            + Sync
-            + 'static,
-    {
-        self.call_export(export, (self.wit_request(request),), self.limits(), count)
-    }
-
-    /// Call `export` with `params` on a fresh instance within `limits`.
+    /// Call `export` with `params` on a fresh instance within `limits`;
+    /// the guest's own error is typed.
     ///
     /// The answer is copied out of the guest by wasmtime as the call
     /// returns (the guest frees its side right after), so it is at most as
@@ -372,9 +354,10 @@ impl Plugin {
     /// Decide the desired state for one parent.
     pub fn reconcile(&self, request: &Request) -> Result<Desired, CallError> {
         let children = self.limits().children;
-        let response: types::Response = self.call_with(
+        let response: types::Response = self.call_export(
             &self.inner.caller.reconcile,
-            request,
+            (self.wit_request(request),),
+            self.limits(),
             |r: &types::Response| {
                 if r.children.len() > children {
                     return Err(format!("{} children (quota {children})", r.children.len()));
@@ -390,8 +373,12 @@ impl Plugin {
 
     /// Ask the plugin to clean up for a parent being deleted.
     pub fn finalize(&self, request: &Request) -> Result<Finalized, CallError> {
-        let r: types::FinalizeResponse =
-            self.call_with(&self.inner.caller.finalize, request, |_| Ok(()))?;
+        let r: types::FinalizeResponse = self.call_export(
+            &self.inner.caller.finalize,
+            (self.wit_request(request),),
+            self.limits(),
+            |_| Ok(()),
+        )?;
         Ok(Finalized {
             done: r.done,
             requeue_after: r

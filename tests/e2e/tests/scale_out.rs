@@ -21,7 +21,7 @@ fn policy(dir: &PluginDir, namespace: &str) -> String {
     std::fs::write(
         &path,
         format!(
-            "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\nidentityNamespace: kubeplug-system\nplugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    namespaces: [{namespace}]\n    shards: {SHARDS}\n    shardPods: true\n"
+            "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\nidentityNamespace: kubeplug-system\nplugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    admission: [validate]\n    conversion: true\n    namespaces: [{namespace}]\n    shards: {SHARDS}\n    shardPods: true\n"
         ),
     )
     .expect("write policy");

@@ -63,6 +63,15 @@ fn host_with_webhooks_and(dir: &PluginDir, certs: &Path, port: u16, more: &[&str
     Host::start_with(dir, &args)
 }
 
+/// Reviews answered by `plugin`'s `webhook` with `result`, by the host's
+/// metrics.
+fn reviews(host: &Host, plugin: &str, webhook: &str, result: &str) -> f64 {
+    host.metric(
+        "kubeplug_webhook_requests_total",
+        &format!(r#"plugin="{plugin}",webhook="{webhook}",result="{result}""#),
+    )
+}
+
 /// `kubectl create` of `yaml` in `ns`: (succeeded, stderr).
 fn create(ns: &str, yaml: &str) -> (bool, String) {
     let out = kubectl(&["create", "-n", ns, "-f", "-"], Some(yaml));
@@ -214,24 +223,9 @@ fn plugins_validate_default_and_convert_through_the_api_server() {
     assert_eq!(app["spec"]["replicas"], 1);
 
     // Each review is counted by plugin, webhook and result.
-    assert!(
-        host.metric(
-            "kubeplug_webhook_requests_total",
-            r#"plugin="database",webhook="validate",result="denied""#
-        ) >= 3.0
-    );
-    assert!(
-        host.metric(
-            "kubeplug_webhook_requests_total",
-            r#"plugin="database",webhook="convert",result="converted""#
-        ) >= 1.0
-    );
-    assert!(
-        host.metric(
-            "kubeplug_webhook_requests_total",
-            r#"plugin="myapp",webhook="mutate",result="patched""#
-        ) >= 1.0
-    );
+    assert!(reviews(&host, "database", "validate", "denied") >= 3.0);
+    assert!(reviews(&host, "database", "convert", "converted") >= 1.0);
+    assert!(reviews(&host, "myapp", "mutate", "patched") >= 1.0);
 }
 
 /// The `/plugins` row of `<file>.wasm` once it failed to load.
@@ -300,12 +294,7 @@ fn a_webhook_the_grant_does_not_cover_is_refused_and_a_dead_host_fails_closed() 
         answer.contains("serves admission for Database.example.com only, not MyApp.example.com"),
         "{answer}"
     );
-    assert!(
-        host.metric(
-            "kubeplug_webhook_requests_total",
-            r#"plugin="database",webhook="validate",result="not_granted""#
-        ) >= 1.0
-    );
+    assert!(reviews(&host, "database", "validate", "not_granted") >= 1.0);
 
     // The host gone: the writes its webhooks guard fail closed, others pass.
     host.stop();
@@ -553,18 +542,8 @@ fn a_hostile_plugin_in_the_admission_path_is_stopped_within_the_webhooks_timeout
     assert!(ok, "{error}");
     database_runs(&ns.name, "unaffected");
     // Mutations run first: loop, sleep, alloc and panic fail there.
-    assert!(
-        host.metric(
-            "kubeplug_webhook_requests_total",
-            r#"plugin="hostile",webhook="mutate",result="failed""#
-        ) >= 5.0
-    );
-    assert!(
-        host.metric(
-            "kubeplug_webhook_requests_total",
-            r#"plugin="hostile",webhook="validate",result="failed""#
-        ) >= 1.0
-    );
+    assert!(reviews(&host, "hostile", "mutate", "failed") >= 5.0);
+    assert!(reviews(&host, "hostile", "validate", "failed") >= 1.0);
     // The grant's failure policy Ignore: a failing plugin lets the write
     // through, and kubectl shows why as a warning.
     host.stop();
