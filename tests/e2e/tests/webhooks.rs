@@ -72,6 +72,15 @@ fn reviews(host: &Host, plugin: &str, webhook: &str, result: &str) -> f64 {
     )
 }
 
+/// `kubectl patch` (merge) of Database `name` at v1.
+fn patch_v1(ns: &str, name: &str, patch: &str) -> std::process::Output {
+    let target = format!("databases.v1.example.com/{name}");
+    kubectl(
+        &["patch", "-n", ns, &target, "--type=merge", "-p", patch],
+        None,
+    )
+}
+
 /// `kubectl create` of `yaml` in `ns`: (succeeded, stderr).
 fn create(ns: &str, yaml: &str) -> (bool, String) {
     let out = kubectl(&["create", "-n", ns, "-f", "-"], Some(yaml));
@@ -134,33 +143,15 @@ fn plugins_validate_default_and_convert_through_the_api_server() {
     let (ok, error) = create(&ns.name, &database("db"));
     assert!(ok, "{error}");
     database_runs(&ns.name, "db");
-    let out = kubectl(
-        &[
-            "patch",
-            "-n",
-            &ns.name,
-            "databases.v1.example.com/db",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"engine":"mysql","version":"8.0.26"}}"#,
-        ],
-        None,
+    let out = patch_v1(
+        &ns.name,
+        "db",
+        r#"{"spec":{"engine":"mysql","version":"8.0.26"}}"#,
     );
     assert!(!out.status.success(), "changing the engine must be refused");
     let error = String::from_utf8_lossy(&out.stderr);
     assert!(error.contains("spec.engine"), "{error}");
-    let out = kubectl(
-        &[
-            "patch",
-            "-n",
-            &ns.name,
-            "databases.v1.example.com/db",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"replicas":2}}"#,
-        ],
-        None,
-    );
+    let out = patch_v1(&ns.name, "db", r#"{"spec":{"replicas":2}}"#);
     assert!(
         out.status.success(),
         "{}",
