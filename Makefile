@@ -159,6 +159,7 @@ bench: plugins host
 	BENCH_RUNS="$(OPERATOR_BENCH_RUNS)" tests/bench/operator
 	tests/bench/upgrade
 	tests/bench/rollout
+	tests/bench/admission
 
 clean:
 	rm -rf target
