@@ -13,8 +13,8 @@
 //! - `defaults`: mutate sets `spec.defaulted: true` (allowed).
 //! - anything else: allowed, unchanged.
 //!
-//! `convert` in the configuration, or `spec.convert` on any object of a
-//! list: `loop` spins; `rename` changes each object's name; `drop` answers
+//! `spec.convert` on any object of a list, or else `convert` in the
+//! configuration: `loop` spins; `rename` changes each object's name; `drop` answers
 //! one object fewer; `lossy` drops `spec.replicas` (a conversion that loses
 //! a field, for the round-trip check); otherwise each object is answered at
 //! the asked version, unchanged.
@@ -98,10 +98,10 @@ pub fn convert(
     api_version: &str,
     config: &Config,
 ) -> Result<Vec<Value>, Error> {
-    let behave = config
-        .convert
-        .as_deref()
-        .or_else(|| objects.iter().find_map(|o| o["spec"]["convert"].as_str()))
+    let behave = objects
+        .iter()
+        .find_map(|o| o["spec"]["convert"].as_str())
+        .or(config.convert.as_deref())
         .unwrap_or("ok")
         .to_string();
     misbehave(&behave);

@@ -81,6 +81,24 @@ fn patch_v1(ns: &str, name: &str, patch: &str) -> std::process::Output {
     )
 }
 
+/// POST `body` to the host's webhook listener at `path` (as the API server
+/// would): the answer's body.
+fn post(port: u16, certs: &Path, path: &str, body: &str) -> String {
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "10", "--cacert"])
+        .arg(certs.join("ca.crt"))
+        .args([
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+        ])
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .expect("curl runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// `kubectl create` of `yaml` in `ns`: (succeeded, stderr).
 fn create(ns: &str, yaml: &str) -> (bool, String) {
     let out = kubectl(&["create", "-n", ns, "-f", "-"], Some(yaml));
@@ -270,17 +288,12 @@ fn a_webhook_the_grant_does_not_cover_is_refused_and_a_dead_host_fails_closed() 
 
     // A MyApp review routed to database's path (a misconfiguration) is
     // refused by the kind check, not handed to database.
-    let curl = Command::new("curl")
-        .args([
-            "-s", "--max-time", "10", "--cacert", certs.join("ca.crt").to_str().unwrap(),
-            "-H", "Content-Type: application/json",
-            "--data-binary",
-            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","kind":{"group":"example.com","version":"v1alpha1","kind":"MyApp"},"operation":"CREATE","namespace":"x","object":{}}}"#,
-            &format!("https://127.0.0.1:{port}/validate/database"),
-        ])
-        .output()
-        .expect("curl runs");
-    let answer = String::from_utf8_lossy(&curl.stdout);
+    let answer = post(
+        port,
+        &certs,
+        "/validate/database",
+        r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","kind":{"group":"example.com","version":"v1alpha1","kind":"MyApp"},"operation":"CREATE","namespace":"x","object":{}}}"#,
+    );
     assert!(
         answer.contains("serves admission for Database.example.com only, not MyApp.example.com"),
         "{answer}"
@@ -472,11 +485,14 @@ fn a_hostile_plugin_in_the_admission_path_is_stopped_within_the_webhooks_timeout
     install_crds();
     let ns = Namespace::new("webhooks-hostile");
     let dir = PluginDir::with(&["database"]);
-    dir.settings("hostile", "config:\n  name: hostile\n  admission: true\n");
+    dir.settings(
+        "hostile",
+        "config:\n  name: hostile\n  admission: true\n  convert: ok\n",
+    );
     dir.install("hostile", "hostile");
     let certs = certificates(&dir.path);
     let port = free_port();
-    let policy = "plugins:\n  hostile:\n    parent: [Hostile.test.kubeplug.io]\n    children: [ConfigMap]\n    admission: [validate, mutate]\n";
+    let policy = "plugins:\n  hostile:\n    parent: [Hostile.test.kubeplug.io]\n    children: [ConfigMap]\n    admission: [validate, mutate]\n    conversion: true\n";
     let mut host = host_with_webhooks_and(
         &dir,
         &certs,
@@ -532,6 +548,39 @@ fn a_hostile_plugin_in_the_admission_path_is_stopped_within_the_webhooks_timeout
     let (ok, error) = create(&ns.name, &database("unaffected"));
     assert!(ok, "{error}");
     database_runs(&ns.name, "unaffected");
+    // Its conversions, as the API server would send them: an answer that
+    // renames, drops or never comes is refused with the reason, in time.
+    for (convert, reason) in [
+        ("rename", "changed metadata.name"),
+        ("drop", "0 objects answered for 1"),
+        ("loop", "exceeded its deadline"),
+    ] {
+        let review = format!(
+            r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{{"uid":"c-{convert}","desiredAPIVersion":"test.kubeplug.io/v2","objects":[{{"apiVersion":"test.kubeplug.io/v1","kind":"Hostile","metadata":{{"name":"h","namespace":"x","uid":"1"}},"spec":{{"convert":"{convert}"}}}}]}}}}"#
+        );
+        let started = std::time::Instant::now();
+        let answer = post(port, &certs, "/convert/hostile?timeout=3s", &review);
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "convert: {convert} held the review"
+        );
+        assert!(
+            answer.contains(r#""status":"Failure""#) && answer.contains(reason),
+            "convert: {convert}: {reason:?} missing from {answer}"
+        );
+    }
+    // A Database sent to hostile's conversion is not handed to it.
+    let answer = post(
+        port,
+        &certs,
+        "/convert/hostile",
+        r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"c-db","desiredAPIVersion":"example.com/v2","objects":[]}}"#,
+    );
+    assert!(
+        answer.contains("converts Hostile.test.kubeplug.io only"),
+        "{answer}"
+    );
+
     // Mutations run first: loop, sleep, alloc and panic fail there.
     assert!(reviews(&host, "hostile", "mutate", "failed") >= 5.0);
     assert!(reviews(&host, "hostile", "validate", "failed") >= 1.0);
