@@ -836,18 +836,27 @@ pub struct Registration;
 
 impl Registration {
     pub fn new(port: u16, ca: &Path) -> Self {
-        let out = Command::new(repo().join("deploy/apiservice/register-loopback"))
-            .args([&port.to_string(), ca.to_str().expect("utf-8 path")])
-            .output()
-            .expect("register-loopback");
-        assert!(
-            out.status.success(),
-            "register-loopback: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        deploy_script(
+            "deploy/apiservice/register-loopback",
+            &[&port.to_string(), ca.to_str().expect("utf-8 path")],
         );
         Registration
     }
+}
+
+/// Run one of the project's deploy scripts (`rel` from the repository
+/// root) with `args`; it must succeed.
+pub fn deploy_script(rel: &str, args: &[&str]) {
+    let out = Command::new(repo().join(rel))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{rel} runs: {e}"));
+    assert!(
+        out.status.success(),
+        "{rel}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Drop for Registration {
@@ -860,14 +869,9 @@ impl Drop for Registration {
 /// `dir/api-certs`.
 pub fn certificates(dir: &Path) -> PathBuf {
     let certs = dir.join("api-certs");
-    let out = Command::new(repo().join("deploy/apiservice/gen-cert"))
-        .arg(&certs)
-        .output()
-        .expect("gen-cert");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    deploy_script(
+        "deploy/apiservice/gen-cert",
+        &[certs.to_str().expect("utf-8 path")],
     );
     certs
 }

@@ -20,15 +20,9 @@ struct Webhooks;
 
 impl Webhooks {
     fn register(port: u16, ca: &Path) -> Self {
-        let out = Command::new(repo().join("deploy/webhooks/register-loopback"))
-            .args([&port.to_string(), ca.to_str().expect("utf-8 path")])
-            .output()
-            .expect("register-loopback runs");
-        assert!(
-            out.status.success(),
-            "register-loopback: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        deploy_script(
+            "deploy/webhooks/register-loopback",
+            &[&port.to_string(), ca.to_str().expect("utf-8 path")],
         );
         Webhooks
     }

@@ -89,18 +89,20 @@ def context(plugin, parent: str, observed, related, config_text: str, now: str, 
     return Context.from_json(parent, observed, related, config, now, entropy)
 
 
-def _answer(plugin, method: str, answer_type, ctx_args, missing):
-    """Call the plugin's `method` on a fresh context; `None` (or no such
-    method) is the `missing()` answer; anything but `answer_type` is a bug."""
+def _answer(plugin, method: str, answer_type, build, missing, shown=None):
+    """Call the plugin's `method` on what `build(plugin object)` makes of
+    the request; `None` (or no such method) is the `missing()` answer;
+    anything but `answer_type` is a bug (`shown` names what it should be)."""
     def run():
         p = instance(plugin)
-        ctx = context(p, *ctx_args)
+        arg = build(p)
         f = getattr(p, method, None)
-        r = f(ctx) if f is not None else None
+        r = f(arg) if f is not None else None
         if r is None:
             r = missing()
         if not isinstance(r, answer_type):
-            raise TypeError(f"{method}() returned {type(r).__name__}, not {answer_type.__name__}")
+            raise TypeError(f"{method}() returned {type(r).__name__}, "
+                            f"not {shown or answer_type.__name__}")
         return r
     return _guard(run)
 
@@ -108,14 +110,16 @@ def _answer(plugin, method: str, answer_type, ctx_args, missing):
 def reconcile(plugin, parent: str, observed, related, config_text: str, now: str, entropy) -> Response:
     """`reconcile`: the plugin's Response (None counts as the empty one)."""
     return _answer(plugin, "reconcile", Response,
-                   (parent, observed, related, config_text, now, entropy), Response)
+                   lambda p: context(p, parent, observed, related, config_text, now, entropy),
+                   Response)
 
 
 def finalize(plugin, parent: str, observed, related, config_text: str, now: str, entropy) -> FinalizeResponse:
     """`finalize`: the plugin's answer; a plugin without `finalize` (or one
     returning None) reports cleanup done at once, as in the Rust SDK."""
     return _answer(plugin, "finalize", FinalizeResponse,
-                   (parent, observed, related, config_text, now, entropy), FinalizeResponse)
+                   lambda p: context(p, parent, observed, related, config_text, now, entropy),
+                   FinalizeResponse)
 
 
 def admission_request(p, operation: str, object_text, old_object_text, config_text: str,
@@ -128,17 +132,9 @@ def admission_request(p, operation: str, object_text, old_object_text, config_te
 def validate(plugin, *request, **fields) -> Verdict:
     """`admission.validate` (request as `admission_request` takes it): the
     plugin's Verdict; a plugin without `validate` (or returning None) allows."""
-    def run():
-        p = instance(plugin)
-        req = admission_request(p, *request, **fields)
-        f = getattr(p, "validate", None)
-        r = f(req) if f is not None else None
-        if r is None:
-            r = allow()
-        if not isinstance(r, Verdict):
-            raise TypeError(f"validate() returned {type(r).__name__}, not Verdict (allow() or deny())")
-        return r
-    return _guard(run)
+    return _answer(plugin, "validate", Verdict,
+                   lambda p: admission_request(p, *request, **fields), allow,
+                   "Verdict (allow() or deny())")
 
 
 def mutate(plugin, *request, **fields) -> Optional[str]:
