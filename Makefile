@@ -11,7 +11,7 @@ export KUBEPLUG_CACHE ?= $(HOME)/.cache/kubeplug
 
 # Plugins shipped with the host, and test guests (never deployed).
 PLUGINS      := database myapp pod-annotator
-TEST_PLUGINS := hostile contract-v1 plain
+TEST_PLUGINS := hostile contract-v1 plain disruption-budget
 # Plugins in other languages, built by their SDKs' scripts with pinned
 # toolchains (a venv for componentize-py, `npm ci` for componentize-js),
 # outputs cached by content under $(KUBEPLUG_CACHE)/{py,ts}.

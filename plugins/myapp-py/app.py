@@ -8,11 +8,16 @@ errors, so either build can serve the same parents. Where the Rust plugin's
 behaviour comes from serde (error messages, a previous status that does not
 read being ignored whole), `serde_view` reproduces it. Its `mutate` defaults
 `spec.image` and `spec.replicas` on create and update, as the Rust one does.
+
+`spec.configRef.name` names a ConfigMap in the MyApp's namespace (a
+reference): the hash of its content goes into the pod template, so a change
+to it rolls the Deployment, and the `ConfigReady` condition says whether it
+was found.
 """
 
 from kubeplug_sdk import (
-    DELETE, DEPLOYMENT, InvalidInput, Manifest, Resource, Response, export, parse_time,
-    set_condition,
+    CONFIG_MAP, DELETE, DEPLOYMENT, InvalidInput, Manifest, Reference, Resource, Response,
+    export, parse_time, set_condition,
 )
 
 import serde_view as sv
@@ -47,6 +52,13 @@ _DEPLOYMENT_STATUS = sv.struct("DeploymentStatusView", [
 _DEPLOYMENT = sv.struct("DeploymentView", [
     ("status", sv.option(_DEPLOYMENT_STATUS), None),
 ])
+_CONFIG_MAP = sv.struct("ConfigMapView", [
+    ("data", sv.option(sv.string_map), None),
+    ("binaryData", sv.option(sv.string_map), None),
+])
+#: The pod template annotation that carries the ConfigMap's hash.
+CONFIG_HASH = "example.com/config-hash"
+FNV_OFFSET, FNV_PRIME, U64 = 0xcbf29ce484222325, 0x100000001b3, 2**64 - 1
 
 
 def _time(v):
@@ -61,10 +73,51 @@ def deployment_name(name: str) -> str:
     return f"{name}-deploy"
 
 
-def deployment(ctx, spec) -> dict:
+def config_ref(parent) -> str:
+    """`spec.configRef.name` when it is a non-empty string, else ""."""
+    spec = parent.get("spec") if isinstance(parent, dict) else None
+    ref = spec.get("configRef") if isinstance(spec, dict) else None
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def config_hash(config_map) -> str:
+    """FNV-1a 64 over `data` then `binaryData` (as the API server serves
+    it: base64), keys in byte order, each entry `section NUL key NUL value NUL`;
+    16 lowercase hex digits. Stable across languages, so every port rolls
+    the Deployment alike."""
+    h = FNV_OFFSET
+    for section in ("data", "binaryData"):
+        entries = config_map.get(section) or {}
+        for key in sorted(entries):
+            for part in (section, key, entries[key]):
+                for byte in part.encode() + b"\0":
+                    h = ((h ^ byte) * FNV_PRIME) & U64
+    return f"{h:016x}"
+
+
+def _config_map(ctx, name: str):
+    """The referenced ConfigMap as the Rust plugin finds it: the first of
+    that name in the parent's namespace that reads as a ConfigMapView."""
+    for o in ctx.related_of("ConfigMap", api_version="v1"):
+        meta = o.get("metadata")
+        if (isinstance(meta, dict) and meta.get("name") == name
+                and (meta.get("namespace") or "") == ctx.namespace):
+            try:
+                return _CONFIG_MAP(o)
+            except sv.SerdeError:
+                continue
+    return None
+
+
+def deployment(ctx, spec, config=None) -> dict:
+    """The Deployment; `config` is the referenced ConfigMap, if found."""
     selector = {"app.kubernetes.io/name": "myapp", "app.kubernetes.io/instance": ctx.name}
     labels = {**selector, "app.kubernetes.io/managed-by": "kubeplug"}
     image = spec["image"] or DEFAULT_IMAGE
+    template_meta = {"labels": labels}
+    if config is not None:
+        template_meta["annotations"] = {CONFIG_HASH: config_hash(config)}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -73,7 +126,7 @@ def deployment(ctx, spec) -> dict:
             "replicas": spec["replicas"],
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": template_meta,
                 "spec": {"containers": [{"name": "app", "image": image}]},
             },
         },
@@ -94,7 +147,9 @@ def _observed_deployment(ctx):
     return None
 
 
-def status(ctx, spec) -> dict:
+def status(ctx, spec, ref: str = "", config=None) -> dict:
+    """The status; `ref` is the configRef's name ("" for none), `config`
+    the ConfigMap it names, if found."""
     observed = _observed_deployment(ctx)
     available = ((observed or {}).get("status") or {}).get("availableReplicas") or 0
     want = spec["replicas"]
@@ -111,6 +166,16 @@ def status(ctx, spec) -> dict:
             conditions, "Available", "True" if phase == "Running" else "False", phase,
             f"{available}/{want} replicas available", now, observed_generation=ctx.generation,
         )
+        if ref:
+            found = config is not None
+            set_condition(
+                conditions, "ConfigReady", "True" if found else "False",
+                "Found" if found else "NotFound",
+                f"ConfigMap {ref} {'found' if found else 'not found'}", now,
+                observed_generation=ctx.generation,
+            )
+    if not ref:
+        conditions = [c for c in conditions if c.get("type") != "ConfigReady"]
     out = {"phase": phase, "availableReplicas": available}
     if ctx.generation is not None:
         out["observedGeneration"] = ctx.generation
@@ -122,7 +187,12 @@ class MyAppPlugin:
     """The plugin: see the module docstring."""
 
     def manifest(self, config):
-        return Manifest.composite("myapp", VERSION, MYAPP).owns(DEPLOYMENT)
+        return Manifest.composite("myapp", VERSION, MYAPP).owns(DEPLOYMENT).references(CONFIG_MAP)
+
+    def references(self, parent, config):
+        """The ConfigMap `spec.configRef` names, in the MyApp's namespace."""
+        name = config_ref(parent)
+        return [Reference.named(CONFIG_MAP, name)] if name else []
 
     def reconcile(self, ctx):
         try:
@@ -132,7 +202,10 @@ class MyAppPlugin:
         spec = app["spec"]
         if spec["replicas"] < 0:
             raise InvalidInput(f"spec.replicas must not be negative, got {spec['replicas']}")
-        return Response().child(deployment(ctx, spec)).set_status(status(ctx, spec))
+        ref = config_ref(ctx.parent)
+        config = _config_map(ctx, ref) if ref else None
+        return (Response().child(deployment(ctx, spec, config))
+                .set_status(status(ctx, spec, ref, config)))
 
     def mutate(self, req):
         """Store the defaults reconcile assumes, so that `kubectl get` shows

@@ -297,6 +297,7 @@ mod tests {
             resync_seconds: None,
             excluded_namespaces: Vec::new(),
             metadata_only: Vec::new(),
+            references: Vec::new(),
             webhooks: Default::default(),
         }
     }

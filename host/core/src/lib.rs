@@ -1,6 +1,7 @@
 //! kubeplug's pure core: what a plugin declares ([`manifest`]), the
 //! contract's data ([`contract`]), what its answer means in writes
-//! ([`plan`]), what the platform grants it ([`policy`], [`admission`]),
+//! ([`plan`]), what its parents may name ([`reference`]), what the
+//! platform grants it ([`policy`], [`admission`]),
 //! how a new version is judged ([`rollback`], [`rollout`]) and how a
 //! sharded plugin's parents are split between replicas ([`shard`]).
 //!
@@ -16,6 +17,7 @@ pub mod key;
 pub mod manifest;
 pub mod plan;
 pub mod policy;
+pub mod reference;
 pub mod report;
 pub mod rollback;
 pub mod rollout;

@@ -133,6 +133,11 @@ pub struct Manifest {
     /// export): watched, cached and handed over metadata-only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub metadata_only: Vec<ApiResource>,
+    /// Kinds the plugin's parents may name (its optional `references`
+    /// export's `kinds`): each must be granted; the host watches them in
+    /// the plugin's namespaces (see [`crate::reference`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<ApiResource>,
     /// The webhooks it offers (its optional `admission` export's
     /// `offered`): each must be granted, like every other request.
     #[serde(skip_serializing_if = "crate::webhook::Webhooks::is_none")]
@@ -223,21 +228,23 @@ impl Manifest {
                 ));
             }
         }
-        match self.mode {
-            Mode::Decorator if !self.children.is_empty() => {
-                return Err("a decorator plugin may not declare children".into());
+        // A decorator's children are its attachments: optional.
+        if self.mode == Mode::Composite && self.children.is_empty() {
+            return Err("a composite plugin must declare at least one child kind".into());
+        }
+        for (i, kind) in self.references.iter().enumerate() {
+            check_resource("referenced kind", kind)?;
+            if self.references[..i].iter().any(|k| k.same_kind(kind)) {
+                return Err(format!("referenced kind {kind} is named twice"));
             }
-            Mode::Composite if self.children.is_empty() => {
-                return Err("a composite plugin must declare at least one child kind".into());
-            }
-            _ => {}
         }
         for kind in &self.metadata_only {
-            let related = self.related.iter().any(|r| r.resource.same_kind(kind));
+            let related = self.related.iter().any(|r| r.resource.same_kind(kind))
+                || self.references.iter().any(|r| r.same_kind(kind));
             let decorated = self.mode == Mode::Decorator && self.parent.same_kind(kind);
             if !related && !decorated {
                 return Err(format!(
-                    "{kind} may be read metadata-only only as a related kind or a decorator's parent: the host compares children and a composite's parent whole"
+                    "{kind} may be read metadata-only only as a related or referenced kind or a decorator's parent: the host compares children and a composite's parent whole"
                 ));
             }
         }
@@ -257,6 +264,11 @@ impl Manifest {
     /// The fence: may this plugin write an object of this type?
     pub fn allows_child(&self, api_version: &str, kind: &str) -> bool {
         self.children.iter().any(|c| c.matches(api_version, kind))
+    }
+
+    /// The declared referenced kind of `kind` (group and kind compared).
+    pub fn referenced_kind(&self, kind: &ApiResource) -> Option<&ApiResource> {
+        self.references.iter().find(|r| r.same_kind(kind))
     }
 
     /// The child type for an object's `apiVersion` and `kind`, if declared.
@@ -329,11 +341,13 @@ impl Manifest {
             .collect()
     }
 
-    /// Every resource the manifest names: parent, children, related.
+    /// Every resource the manifest names: parent, children, related,
+    /// referenced.
     pub fn resources_mut(&mut self) -> impl Iterator<Item = &mut ApiResource> {
         std::iter::once(&mut self.parent)
             .chain(self.children.iter_mut())
             .chain(self.related.iter_mut().map(|r| &mut r.resource))
+            .chain(self.references.iter_mut())
     }
 
     /// Replace each resource's plural and scope with what the API server
@@ -405,6 +419,7 @@ mod tests {
             resync_seconds: None,
             excluded_namespaces: Vec::new(),
             metadata_only: Vec::new(),
+            references: Vec::new(),
             webhooks: Default::default(),
         }
     }

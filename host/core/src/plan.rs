@@ -64,7 +64,7 @@ pub enum FenceError {
     /// Two children with the same kind and name.
     #[error("child {kind}/{name} is returned twice")]
     Duplicate { kind: String, name: String },
-    /// A decorator returned children, or a composite plugin a parent patch.
+    /// A decorator returned a status, or a composite plugin a parent patch.
     #[error("a {mode} plugin may not return {what}")]
     WrongMode {
         mode: &'static str,
@@ -94,6 +94,9 @@ pub enum FenceError {
         on: String,
         key: String,
     },
+    /// A reference outside the fence (see [`crate::reference::check`]).
+    #[error(transparent)]
+    Reference(#[from] crate::reference::ReferenceError),
     /// A child carries a finalizer the plugin's grant does not cover:
     /// nothing would ever remove it, and the child (and its namespace)
     /// would hang in deletion.
@@ -237,12 +240,9 @@ fn prepare(
     desired: &[Value],
     shard: Option<ChildShard>,
 ) -> Result<Vec<Value>, FenceError> {
-    if manifest.mode == Mode::Decorator && !desired.is_empty() {
-        return Err(FenceError::WrongMode {
-            mode: "decorator",
-            what: "children",
-        });
-    }
+    // A decorator's children (its attachments) pass the same checks as a
+    // composite's: of a declared kind, in the decorated object's namespace,
+    // owned by it.
     let parent_ns = str_at(parent, "/metadata/namespace");
     let owner = if desired.is_empty() {
         Value::Null

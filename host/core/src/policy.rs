@@ -20,6 +20,7 @@
 //!     parent: [Database.example.com]
 //!     children: [StatefulSet.apps, Service, Secret]
 //!     related: [Pod]
+//!     references: [ConfigMap]  # kinds its parents may name (read in its namespaces)
 //!     namespaces: ["*"]
 //!     shards: 3          # parents split into 3 shards, each owned by one replica (default 1)
 //!     shardPods: true    # its related Pods are its StatefulSets' Pods: cache only its shards' (default false)

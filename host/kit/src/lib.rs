@@ -7,5 +7,6 @@
 #![forbid(unsafe_code)]
 
 pub mod kit;
+pub mod references;
 pub mod render;
 pub mod webhook;

@@ -162,8 +162,9 @@ fn is_related(manifest: &Manifest, parent: &Value, o: &Value) -> bool {
     })
 }
 
-/// Run `plugin` on `parent` with the observed children and related objects
-/// the files provide, filtered as the operator would filter them.
+/// Run `plugin` on `parent` with the observed children, related objects
+/// and referenced objects the files provide, filtered as the operator
+/// would filter them.
 pub fn render(
     plugin: &Plugin,
     grant: &Effective,
@@ -180,13 +181,26 @@ pub fn render(
             o["kind"].as_str().unwrap_or_default(),
         ) && same_namespace(&parent, o)
     });
-    let related = related
+    // Any object read may be one the parent's references find.
+    let referenced = match crate::references::referenced(plugin, &parent, &related) {
+        Ok(found) => found,
+        Err(crate::references::Unresolved::Call(e)) => return Err(e.into()),
+        Err(crate::references::Unresolved::Fence(e)) => return Err(e.into()),
+    };
+    let related: Vec<Value> = related
         .into_iter()
-        .filter(|o| is_related(manifest, &parent, o));
+        .filter(|o| is_related(manifest, &parent, o))
+        .collect();
+    let referenced = referenced.into_iter().filter(|o| !related.contains(o));
     let request = Request::new(
         parent.to_string().into(),
         observed.map(|o| o.to_string().into()).collect(),
-        related.map(|o| o.to_string().into()).collect(),
+        related
+            .iter()
+            .cloned()
+            .chain(referenced)
+            .map(|o| o.to_string().into())
+            .collect(),
     );
     render_request(plugin, grant, &request)
 }

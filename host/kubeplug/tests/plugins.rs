@@ -35,7 +35,11 @@ plugins:
   myapp:
     parent: [MyApp.example.com]
     children: [Deployment.apps]
+    references: [ConfigMap]
     admission: [mutate]
+  disruption-budget:
+    parent: [Deployment.apps]
+    children: [PodDisruptionBudget.policy]
 ";
 
 /// Run `plugins/<name>/fixtures/` against the component at `wasm` (a port
@@ -79,6 +83,13 @@ fn myapp_fixtures() {
 #[test]
 fn pod_annotator_fixtures() {
     fixtures("pod-annotator");
+}
+
+/// A decorator with attachments (plugins/disruption-budget), built as a
+/// test plugin.
+#[test]
+fn disruption_budget_fixtures() {
+    fixtures_with("disruption-budget", test_plugin_path("disruption-budget"));
 }
 
 /// pod-labeler is written in Python (plugins/pod-labeler).

@@ -231,6 +231,13 @@ impl Controller {
                     (r.clone(), view)
                 })
                 .collect(),
+            // Whole kinds in the plugin's namespaces: a name or selector
+            // differs per parent, and one watch serves them all.
+            referenced: manifest
+                .references
+                .iter()
+                .map(|kind| view(kind, Vec::new(), manifest.reads_metadata_only(kind)))
+                .collect(),
         };
         sources.index_related();
         let shard_count = identity.grant.grant.shards;
@@ -250,6 +257,7 @@ impl Controller {
             events: budget::EventBudget::new(identity.grant.quotas.events_per_parent_per_minute),
             last_calls: reconcile::unchanged::LastCalls::new(&identity.grant),
             echoes: reconcile::echoes::Echoes::default(),
+            references: reconcile::references::Referrers::default(),
             grant: Arc::new(identity.grant),
             access: identity.access,
             metrics: metrics.clone(),
@@ -324,6 +332,20 @@ impl Controller {
                 }
             });
             subscriptions.push(informer.subscribe(h));
+        }
+        for view in &shared.sources.referenced {
+            let (q, m, s) = (queue.clone(), m.clone(), Arc::downgrade(&shared));
+            let kind = view.resource().clone();
+            let h: Handler = Arc::new(move |o| {
+                let Some(shared) = s.upgrade() else { return };
+                for k in shared.fence.references.referrers(&kind, o) {
+                    if m.watches_namespace(&k.namespace) {
+                        routes::trace_trigger("referenced", o, &k);
+                        q.add_event(k)
+                    }
+                }
+            });
+            subscriptions.push(view.subscribe(h));
         }
 
         if let Some(shards) = &shared.shards {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::reconcile::{Fence, Inputs, ReconcileError, Sources, child_type, decide, inputs};
+use crate::reconcile::{Fence, Inputs, ReconcileError, Sources, child_type, decide, gather};
 use kubeplug_core::manifest::{ApiResource, same_shape};
 use kubeplug_core::plan::diff::Fields;
 use kubeplug_core::plan::{self, Action};
@@ -58,7 +58,8 @@ impl PreviewHandle {
     }
 
     /// The kinds a reconcile hands the plugin besides its parent: child
-    /// kinds (whose values a preview shows) and related kinds.
+    /// kinds (whose values a preview shows), and related and referenced
+    /// kinds.
     pub fn handed_kinds(&self) -> (Vec<ApiResource>, Vec<ApiResource>) {
         let plugin = self.0.plugin();
         let manifest = plugin.manifest();
@@ -68,6 +69,7 @@ impl PreviewHandle {
                 .related
                 .iter()
                 .map(|r| r.resource.clone())
+                .chain(manifest.references.iter().cloned())
                 .collect(),
         )
     }
@@ -140,12 +142,18 @@ pub fn rbac_name(kind: &ApiResource) -> String {
 pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, ReconcileError> {
     let manifest = target.plugin.manifest();
     let namespace = parent_obj.metadata.namespace.clone().unwrap_or_default();
-    target.fence.check_reads(manifest, &namespace).await?;
     let Inputs {
         parent,
         observed,
         request,
-    } = inputs(target.sources, parent_obj);
+    } = gather(
+        target.plugin,
+        target.sources,
+        target.fence,
+        parent_obj,
+        None,
+    )
+    .await?;
     let plan = decide(
         target.plugin,
         target.fence,

@@ -3,6 +3,7 @@
 pub mod budget;
 mod children;
 pub mod echoes;
+pub mod references;
 pub mod unchanged;
 
 use children::{Created, clash, create_child, create_once};
@@ -16,9 +17,10 @@ use serde_json::{Value, json};
 use crate::metrics::OperatorMetrics;
 use crate::shadow::Shadow;
 use budget::EventBudget;
-use kubeplug_core::manifest::{Manifest, Related};
-use kubeplug_core::plan::{self, Action, Plan, TypedKey};
+use kubeplug_core::manifest::{ApiResource, Manifest, Related};
+use kubeplug_core::plan::{self, Action, FenceError, Plan, TypedKey};
 use kubeplug_core::policy::Effective;
+use kubeplug_core::reference::{self, Reference, Target};
 use kubeplug_core::report::format_chain;
 use kubeplug_kube::apply::{WriteError, Writer};
 use kubeplug_kube::identity::{Access, AccessError};
@@ -111,6 +113,8 @@ pub struct Fence {
     pub last_calls: unchanged::LastCalls,
     /// The resourceVersions of our own status writes (see [`echoes`]).
     pub echoes: echoes::Echoes,
+    /// What each parent names, and who names what (see [`references`]).
+    pub references: references::Referrers,
 }
 
 impl Fence {
@@ -147,7 +151,7 @@ impl Fence {
 
     /// Ok if the plugin's ServiceAccount may read everything this reconcile
     /// would hand it in `namespace`: the parent, its children's kinds, the
-    /// related kinds.
+    /// related and referenced kinds.
     pub(crate) async fn check_reads(
         &self,
         manifest: &Manifest,
@@ -165,6 +169,9 @@ impl Fence {
                 .check(&self.grant, "list", &related.resource, namespace)
                 .await?;
         }
+        for kind in &manifest.references {
+            access.check(&self.grant, "list", kind, namespace).await?;
+        }
         Ok(())
     }
 }
@@ -174,6 +181,8 @@ pub struct Sources {
     pub parent: View,
     pub children: Vec<View>,
     pub related: Vec<(Related, View)>,
+    /// One per referenced kind, in the plugin's namespaces.
+    pub referenced: Vec<View>,
 }
 
 fn finalizers(parent: &Value) -> Vec<String> {
@@ -219,6 +228,44 @@ impl Sources {
         std::iter::once(&self.parent)
             .chain(&self.children)
             .chain(self.related.iter().map(|(_, i)| i))
+            .chain(&self.referenced)
+    }
+
+    /// The objects `references` find, each once, with its referenced kind.
+    fn find(&self, references: &[Reference]) -> Vec<(ApiResource, Arc<Object>)> {
+        let mut found: Vec<(ApiResource, Arc<Object>)> = Vec::new();
+        for reference in references {
+            let Some(view) = self
+                .referenced
+                .iter()
+                .find(|v| v.resource() == &reference.resource)
+            else {
+                continue;
+            };
+            let namespace = reference.namespace.as_deref();
+            let objects = match &reference.target {
+                Target::Name(name) => view
+                    .get(namespace.unwrap_or_default(), name)
+                    .into_iter()
+                    .collect(),
+                Target::Labels(_) => view.list(namespace),
+            };
+            for object in objects {
+                let hit = reference.finds(
+                    object
+                        .metadata
+                        .namespace
+                        .as_deref()
+                        .filter(|ns| !ns.is_empty()),
+                    object.metadata.name.as_deref().unwrap_or_default(),
+                    object.metadata.labels.as_ref(),
+                );
+                if hit && !found.iter().any(|(_, o)| Arc::ptr_eq(o, &object)) {
+                    found.push((reference.resource.clone(), object));
+                }
+            }
+        }
+        found
     }
 
     /// Put a child the host just applied into its cache (see
@@ -291,11 +338,17 @@ pub(crate) struct Inputs {
     pub request: Request,
 }
 
-/// The parent, its observed children and related objects, as one request.
+/// The parent, its observed children, related objects and the objects it
+/// references (`referenced`, after the related ones, each once), as one
+/// request.
 ///
 /// The texts are the caches' own, shared: nothing is serialized here. The
 /// parent and children are also parsed, for the comparisons that follow.
-pub(crate) fn inputs(sources: &Sources, parent_obj: &Object) -> Inputs {
+pub(crate) fn inputs(
+    sources: &Sources,
+    parent_obj: &Object,
+    referenced: &[(ApiResource, Arc<Object>)],
+) -> Inputs {
     let parent = parent_obj.to_value();
     let uid = parent_obj.metadata.uid.as_deref().unwrap_or_default();
     let namespace = parent_obj
@@ -305,12 +358,24 @@ pub(crate) fn inputs(sources: &Sources, parent_obj: &Object) -> Inputs {
         .filter(|ns| !ns.is_empty());
     let observed_objects = sources.observed(namespace, uid);
     let observed: Vec<Value> = observed_objects.iter().map(|o| o.to_value()).collect();
-    let related = sources
-        .related(
-            parent_obj.metadata.namespace.as_deref().unwrap_or_default(),
-            parent_obj.metadata.name.as_deref().unwrap_or_default(),
-        )
+    let related_objects = sources.related(
+        parent_obj.metadata.namespace.as_deref().unwrap_or_default(),
+        parent_obj.metadata.name.as_deref().unwrap_or_default(),
+    );
+    let also_related = |o: &Arc<Object>| {
+        o.metadata.uid.is_some()
+            && related_objects
+                .iter()
+                .any(|r| r.metadata.uid == o.metadata.uid)
+    };
+    let related = related_objects
         .iter()
+        .chain(
+            referenced
+                .iter()
+                .map(|(_, o)| o)
+                .filter(|o| !also_related(o)),
+        )
         .map(|o| o.json().clone())
         .collect();
     let request = Request::new(
@@ -323,6 +388,95 @@ pub(crate) fn inputs(sources: &Sources, parent_obj: &Object) -> Inputs {
         observed,
         request,
     }
+}
+
+/// Everything a call for `parent_obj` is handed, once the plugin's
+/// ServiceAccount is known to read it all: the one way a reconcile and a
+/// preview gather their inputs. `key` is the parent's when the answer is
+/// lived by (a reconcile): its references are then remembered and indexed.
+pub(crate) async fn gather(
+    plugin: &Plugin,
+    sources: &Sources,
+    fence: &Fence,
+    parent_obj: &Object,
+    key: Option<&ObjectKey>,
+) -> Result<Inputs, ReconcileError> {
+    let manifest = plugin.manifest();
+    let namespace = parent_obj.metadata.namespace.clone().unwrap_or_default();
+    fence.check_reads(manifest, &namespace).await?;
+    let referenced = referenced(plugin, sources, fence, parent_obj, key).await?;
+    Ok(inputs(sources, parent_obj, &referenced))
+}
+
+/// The objects `parent_obj` references, found in the caches. The plugin is
+/// asked once per version of the parent and of itself (references are a
+/// function of the parent and config alone); its answer is held to the
+/// fence, and a namespace other than the parent's (only a cluster-scoped
+/// parent may name one) is checked against the plugin's reads.
+async fn referenced(
+    plugin: &Plugin,
+    sources: &Sources,
+    fence: &Fence,
+    parent_obj: &Object,
+    key: Option<&ObjectKey>,
+) -> Result<Vec<(ApiResource, Arc<Object>)>, ReconcileError> {
+    if !plugin.references_objects() {
+        return Ok(Vec::new());
+    }
+    let manifest = plugin.manifest();
+    let version = parent_obj
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap_or_default();
+    let asked_of = plugin_identity(plugin);
+    let cached = key.and_then(|k| fence.references.cached(k, &version, &asked_of));
+    let references: Arc<[Reference]> = match cached {
+        Some(references) => references,
+        None => {
+            let asked = {
+                let (plugin, parent) = (plugin.clone(), parent_obj.json().clone());
+                call_blocking(move || plugin.references(&parent)).await?
+            };
+            let namespace = parent_obj
+                .metadata
+                .namespace
+                .as_deref()
+                .filter(|ns| !ns.is_empty());
+            let checked =
+                reference::check(manifest, namespace, asked).map_err(|e| plan::Fenced {
+                    plugin: manifest.name.clone(),
+                    source: FenceError::from(e),
+                })?;
+            for r in checked
+                .iter()
+                .filter(|r| r.namespace.as_deref() != namespace)
+            {
+                let ns = r.namespace.as_deref().unwrap_or_default();
+                fence
+                    .access
+                    .check(&fence.grant, "list", &r.resource, ns)
+                    .await?;
+            }
+            checked.into()
+        }
+    };
+    let found = sources.find(&references);
+    if let Some(key) = key {
+        fence
+            .references
+            .record(key, &version, &asked_of, references, &found);
+    }
+    Ok(found)
+}
+
+/// Which plugin a parent's references were asked of: its bytes and its
+/// configuration (a new one of either may name other objects).
+fn plugin_identity(plugin: &Plugin) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    plugin.config().hash(&mut hasher);
+    format!("{}/{:016x}", plugin.digest(), hasher.finish())
 }
 
 /// Call the plugin and decide what its answer writes for `parent`, whose
@@ -358,6 +512,7 @@ pub(crate) fn forget(shadow: Option<&Arc<Shadow>>, fence: &Fence, key: &ObjectKe
     }
     fence.last_calls.forget(key);
     fence.echoes.forget(key);
+    fence.references.forget(key);
 }
 
 pub async fn reconcile(
@@ -375,12 +530,11 @@ pub async fn reconcile(
         forget(shadow, fence, key);
         return Ok(Outcome::default());
     };
-    fence.check_reads(manifest, &key.namespace).await?;
     let Inputs {
         parent,
         observed,
         request,
-    } = inputs(sources, &parent_obj);
+    } = gather(plugin, sources, fence, &parent_obj, Some(key)).await?;
     let parent_uid = parent_obj.metadata.uid.clone().unwrap_or_default();
     let request = Arc::new(request);
     handed.request = Some(request.clone());

@@ -133,6 +133,7 @@ pub(super) fn host_manifest(m: types::PluginManifest) -> Manifest {
         resync_seconds: m.resync_seconds,
         excluded_namespaces: Vec::new(),
         metadata_only: Vec::new(),
+        references: Vec::new(),
         webhooks: Default::default(),
     }
 }

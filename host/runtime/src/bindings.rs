@@ -22,7 +22,7 @@ pub const RECONCILER_INTERFACE: &str = "kubeplug:plugin/reconciler";
 /// `wit/plugin.wit`).
 pub const READS_EXPORT: &str = "kubeplug:plugin/reads@0.1.0";
 
-/// The optional exports' types (`admission`, `conversion` in
+/// The optional exports' types (`references`, `admission`, `conversion` in
 /// `wit/plugin.wit`), generated from the world that carries them. Only
 /// their types are used: the host finds each export by name, so a plugin
 /// without them still loads through [`Plugin`] (see `plugin::Caller`).
@@ -37,8 +37,11 @@ pub mod optional {
         },
     });
 
-    pub use self::exports::kubeplug::plugin::admission;
+    pub use self::exports::kubeplug::plugin::{admission, references};
 }
+
+/// The optional references export (`references` in `wit/plugin.wit`).
+pub const REFERENCES_EXPORT: &str = "kubeplug:plugin/references@0.1.0";
 
 /// The optional admission export (`admission` in `wit/plugin.wit`).
 pub const ADMISSION_EXPORT: &str = "kubeplug:plugin/admission@0.1.0";

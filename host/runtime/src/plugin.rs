@@ -24,6 +24,7 @@ use super::timings::{Clock, Stage};
 use kubeplug_core::contract::{Desired, Finalized, Limits, Request};
 use kubeplug_core::manifest::{self, Manifest};
 
+mod references;
 mod webhook;
 
 /// How much of a guest's stderr (where Rust panics print) is kept per call.
@@ -110,6 +111,8 @@ struct Caller {
     validate: Option<wasmtime::component::ComponentExportIndex>,
     mutate: Option<wasmtime::component::ComponentExportIndex>,
     convert: Option<wasmtime::component::ComponentExportIndex>,
+    /// `references` of the optional `references` export, if it has it.
+    references: Option<wasmtime::component::ComponentExportIndex>,
     /// The plugin's name for errors and logs (from its manifest once known).
     name: Arc<str>,
     epoch_tick: Duration,
@@ -180,6 +183,7 @@ impl Plugin {
         let validate = optional(bindings::ADMISSION_EXPORT, "validate");
         let mutate = optional(bindings::ADMISSION_EXPORT, "mutate");
         let convert = optional(bindings::CONVERSION_EXPORT, "convert");
+        let references = optional(bindings::REFERENCES_EXPORT, "references");
         let mut caller = Caller {
             loaded,
             reconcile,
@@ -187,6 +191,7 @@ impl Plugin {
             validate,
             mutate,
             convert,
+            references,
             name: Arc::from(label.as_str()),
             epoch_tick,
             high_water: AtomicUsize::new(0),
@@ -216,6 +221,9 @@ impl Plugin {
             .map_err(LoadError::Manifest)?;
         manifest.webhooks = caller
             .offered(limits, &config)
+            .map_err(LoadError::Manifest)?;
+        manifest.references = caller
+            .reference_kinds(limits, &config)
             .map_err(LoadError::Manifest)?;
         manifest.validate().map_err(LoadError::InvalidManifest)?;
         caller.name = Arc::from(manifest.name.as_str());

@@ -3,7 +3,10 @@
 // the available replicas. Every answer (children, status, conditions, errors)
 // matches the Rust plugin's: it passes plugins/myapp/fixtures/ (host/kubeplug/tests/plugins.rs).
 // Its `mutate` defaults `spec.image` and `spec.replicas` on create and update,
-// as the Rust one does.
+// as the Rust one does. `spec.configRef.name` names a ConfigMap in the MyApp's
+// namespace (a reference): the hash of its content goes into the pod template,
+// so a change to it rolls the Deployment, and the `ConfigReady` condition says
+// whether it was found.
 import {
   Condition,
   Context,
@@ -11,6 +14,7 @@ import {
   InvalidInput,
   Kinds,
   Manifest,
+  Reference,
   Resource,
   Response,
   setCondition,
@@ -27,6 +31,87 @@ const VERSION = '0.1.0';
 interface MyApp {
   replicas: number;
   image?: string;
+}
+
+/** The pod template annotation that carries the ConfigMap's hash. */
+export const CONFIG_HASH = 'example.com/config-hash';
+
+/** A ConfigMap's content, as the Rust `ConfigMapView` reads it. */
+interface ConfigMapView {
+  data?: Record<string, string>;
+  binaryData?: Record<string, string>;
+}
+
+/** `spec.configRef.name` when it is a non-empty string, else ''. */
+export function configRef(parent: unknown): string {
+  const name = (parent as any)?.spec?.configRef?.name;
+  return typeof name === 'string' ? name : '';
+}
+
+/** UTF-8 bytes of `s` (code point by code point). */
+function utf8(s: string): number[] {
+  const out: number[] = [];
+  for (const ch of s) {
+    const c = ch.codePointAt(0)!;
+    if (c < 0x80) out.push(c);
+    else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
+    else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+    else out.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+  }
+  return out;
+}
+
+/** Byte order of UTF-8 (that of code points; JS's `<` compares UTF-16 units). */
+function byCodePoint(a: string, b: string): number {
+  const x = Array.from(a, (c) => c.codePointAt(0)!);
+  const y = Array.from(b, (c) => c.codePointAt(0)!);
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    if (x[i] !== y[i]) return x[i] - y[i];
+  }
+  return x.length - y.length;
+}
+
+const FNV_OFFSET = 0xcbf29ce484222325n;
+const FNV_PRIME = 0x100000001b3n;
+const U64 = (1n << 64n) - 1n;
+
+/** FNV-1a 64 over `data` then `binaryData` (as the API server serves it:
+ * base64), keys in byte order, each entry `section NUL key NUL value NUL`; 16
+ * lowercase hex digits. Stable across languages, so every port rolls the
+ * Deployment alike. */
+export function configHash(configMap: ConfigMapView): string {
+  let h = FNV_OFFSET;
+  for (const section of ['data', 'binaryData'] as const) {
+    const entries = configMap[section] ?? {};
+    for (const key of Object.keys(entries).sort(byCodePoint)) {
+      for (const part of [section, key, entries[key]]) {
+        for (const byte of [...utf8(part), 0]) {
+          h = ((h ^ BigInt(byte)) * FNV_PRIME) & U64;
+        }
+      }
+    }
+  }
+  return h.toString(16).padStart(16, '0');
+}
+
+/** A `BTreeMap<String, String>`, or undefined when it does not read. */
+function stringMap(v: unknown): Record<string, string> | undefined | null {
+  if (v === undefined || v === null) return undefined;
+  if (!isObject(v) || !Object.values(v).every((x) => typeof x === 'string')) return null;
+  return v as Record<string, string>;
+}
+
+/** The referenced ConfigMap as the Rust plugin finds it: the first of that
+ * name in the parent's namespace that reads as a ConfigMapView. */
+function configMap(ctx: Context, name: string): ConfigMapView | undefined {
+  for (const o of ctx.relatedOf(Kinds.ConfigMap)) {
+    if (o?.metadata?.name !== name || (o?.metadata?.namespace ?? '') !== ctx.namespace) continue;
+    const data = stringMap(o.data);
+    const binaryData = stringMap(o.binaryData);
+    if (data === null || binaryData === null) continue;
+    return { data, binaryData };
+  }
+  return undefined;
 }
 
 /** Name of the Deployment of MyApp `name`. */
@@ -95,8 +180,9 @@ function readSpec(spec: unknown): MyApp {
   return app;
 }
 
-/** The Deployment, keys in sorted order as serde_json's `json!` writes them. */
-function deployment(ctx: Context, app: MyApp) {
+/** The Deployment, keys in sorted order as serde_json's `json!` writes them;
+ * `config` is the referenced ConfigMap, if found. */
+function deployment(ctx: Context, app: MyApp, config?: ConfigMapView) {
   const selector = {
     'app.kubernetes.io/instance': ctx.name,
     'app.kubernetes.io/name': 'myapp',
@@ -115,7 +201,10 @@ function deployment(ctx: Context, app: MyApp) {
       replicas: app.replicas,
       selector: { matchLabels: selector },
       template: {
-        metadata: { labels },
+        metadata: {
+          ...(config ? { annotations: { [CONFIG_HASH]: configHash(config) } } : {}),
+          labels,
+        },
         spec: { containers: [{ image, name: 'app' }] },
       },
     },
@@ -155,7 +244,9 @@ function previousConditions(status: unknown): Condition[] {
   return Condition.parseList(status.conditions) ?? [];
 }
 
-function status(ctx: Context, app: MyApp) {
+/** The status; `ref` is the configRef's name ('' for none), `config` the
+ * ConfigMap it names, if found. */
+function status(ctx: Context, app: MyApp, ref: string, config?: ConfigMapView) {
   const name = deploymentName(ctx.name);
   // find_map: the first Deployment of that name that reads.
   let observed = false;
@@ -170,7 +261,7 @@ function status(ctx: Context, app: MyApp) {
   }
   const want = app.replicas;
   const phase = !observed ? 'Pending' : available >= want ? 'Running' : 'Progressing';
-  const conditions = previousConditions(ctx.status);
+  let conditions = previousConditions(ctx.status);
   const now = time(ctx.now);
   if (now !== null) {
     setCondition(conditions, {
@@ -181,7 +272,18 @@ function status(ctx: Context, app: MyApp) {
       lastTransitionTime: now,
       observedGeneration: ctx.generation,
     });
+    if (ref) {
+      setCondition(conditions, {
+        type: 'ConfigReady',
+        status: config ? 'True' : 'False',
+        reason: config ? 'Found' : 'NotFound',
+        message: `ConfigMap ${ref} ${config ? 'found' : 'not found'}`,
+        lastTransitionTime: now,
+        observedGeneration: ctx.generation,
+      });
+    }
   }
+  if (!ref) conditions = conditions.filter((c) => c.type !== 'ConfigReady');
   return {
     phase,
     availableReplicas: available,
@@ -196,14 +298,24 @@ export const myapp: Plugin = {
       'myapp',
       VERSION,
       Resource.namespaced('example.com', 'v1alpha1', 'MyApp', 'myapps'),
-    ).owns(Kinds.Deployment),
+    )
+      .owns(Kinds.Deployment)
+      .references(Kinds.ConfigMap),
+
+  /** The ConfigMap `spec.configRef` names, in the MyApp's namespace. */
+  references(parent) {
+    const name = configRef(parent);
+    return name ? [Reference.named(Kinds.ConfigMap, name)] : [];
+  },
 
   reconcile(ctx) {
     const app = readParent(ctx.parent);
     if (app.replicas < 0) {
       throw new InvalidInput(`spec.replicas must not be negative, got ${app.replicas}`);
     }
-    return new Response().child(deployment(ctx, app)).status(status(ctx, app));
+    const ref = configRef(ctx.parent);
+    const config = ref ? configMap(ctx, ref) : undefined;
+    return new Response().child(deployment(ctx, app, config)).status(status(ctx, app, ref, config));
   },
 
   /** Store the defaults reconcile assumes, so that `kubectl get` shows them
@@ -230,5 +342,6 @@ export const myapp: Plugin = {
 const exported = exportPlugin(myapp);
 export const reconciler = exported.reconciler;
 export const reads = exported.reads;
+export const references = exported.references;
 export const admission = exported.admission;
 export const conversion = exported.conversion;

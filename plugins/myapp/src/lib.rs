@@ -1,21 +1,25 @@
 //! `myapp`: a `MyApp` (`example.com/v1alpha1`) becomes a Deployment named
 //! `<name>-deploy`; its status reports the phase and available replicas.
 //! Where the platform serves it, its mutating webhook stores the spec's
-//! defaults ([`defaults`]) on create and update.
+//! defaults ([`defaults`]) on create and update. A MyApp may name a
+//! ConfigMap in its namespace (`spec.configRef`, [`config`]) whose content
+//! rolls the Deployment when it changes.
 
 // Deny, not forbid: the generated export glue is unsafe and allowed where
 // it is expanded; everything written here stays safe.
 #![deny(unsafe_code)]
 
+pub mod config;
 pub mod defaults;
 
 use std::collections::BTreeMap;
 
 use kubeplug_sdk::k8s_openapi::api::apps::v1::Deployment;
+use kubeplug_sdk::k8s_openapi::api::core::v1::ConfigMap;
 use kubeplug_sdk::serde_json::{self, Value, json};
 use kubeplug_sdk::{
-    AdmissionRequest, Condition, Context, Error, Manifest, Meta, Operation, Plugin, Resource,
-    Response, set_condition, time,
+    AdmissionRequest, Condition, Context, Error, Manifest, Meta, Operation, Plugin, Reference,
+    Resource, Response, set_condition, time,
 };
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +33,9 @@ pub struct MyAppSpec {
     pub replicas: i32,
     #[serde(default)]
     pub image: Option<String>,
+    /// A ConfigMap in the MyApp's namespace (see [`config`]).
+    #[serde(default, rename = "configRef")]
+    pub config_ref: Option<config::ConfigRef>,
 }
 
 impl MyAppSpec {
@@ -58,12 +65,23 @@ pub struct MyAppStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// The condition saying whether `spec.configRef`'s ConfigMap exists (only
+/// while the spec names one).
+pub const CONFIG_READY: &str = "ConfigReady";
+
 /// Name of the Deployment of MyApp `name`.
 pub fn deployment_name(name: &str) -> String {
     format!("{name}-deploy")
 }
 
-fn deployment(ctx: &Context<Value>, app: &MyApp) -> Value {
+/// The ConfigMap `spec.configRef` names, if it exists, read as far as its
+/// hash needs.
+fn config_map(ctx: &Context<Value>, app: &MyApp) -> Option<config::ConfigMapView> {
+    let name = &app.spec.config_ref.as_ref()?.name;
+    ctx.related_named_as::<ConfigMap, config::ConfigMapView>(name)
+}
+
+fn deployment(ctx: &Context<Value>, app: &MyApp, config: Option<&config::ConfigMapView>) -> Value {
     let selector = BTreeMap::from([
         ("app.kubernetes.io/name".to_string(), "myapp".to_string()),
         (
@@ -73,6 +91,10 @@ fn deployment(ctx: &Context<Value>, app: &MyApp) -> Value {
     ]);
     let mut labels = selector.clone();
     labels.insert("app.kubernetes.io/managed-by".into(), "kubeplug".into());
+    let mut template_meta = json!({"labels": labels});
+    if let Some(config) = config {
+        template_meta["annotations"] = json!({config::HASH_ANNOTATION: config::hash(config)});
+    }
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -85,7 +107,7 @@ fn deployment(ctx: &Context<Value>, app: &MyApp) -> Value {
             "replicas": app.spec.replicas,
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": template_meta,
                 "spec": {"containers": [{"name": "app", "image": app.spec.image()}]},
             },
         },
@@ -107,7 +129,7 @@ struct DeploymentStatusView {
     available_replicas: Option<i32>,
 }
 
-fn status(ctx: &Context<Value>, app: &MyApp) -> MyAppStatus {
+fn status(ctx: &Context<Value>, app: &MyApp, found: bool) -> MyAppStatus {
     let observed =
         ctx.observed_named_as::<Deployment, DeploymentView>(&deployment_name(ctx.name()));
     let available = observed
@@ -131,10 +153,31 @@ fn status(ctx: &Context<Value>, app: &MyApp) -> MyAppStatus {
                 status: if phase == "Running" { "True" } else { "False" }.into(),
                 reason: phase.into(),
                 message: format!("{available}/{want} replicas available"),
-                last_transition_time: now,
+                last_transition_time: now.clone(),
                 observed_generation: ctx.generation(),
             },
         );
+        match &app.spec.config_ref {
+            Some(config) => {
+                let (status, reason, verb) = if found {
+                    ("True", "Found", "found")
+                } else {
+                    ("False", "NotFound", "not found")
+                };
+                set_condition(
+                    &mut conditions,
+                    Condition {
+                        type_: CONFIG_READY.into(),
+                        status: status.into(),
+                        reason: reason.into(),
+                        message: format!("ConfigMap {} {verb}", config.name),
+                        last_transition_time: now,
+                        observed_generation: ctx.generation(),
+                    },
+                );
+            }
+            None => conditions.retain(|c| c.type_ != CONFIG_READY),
+        }
     }
     MyAppStatus {
         phase: phase.into(),
@@ -157,8 +200,21 @@ impl Plugin for MyAppPlugin {
             Resource::namespaced("example.com", "v1alpha1", "MyApp", "myapps"),
         )
         .child(Resource::of::<Deployment>())
+        // spec.configRef (config.rs).
+        .references(Resource::of::<ConfigMap>())
         // Its defaults, stored with the object (defaults.rs).
         .mutates())
+    }
+
+    /// The ConfigMap `spec.configRef` names, if any.
+    fn references(parent: &Value, _config: &Self::Config) -> Result<Vec<Reference>, Error> {
+        let name = parent["spec"]["configRef"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        if name.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(vec![Reference::named(Resource::of::<ConfigMap>(), name)])
     }
 
     fn reconcile(ctx: &Context<Self::Config>) -> Result<Response, Error> {
@@ -169,9 +225,10 @@ impl Plugin for MyAppPlugin {
                 app.spec.replicas
             )));
         }
+        let config = config_map(ctx, &app);
         Response::default()
-            .child(&deployment(ctx, &app))?
-            .status(&status(ctx, &app))
+            .child(&deployment(ctx, &app, config.as_ref()))?
+            .status(&status(ctx, &app, config.is_some()))
     }
 
     /// The object with its spec's defaults stored, or `None` when it has

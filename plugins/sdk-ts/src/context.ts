@@ -33,7 +33,8 @@ export class Context<C = unknown> {
   readonly parent: KubeObject;
   /** Observed children of the parent (all declared child kinds). */
   readonly observed: KubeObject[];
-  /** Related objects selected per the manifest. */
+  /** Related objects selected per the manifest, then those the parent's
+   * references found. */
   readonly related: KubeObject[];
   /** Current time, RFC 3339 UTC. Use it instead of a clock. */
   readonly now: string;
@@ -89,5 +90,17 @@ export class Context<C = unknown> {
   /** Related objects of kind `k`. */
   relatedOf(k: KindRef): KubeObject[] {
     return this.related.filter((o) => isKind(o, k));
+  }
+
+  /** The related object of kind `k` named `name` (and in `namespace`, if
+   * given), if any: e.g. the one a reference named, which is absent when it
+   * does not exist. */
+  relatedNamed(k: KindRef, name: string, namespace?: string): KubeObject | undefined {
+    return this.related.find(
+      (o) =>
+        isKind(o, k) &&
+        o?.metadata?.name === name &&
+        (namespace === undefined || (o?.metadata?.namespace ?? '') === namespace),
+    );
   }
 }

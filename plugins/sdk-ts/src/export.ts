@@ -1,6 +1,6 @@
-// exportPlugin: turns a Plugin into the `reconciler`, `reads`, `admission`
-// and `conversion` export objects componentize-js binds to the WIT world
-// `plugin-with-admission`.
+// exportPlugin: turns a Plugin into the `reconciler`, `reads`, `references`,
+// `admission` and `conversion` export objects componentize-js binds to the
+// WIT world `plugin-with-admission`.
 //
 // How componentize-js 0.23.0 lowers a `result<T, E>` export (read from the
 // bindings its splicer generates): the function's return value is used as is
@@ -11,11 +11,13 @@
 // every call returns an explicit `{tag, val}`, and any exception becomes
 // `failed(message)` (our InvalidConfig/InvalidInput/Failed keep their kind).
 import type * as witAdmission from 'kubeplug:plugin/admission@0.1.0';
+import type * as witReferences from 'kubeplug:plugin/references@0.1.0';
 import type * as wit from 'kubeplug:plugin/types@0.1.0';
 import { AdmissionRequest, Verdict, canonicalJson, convertNone } from './admission.js';
 import { Context, type KubeObject } from './context.js';
 import { Failed, InvalidConfig, InvalidInput, toWitError } from './errors.js';
 import type { Manifest } from './manifest.js';
+import { Reference } from './references.js';
 import { FinalizeResponse, toJson, type Response } from './response.js';
 
 /** A reconcile plugin: a pure function from what the host observed to what
@@ -31,6 +33,11 @@ export interface Plugin<C = unknown> {
   /** Clean up for a parent being deleted (only with a finalizer). Default:
    * done at once. */
   finalize?(ctx: Context<C>): FinalizeResponse;
+  /** The objects `parent` names (`Reference.named`, `Reference.labelled`),
+   * of kinds the manifest declares with `Manifest.references`; the host
+   * appends those it finds to `ctx.related`. Computed from the parent
+   * alone. Default: none. */
+  references?(parent: KubeObject, config: C): Reference[];
   /** Allow or deny a create, update or delete of a parent (`allow()`,
    * `deny()`): for what the CRD's schema cannot say, such as fields that
    * may not change. Default: allow. */
@@ -97,8 +104,9 @@ const EXPORTS = Symbol.for('kubeplug.exports');
  * export const reads = exported.reads;
  * ```
  * (plain `export const` statements: componentize-js finds exports by parsing
- * the module, so keep them explicit.) `build` adds `admission` and
- * `conversion` (see `entryExports`); export them the same way to be explicit. */
+ * the module, so keep them explicit.) `build` adds `references`, `admission`
+ * and `conversion` (see `entryExports`); export them the same way to be
+ * explicit. */
 export function exportPlugin<C>(plugin: Plugin<C>) {
   const context = (request: wit.Request) => new Context(request, parseConfig(plugin, request.config));
   const admissionRequest = (request: witAdmission.AdmissionRequest) =>
@@ -129,6 +137,33 @@ export function exportPlugin<C>(plugin: Plugin<C>) {
           return [];
         }
       },
+    },
+    references: {
+      /** What `Manifest.references` declared; nothing when the config or
+       * manifest is refused (`manifest` reports that). */
+      kinds: (config: string): wit.ApiResource[] => {
+        try {
+          return plugin.manifest(parseConfig(plugin, config)).referenceKinds.map((r) => ({ ...r }));
+        } catch {
+          return [];
+        }
+      },
+      references: (parent: string, config: string): WitResult<witReferences.Reference[]> =>
+        call(() => {
+          const c = parseConfig(plugin, config);
+          let parsed: KubeObject;
+          try {
+            parsed = JSON.parse(parent);
+          } catch (e) {
+            throw new InvalidInput(`parent is not JSON: ${(e as Error).message}`);
+          }
+          const out = plugin.references ? plugin.references(parsed, c) : [];
+          if (out === undefined || out === null) return [];
+          if (!Array.isArray(out) || !out.every((r) => r instanceof Reference)) {
+            throw new Failed('references() must return a list of Reference');
+          }
+          return out.map((r) => r.toWit());
+        }),
     },
     admission: {
       /** The webhooks the plugin itself defines (`validate`, `mutate`,
@@ -197,14 +232,15 @@ export function exportPlugin<C>(plugin: Plugin<C>) {
 }
 
 /** What `build` exports besides the plugin module's own exports: its
- * `admission` and `conversion`, or, when it has none, those of the
- * `exportPlugin` its `reconciler` came from. So a plugin that exports only
- * `reconciler` and `reads` (written before admission existed) still builds
- * for `plugin-with-admission`, with the defaults; a world without those
- * exports ignores them. */
+ * `references`, `admission` and `conversion`, or, for each it lacks, that
+ * of the `exportPlugin` its `reconciler` came from. So a plugin that exports
+ * only `reconciler` and `reads` (written before the others existed) still
+ * builds for `plugin-with-admission`, with the defaults; a world without
+ * those exports ignores them. */
 export function entryExports(module: Record<string, any>) {
   const all = module.reconciler?.[EXPORTS];
   return {
+    references: module.references ?? all?.references,
     admission: module.admission ?? all?.admission,
     conversion: module.conversion ?? all?.conversion,
   };

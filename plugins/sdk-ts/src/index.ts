@@ -3,6 +3,7 @@
 export { PluginError, InvalidConfig, InvalidInput, Failed, toWitError } from './errors.js';
 export { Manifest, Resource, Kinds, ParentName, type LabelValue, type Mode } from './manifest.js';
 export { Context, isKind, type KubeObject, type KindRef } from './context.js';
+export { Reference } from './references.js';
 export { Response, FinalizeResponse, Event, CREATE_ONLY } from './response.js';
 export { Condition, setCondition, time, isI64, type ConditionFields } from './conditions.js';
 export { log } from './log.js';

@@ -54,6 +54,8 @@ export class Manifest {
   resyncSeconds?: number;
   /** Kinds read only as metadata (see `metadataOnly`). */
   metadataOnlyKinds: Resource[] = [];
+  /** Kinds the plugin's references may name (see `references`). */
+  referenceKinds: Resource[] = [];
 
   private constructor(
     readonly name: string,
@@ -108,6 +110,15 @@ export class Manifest {
    * kind, or a decorator's parent): the host then caches it metadata-only. */
   metadataOnly(resource: Resource): this {
     this.metadataOnlyKinds.push(resource);
+    return this;
+  }
+
+  /** Let the plugin's `references(parent, config)` name objects of
+   * `resource` (each kind must be granted, `references:`): the host watches
+   * the kind and hands the objects a parent names to `reconcile` and
+   * `finalize`. This is what the optional `references.kinds` export answers. */
+  references(resource: Resource): this {
+    this.referenceKinds.push(resource);
     return this;
   }
 

@@ -184,7 +184,7 @@ test('entryExports: a module that exports only reconciler and reads gets the res
   // A module's own win; a hand-written reconciler gets nothing.
   const own = { validate: () => ({ tag: 'ok', val: { tag: 'allowed', val: [] } }) };
   assert.equal(entryExports({ reconciler: exported.reconciler, admission: own }).admission, own);
-  assert.deepEqual(entryExports({ reconciler: {} }), { admission: undefined, conversion: undefined });
+  assert.deepEqual(entryExports({ reconciler: {} }), { references: undefined, admission: undefined, conversion: undefined });
 });
 
 test('offered: what the plugin itself defines, never the defaults', () => {

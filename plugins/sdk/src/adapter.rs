@@ -2,6 +2,7 @@
 //! [`export_plugin!`](crate::export_plugin) only.
 
 use crate::bindings::exports::kubeplug::plugin::admission as wit_admission;
+use crate::bindings::exports::kubeplug::plugin::references as wit_references;
 use crate::bindings::kubeplug::plugin::types as wit;
 use crate::{AdmissionRequest, Context, Error, Plugin};
 
@@ -26,9 +27,7 @@ fn parse_config<P: Plugin>(config: &str) -> Result<P::Config, Error> {
 
 pub fn manifest<P: Plugin>(config: &str) -> Result<wit::PluginManifest, wit::Error> {
     let config = parse_config::<P>(config)?;
-    let manifest = P::manifest(&config)?;
-    manifest.validate()?;
-    Ok(manifest.into_wit())
+    Ok(P::manifest(&config)?.into_wit())
 }
 
 /// What [`crate::Manifest::metadata_only`] declared; nothing when the
@@ -38,6 +37,28 @@ pub fn metadata_only<P: Plugin>(config: &str) -> Vec<wit::ApiResource> {
         .and_then(|config| P::manifest(&config))
         .map(|m| m.metadata_only.into_iter().map(|r| r.into_wit()).collect())
         .unwrap_or_default()
+}
+
+/// What [`crate::Manifest::references`] declared; nothing when the
+/// config or manifest is refused (`manifest` reports that).
+pub fn reference_kinds<P: Plugin>(config: &str) -> Vec<wit::ApiResource> {
+    parse_config::<P>(config)
+        .and_then(|config| P::manifest(&config))
+        .map(|m| m.references.into_iter().map(|r| r.into_wit()).collect())
+        .unwrap_or_default()
+}
+
+pub fn references<P: Plugin>(
+    parent: &str,
+    config: &str,
+) -> Result<Vec<wit_references::Reference>, wit::Error> {
+    let config = parse_config::<P>(config)?;
+    let parent: serde_json::Value = serde_json::from_str(parent)
+        .map_err(|e| Error::InvalidInput(format!("parent is not JSON: {e}")))?;
+    Ok(P::references(&parent, &config)?
+        .into_iter()
+        .map(|r| r.into_wit())
+        .collect())
 }
 
 fn context<P: Plugin>(request: wit::Request) -> Result<Context<P::Config>, Error> {

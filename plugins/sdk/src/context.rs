@@ -158,6 +158,25 @@ impl<C> Context<C> {
     pub fn related_as<K: k8s_openapi::Resource, T: DeserializeOwned>(&self) -> Vec<T> {
         of_type::<K, T>(&self.related)
     }
+
+    /// The related object of kind `K` named `name` in the parent's
+    /// namespace (or cluster-scoped), read as `T`: how a plugin reads an
+    /// object its parent references by name ([`crate::Reference::named`]).
+    /// `None` when the object does not exist (or does not read as `T`).
+    pub fn related_named_as<K: k8s_openapi::Resource, T: DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Option<T> {
+        let namespace = self.namespace();
+        self.related
+            .iter()
+            .filter(|o| is_type::<K>(o) && o["metadata"]["name"] == name)
+            .filter(|o| {
+                let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
+                ns.is_empty() || ns == namespace
+            })
+            .find_map(|o| T::deserialize(o).ok())
+    }
 }
 
 fn is_type<K: k8s_openapi::Resource>(object: &Value) -> bool {

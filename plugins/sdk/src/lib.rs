@@ -60,6 +60,7 @@ mod conditions;
 mod context;
 mod manifest;
 mod meta;
+mod references;
 mod response;
 
 pub mod log;
@@ -98,6 +99,7 @@ pub use conditions::{Condition, Time, set_condition, time};
 pub use context::Context;
 pub use manifest::{LabelValue, Manifest, Mode, Related, Resource};
 pub use meta::Meta;
+pub use references::{Reference, Target};
 pub use response::{Event, FinalizeResponse, Response};
 
 pub use k8s_openapi;
@@ -141,6 +143,16 @@ pub trait Plugin {
 
     /// Decide the desired children, status and parent patch for one parent.
     fn reconcile(ctx: &Context<Self::Config>) -> Result<Response, Error>;
+
+    /// The objects `parent` names, of the kinds declared with
+    /// [`Manifest::references`]: the host looks them up and hands those it
+    /// finds in [`Context::related`] (read them with
+    /// [`Context::related_named_as`]). A function of the parent and config
+    /// alone: the host asks again only when either changes. The default
+    /// names nothing.
+    fn references(_parent: &Value, _config: &Self::Config) -> Result<Vec<Reference>, Error> {
+        Ok(Vec::new())
+    }
 
     /// Clean up for a parent being deleted. Only called when the manifest
     /// declares a finalizer. The default reports cleanup done at once.
@@ -225,6 +237,24 @@ macro_rules! export_plugin {
                 config: ::std::string::String,
             ) -> ::std::vec::Vec<$crate::bindings::kubeplug::plugin::types::ApiResource> {
                 $crate::adapter::metadata_only::<$plugin>(&config)
+            }
+        }
+
+        impl $crate::bindings::exports::kubeplug::plugin::references::Guest for __KubeplugGuest {
+            fn kinds(
+                config: ::std::string::String,
+            ) -> ::std::vec::Vec<$crate::bindings::kubeplug::plugin::types::ApiResource> {
+                $crate::adapter::reference_kinds::<$plugin>(&config)
+            }
+
+            fn references(
+                parent: ::std::string::String,
+                config: ::std::string::String,
+            ) -> ::std::result::Result<
+                ::std::vec::Vec<$crate::bindings::exports::kubeplug::plugin::references::Reference>,
+                $crate::bindings::kubeplug::plugin::types::Error,
+            > {
+                $crate::adapter::references::<$plugin>(&parent, &config)
             }
         }
 

@@ -1,6 +1,5 @@
 //! [`Manifest`]: what a plugin reconciles, as a builder.
 
-use crate::Error;
 use crate::bindings::kubeplug::plugin::types as wit;
 
 /// A Kubernetes resource type.
@@ -90,6 +89,8 @@ pub struct Manifest {
     pub metadata_only: Vec<Resource>,
     /// The webhooks the plugin offers (see [`Manifest::validates`]).
     pub webhooks: Vec<crate::admission::Webhook>,
+    /// Kinds its parents may name (see [`Manifest::references`]).
+    pub references: Vec<Resource>,
 }
 
 impl Manifest {
@@ -107,10 +108,12 @@ impl Manifest {
             resync_seconds: None,
             metadata_only: Vec::new(),
             webhooks: Vec::new(),
+            references: Vec::new(),
         }
     }
 
-    /// A decorator plugin (patches parent metadata only) for `parent`.
+    /// A decorator plugin for `parent`: patches its labels and annotations,
+    /// and may attach children to it (declared with [`Manifest::child`]).
     pub fn decorator(name: &str, version: &str, parent: Resource) -> Self {
         Manifest {
             mode: Mode::Decorator,
@@ -118,7 +121,9 @@ impl Manifest {
         }
     }
 
-    /// Declare a child kind the plugin may return.
+    /// Declare a child kind the plugin may return (a decorator's are its
+    /// attachments: owned by the decorated object, pruned when no longer
+    /// returned).
     pub fn child(mut self, resource: Resource) -> Self {
         self.children.push(resource);
         self
@@ -179,21 +184,21 @@ impl Manifest {
         self
     }
 
+    /// Let parents name objects of `resource` (a ConfigMap by
+    /// `spec.configRef.name`): the plugin says which in
+    /// [`Plugin::references`](crate::Plugin::references), and the host hands
+    /// them in the request's related objects and reconciles the parent when
+    /// one changes. The platform's grant must allow the kind
+    /// (`references:`), or the host refuses the plugin at load.
+    pub fn references(mut self, resource: Resource) -> Self {
+        self.references.push(resource);
+        self
+    }
+
     /// Reconcile every parent at least this often.
     pub fn resync_seconds(mut self, seconds: u32) -> Self {
         self.resync_seconds = Some(seconds);
         self
-    }
-
-    /// Catch mistakes in the guest, where the author sees them first; the host
-    /// validates again, since it cannot trust any guest.
-    pub(crate) fn validate(&self) -> Result<(), Error> {
-        if self.mode == Mode::Decorator && !self.children.is_empty() {
-            return Err(Error::Failed(
-                "a decorator plugin may not declare children".into(),
-            ));
-        }
-        Ok(())
     }
 
     pub(crate) fn into_wit(self) -> wit::PluginManifest {

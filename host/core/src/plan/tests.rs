@@ -40,6 +40,7 @@ pub(super) fn composite() -> Manifest {
         resync_seconds: None,
         excluded_namespaces: Vec::new(),
         metadata_only: Vec::new(),
+        references: Vec::new(),
         webhooks: Default::default(),
     }
 }
@@ -192,18 +193,23 @@ fn two_children_sharing_a_name_but_not_a_kind_are_accepted() {
 }
 
 #[test]
-fn a_decorator_returning_children_is_refused() {
+fn a_decorators_children_are_its_declared_attachments() {
+    // pod-annotator declares no attachment kind: a child is undeclared.
     let error = children(&decorator(), &parent(), &[service("orders")]).unwrap_err();
-    assert_eq!(
-        error,
-        FenceError::WrongMode {
-            mode: "decorator",
-            what: "children",
-        }
+    assert!(
+        matches!(error, FenceError::UndeclaredKind { .. }),
+        "{error}"
     );
+    // One that declares Services attaches them to the decorated object,
+    // owned by it like a composite's children.
+    let mut attacher = decorator();
+    attacher.children = vec![composite().children[1].clone()];
+    assert_eq!(attacher.children[0].kind, "Service");
+    let out = children(&attacher, &parent(), &[service("orders")]).unwrap();
+    assert_eq!(out[0]["metadata"]["ownerReferences"][0]["controller"], true);
     assert_eq!(
-        error.to_string(),
-        "a decorator plugin may not return children"
+        out[0]["metadata"]["ownerReferences"][0]["uid"],
+        parent()["metadata"]["uid"]
     );
 }
 

@@ -226,6 +226,8 @@ pub(super) struct GrantFile {
     #[serde(default)]
     related: Vec<String>,
     #[serde(default)]
+    references: Vec<String>,
+    #[serde(default)]
     cluster_scoped: Vec<String>,
     namespaces: Option<Vec<String>>,
     #[serde(default)]
@@ -263,7 +265,11 @@ pub struct Grant {
     pub parent: KindSet,
     pub children: KindSet,
     pub related: KindSet,
-    /// Cluster-scoped kinds among parent, children and related.
+    /// Kinds its parents may name (its `references` export), read in the
+    /// plugin's namespaces.
+    pub references: KindSet,
+    /// Cluster-scoped kinds among parent, children, related and
+    /// referenced.
     pub cluster_scoped: Vec<KindRef>,
     pub namespaces: NamespaceScope,
     /// Finalizer names beyond the plugin's own domain (exact, or `prefix*`).
@@ -355,6 +361,7 @@ impl GrantFile {
             parent: KindSet::parse(&self.parent)?,
             children: KindSet::parse(&self.children)?,
             related: KindSet::parse(&self.related)?,
+            references: KindSet::parse(&self.references)?,
             cluster_scoped: self
                 .cluster_scoped
                 .iter()
@@ -388,7 +395,8 @@ impl Grant {
             sha256: Vec::new(),
             parent: any.clone(),
             children: any.clone(),
-            related: any,
+            related: any.clone(),
+            references: any,
             cluster_scoped: Vec::new(),
             namespaces: NamespaceScope {
                 all: true,
@@ -516,6 +524,9 @@ impl Effective {
                 &self.grant.related,
                 &mut missing,
             );
+        }
+        for kind in &manifest.references {
+            self.scope_check("referenced", kind, &self.grant.references, &mut missing);
         }
         if let Some(finalizer) = &manifest.finalizer
             && !self.finalizer_allowed(finalizer)

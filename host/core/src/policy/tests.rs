@@ -35,6 +35,7 @@ fn database() -> Manifest {
         resync_seconds: None,
         excluded_namespaces: Vec::new(),
         metadata_only: Vec::new(),
+        references: Vec::new(),
         webhooks: Default::default(),
     }
 }

@@ -1,6 +1,7 @@
 //! Run one case through a loaded plugin and compare its answer with the
 //! case's `expect`. The request is the case's, verbatim (no filtering of
-//! observed or related objects), and a reconcile or finalize answer goes
+//! observed or related objects; the objects the parent's references find
+//! in `cluster` are added after them), and a reconcile or finalize answer goes
 //! through the host's own decision ([`kubeplug_core::plan::decide`],
 //! [`kubeplug_core::plan::fence_finalize`]): what the fence refuses there, a case
 //! sees refused. So do `validate`, `mutate` and `convert` answers, through
@@ -13,6 +14,7 @@ use serde_json::Value;
 use super::diff;
 use super::fixture::Case;
 use super::outcome::{Call, Outcome, error_value, events_value};
+use crate::references::{Unresolved, referenced};
 use crate::webhook::{self, admit, convert};
 use kubeplug_core::plan;
 use kubeplug_core::policy::Policy;
@@ -76,10 +78,29 @@ pub fn answer(case: &Case, subject: Subject<'_>, policy: &Policy) -> Result<Outc
         Call::Reconcile | Call::Finalize => {}
     }
     let parent = case.parent.as_ref().expect("fixture checked: a parent");
+    // What its references find in `cluster`, handed after `related`; a
+    // reference outside the fence fails the call, as on the live host.
+    let referenced = match referenced(plugin, parent, &case.cluster) {
+        Ok(found) => found,
+        Err(Unresolved::Fence(fenced)) => {
+            refused(&mut outcome, Some(fenced));
+            return Ok(outcome);
+        }
+        Err(Unresolved::Call(CallError::Guest { error, .. })) => {
+            set(&mut outcome, "error", error_value(&error));
+            return Ok(outcome);
+        }
+        Err(Unresolved::Call(other)) => return Err(other.into()),
+    };
     let request = Request {
         parent: parent.to_string().into(),
         observed: case.observed.iter().map(|o| o.to_string().into()).collect(),
-        related: case.related.iter().map(|o| o.to_string().into()).collect(),
+        related: case
+            .related
+            .iter()
+            .chain(referenced.iter().filter(|o| !case.related.contains(o)))
+            .map(|o| o.to_string().into())
+            .collect(),
         now: case.now.clone(),
         entropy: case.entropy.clone(),
     };

@@ -62,6 +62,9 @@ pub struct Case {
     pub parent: Option<Value>,
     pub observed: Vec<Value>,
     pub related: Vec<Value>,
+    /// Objects in the cluster the parent's references may find (`cluster`):
+    /// those they find are handed after `related`, as the operator does.
+    pub cluster: Vec<Value>,
     /// `validate` and `mutate`: the review of the case's write.
     pub review: Option<AdmissionCall>,
     /// `convert`: the objects and the version asked.
@@ -94,6 +97,7 @@ struct Written {
     parent: Option<Value>,
     observed: Option<Vec<Value>>,
     related: Option<Vec<Value>>,
+    cluster: Option<Vec<Value>>,
     // validate and mutate
     operation: Option<String>,
     object: Option<Value>,
@@ -123,11 +127,12 @@ struct User {
 
 impl Written {
     /// The inputs given, by key, for refusing those the call does not take.
-    fn inputs(&self) -> [(&'static str, bool); 13] {
+    fn inputs(&self) -> [(&'static str, bool); 14] {
         [
             ("parent", self.parent.is_some()),
             ("observed", self.observed.is_some()),
             ("related", self.related.is_some()),
+            ("cluster", self.cluster.is_some()),
             ("entropy", self.entropy.is_some()),
             ("now", self.now.is_some()),
             ("operation", self.operation.is_some()),
@@ -147,7 +152,10 @@ impl Written {
 fn takes(call: Call, input: &str) -> bool {
     match call {
         Call::Reconcile | Call::Finalize => {
-            matches!(input, "parent" | "observed" | "related" | "entropy" | "now")
+            matches!(
+                input,
+                "parent" | "observed" | "related" | "cluster" | "entropy" | "now"
+            )
         }
         Call::Manifest => matches!(input, "observed" | "related" | "entropy" | "now"),
         Call::Validate | Call::Mutate => matches!(
@@ -244,7 +252,12 @@ fn case(
     }
     let observed = written.observed.take().unwrap_or_default();
     let related = written.related.take().unwrap_or_default();
-    for (what, objects) in [("observed", &observed), ("related", &related)] {
+    let cluster = written.cluster.take().unwrap_or_default();
+    for (what, objects) in [
+        ("observed", &observed),
+        ("related", &related),
+        ("cluster", &cluster),
+    ] {
         if objects.iter().any(|o| !o.is_object()) {
             return Err(format!("{what}: expected a list of objects"));
         }
@@ -269,6 +282,7 @@ fn case(
         parent,
         observed,
         related,
+        cluster,
         review,
         conversion,
         expect,

@@ -193,6 +193,7 @@ mod tests {
             resync_seconds: None,
             excluded_namespaces: excluded.iter().map(|s| s.to_string()).collect(),
             metadata_only: Vec::new(),
+            references: Vec::new(),
             webhooks: Default::default(),
         }
     }

@@ -8,8 +8,8 @@
 //! the body is read: see [`super::limits`]), the caller must be allowed to
 //! `get` the parent: a preview shows what the plugin makes of it. That is
 //! checked before any candidate is compiled or the plugin called. Of the
-//! plugin's child kinds the caller may not `get`, and related kinds it may
-//! not `list`, in the namespace, no values are shown ([`kubeplug_operator::preview`]).
+//! plugin's child kinds the caller may not `get`, and related and
+//! referenced kinds it may not `list`, in the namespace, no values are shown ([`kubeplug_operator::preview`]).
 //!
 //! A parent object given in the body is the caller's text: its `uid` is
 //! replaced by the live parent's of that name (or a fresh one, for a parent
@@ -171,8 +171,8 @@ impl Server {
         )
     }
 
-    /// The plugin's child kinds the caller may not `get`, and related kinds
-    /// it may not `list`, in `namespace` (one review per kind, cached).
+    /// The plugin's child kinds the caller may not `get`, and related and
+    /// referenced kinds it may not `list`, in `namespace` (one review per kind, cached).
     async fn unreadable(
         &self,
         user: &UserInfo,

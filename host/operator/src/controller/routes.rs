@@ -8,7 +8,7 @@ fn group_of(api_version: &str) -> &str {
 }
 
 /// Log (at debug) which change queued the parent at `key`: `via` is
-/// `parent`, `child` or `related`.
+/// `parent`, `child`, `related`, `referenced` or `stray`.
 pub fn trace_trigger(via: &'static str, object: &Object, key: &ObjectKey) {
     tracing::debug!(
         via,
@@ -111,6 +111,7 @@ mod tests {
             resync_seconds: None,
             excluded_namespaces: Vec::new(),
             metadata_only: Vec::new(),
+            references: Vec::new(),
             webhooks: Default::default(),
         }
     }

@@ -113,3 +113,14 @@ class Context:
     def related_of(self, kind: str, api_version: Optional[str] = None) -> list:
         """Related objects of `kind` (and `api_version`, if given)."""
         return self._of(self.related, kind, api_version)
+
+    def related_named(self, kind: str, name: str, api_version: Optional[str] = None,
+                      namespace: Optional[str] = None):
+        """The related object of `kind` named `name` (and of `api_version`
+        and in `namespace`, if given), or None: e.g. the one a reference
+        named, which is absent when it does not exist."""
+        for o in self.related_of(kind, api_version):
+            if _get(o, "metadata", "name") == name and (
+                    namespace is None or (_get(o, "metadata", "namespace") or "") == namespace):
+                return o
+        return None

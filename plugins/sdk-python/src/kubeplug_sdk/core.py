@@ -13,6 +13,7 @@ from .admission import AdmissionRequest, Verdict, allow, convert_none
 from .context import Context
 from .errors import Failed, InvalidConfig, InvalidInput, PluginError, as_plugin_error
 from .manifest import Manifest
+from .references import Reference
 from .response import FinalizeResponse, Response
 
 
@@ -63,6 +64,39 @@ def metadata_only(plugin, config_text: str) -> list:
         return list(manifest(plugin, config_text).metadata_only_kinds)
     except PluginError:
         return []
+
+
+def reference_kinds(plugin, config_text: str) -> list:
+    """`references.kinds`: what `Manifest.references` declared; nothing
+    when the config is refused (then `manifest` reports why)."""
+    try:
+        return list(manifest(plugin, config_text).reference_kinds)
+    except PluginError:
+        return []
+
+
+def references(plugin, parent: str, config_text: str) -> list:
+    """`references.references`: the plugin's `references(parent, config)`
+    (parent a dict, config as `parse_config` made it), a list of
+    `Reference`; a plugin without it (or returning None) names nothing."""
+    def run():
+        p = instance(plugin)
+        config = parse_config(p, config_text)
+        try:
+            parsed = json.loads(parent)
+        except ValueError as e:
+            raise InvalidInput(f"parent is not JSON: {e}") from None
+        f = getattr(p, "references", None)
+        r = f(parsed, config) if f is not None else None
+        if r is None:
+            return []
+        if not isinstance(r, (list, tuple)):
+            raise TypeError(f"references() returned {type(r).__name__}, not a list of Reference")
+        for ref in r:
+            if not isinstance(ref, Reference):
+                raise TypeError(f"references() returned a {type(ref).__name__}, not a Reference")
+        return list(r)
+    return _guard(run)
 
 
 #: The webhooks a plugin may offer, in the WIT `webhook` enum's order, each

@@ -1,16 +1,16 @@
 """The componentize-py export classes, wired to a plugin class.
 
 componentize-py instantiates the classes named after the exported WIT
-interfaces (`Reconciler`, `Reads`, `Admission`, `Conversion`) from the
-module it builds, so a plugin's `app.py` ends with:
+interfaces (`Reconciler`, `Reads`, `References`, `Admission`, `Conversion`)
+from the module it builds, so a plugin's `app.py` ends with:
 
     from kubeplug_sdk import export
     Reconciler, Reads = export(MyPlugin)
 
 and `build` componentizes a module that takes every name of `app` and adds
-`Admission` and `Conversion` for the plugin `export` saw (`entry_names`):
-a plugin written before they existed builds unchanged and answers with the
-defaults. The generated `wit_world` bindings exist only while componentize-py
+`References`, `Admission` and `Conversion` for the plugin `export` saw
+(`entry_names`): a plugin written before they existed builds unchanged and
+answers with the defaults. The generated `wit_world` bindings exist only while componentize-py
 builds the component; they are imported lazily so the SDK imports anywhere.
 """
 
@@ -29,6 +29,11 @@ def _wit():
 def _wit_admission():
     from wit_world.exports import admission  # type: ignore
     return admission
+
+
+def _wit_references():
+    from wit_world.exports import references  # type: ignore
+    return references
 
 
 def _wit_error(types, e):
@@ -84,6 +89,12 @@ def _response(types, r):
             [(str(k), str(v)) for k, v in r.annotations],
         )
     return types.Response(children, status, patch, r.requeue_after_seconds, _events(types, r.events))
+
+
+def _reference(types, refs, r):
+    target = (refs.Target_Name(str(r.name)) if r.labels is None
+              else refs.Target_Labels([(str(k), str(v)) for k, v in r.labels]))
+    return refs.Reference(_resource(types, r.resource), r.namespace, target)
 
 
 def _request_args(request):
@@ -148,6 +159,30 @@ def export(plugin):
     return Reconciler, Reads
 
 
+def export_references(plugin):
+    """The `References` export class for `plugin`: `kinds` answers what its
+    manifest declares (`Manifest.references`), `references` calls its
+    optional `references(parent, config)` (default: none). Errors map as in
+    `export`."""
+
+    class References:
+        def kinds(self, config: str):
+            types, _ = _wit()
+            return [_resource(types, r) for r in core.reference_kinds(plugin, config)]
+
+        def references(self, parent: str, config: str):
+            types, Err = _wit()
+            refs = _wit_references()
+            try:
+                found = core.references(plugin, parent, config)
+                return core._guard(lambda: [_reference(types, refs, r) for r in found])
+            except core.PluginError as e:
+                raise Err(_wit_error(types, e))
+
+    References.plugin = plugin
+    return References
+
+
 def export_admission(plugin):
     """The `(Admission, Conversion)` export classes for `plugin`, whose
     optional `validate(req)`, `mutate(req)` and `convert(objects,
@@ -190,12 +225,13 @@ def export_admission(plugin):
 
 def entry_names(app) -> dict:
     """What the module `build` componentizes holds: every name of the
-    plugin's `app` module, plus `Admission` and `Conversion` for the plugin
-    its `Reconciler` came from when `app` defines neither (a world without
-    those exports ignores them)."""
+    plugin's `app` module, plus `References`, `Admission` and `Conversion`
+    for the plugin its `Reconciler` came from, each unless `app` defines it
+    (a world without those exports ignores them)."""
     names = {k: v for k, v in vars(app).items() if not k.startswith("__")}
     plugin = getattr(names.get("Reconciler"), "plugin", None)
     if plugin is not None:
+        names.setdefault("References", export_references(plugin))
         admission, conversion = export_admission(plugin)
         names.setdefault("Admission", admission)
         names.setdefault("Conversion", conversion)

@@ -91,8 +91,8 @@ class Related:
 class Manifest:
     """What a plugin is. Build with `Manifest.composite` / `.decorator` and
     the chained builders (`owns`, `related`, `namespaces`, `finalizer`,
-    `resync`, `metadata_only`). The builders own the plain names, so the
-    data lives in the fields below."""
+    `resync`, `metadata_only`, `references`). The builders own the plain
+    names, so the data lives in the fields below."""
 
     name: str
     version: str
@@ -104,6 +104,7 @@ class Manifest:
     finalizer_name: Optional[str] = None
     resync_seconds: Optional[int] = None
     metadata_only_kinds: list = field(default_factory=list)
+    reference_kinds: list = field(default_factory=list)
 
     @staticmethod
     def composite(name: str, version: str, parent: Resource) -> "Manifest":
@@ -150,6 +151,15 @@ class Manifest:
         self.metadata_only_kinds.append(resource)
         return self
 
+    def references(self, resource: Resource) -> "Manifest":
+        """Let the plugin's `references(parent, config)` name objects of
+        `resource` (each kind must be granted, `references:`): the host
+        watches the kind and hands the objects a parent names to
+        `reconcile` and `finalize`. This is what the optional
+        `references.kinds` export answers."""
+        self.reference_kinds.append(resource)
+        return self
+
     def validate(self) -> None:
         """Catch mistakes in the guest, where the author sees them first (the
         host validates again). Same check and message as the Rust SDK."""
@@ -180,4 +190,7 @@ class Manifest:
             # `inspect` prints the `reads` answer only when there is one.
             **({"metadataOnly": [r.to_json() for r in self.metadata_only_kinds]}
                if self.metadata_only_kinds else {}),
+            # Likewise the `references.kinds` answer.
+            **({"references": [r.to_json() for r in self.reference_kinds]}
+               if self.reference_kinds else {}),
         }

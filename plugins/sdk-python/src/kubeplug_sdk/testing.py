@@ -15,8 +15,15 @@ through the real runtime, with the same comparison semantics:
 
 Besides the answer, the case fails when the host's fence would refuse it
 (children of a decorator, undeclared child kinds, a parent patch from a
-composite). Exit code: 0 all pass, 1 a case fails, 2 a file cannot be read
-or the plugin cannot be imported. Needs PyYAML (in the SDK's pinned venv).
+composite).
+
+A reconcile or finalize case's `cluster:` lists objects that exist in the
+cluster: the plugin's `references(parent, config)` are resolved against them
+as the host resolves them (`resolve`), and the objects found are appended to
+`related`. References outside the host's rules fail the case.
+
+Exit code: 0 all pass, 1 a case fails, 2 a file cannot be read or the plugin
+cannot be imported. Needs PyYAML (in the SDK's pinned venv).
 
 `validate`, `mutate` and `convert` cases run as `kubeplug test` runs them,
 with the host's decisions on their answers ported from the Rust core
@@ -61,6 +68,8 @@ INPUTS = {
 MAX_WARNINGS, MAX_TEXT, MAX_CAUSES = 16, 1024, 32
 #: The host's label and annotation domain, which no answer may touch.
 HOST_DOMAIN = "kubeplug.io"
+#: The most references the host resolves for one parent.
+MAX_REFERENCES = 32
 
 
 class FixtureError(Exception):
@@ -169,10 +178,18 @@ def run_case(plugin, case: dict):
     meta = parent.setdefault("metadata", {})
     if isinstance(meta, dict) and "uid" not in meta:
         meta["uid"] = PLACEHOLDER_UID
+    related = list(case.get("related") or [])
+    try:
+        found, refused = resolve(plugin, config_text, parent, _cluster(case))
+    except PluginError as e:
+        return _error(e), []
+    if refused:
+        return {}, [f"references: {refused}"]
+    related += [o for o in found if _object_key(o) not in {_object_key(r) for r in related}]
     args = (
         json.dumps(parent),
         [json.dumps(o) for o in case.get("observed") or []],
-        [json.dumps(o) for o in case.get("related") or []],
+        [json.dumps(o) for o in related],
         config_text,
         str(case.get("now") or DEFAULT_NOW),
         _entropy(case),
@@ -194,6 +211,93 @@ def run_case(plugin, case: dict):
     except PluginError as e:
         return {"error": {"kind": e.kind, "message": e.message}}, []
     return answer, [f"fence: {p}" for p in fence(plugin, config_text, parent, answer)]
+
+
+def _cluster(case: dict) -> list:
+    """The objects of a case's `cluster:`."""
+    cluster = case.get("cluster")
+    if cluster is None:
+        return []
+    if not isinstance(cluster, list) or not all(isinstance(o, dict) for o in cluster):
+        raise FixtureError("cluster: expected a list of objects")
+    return cluster
+
+
+def _object_key(o) -> tuple:
+    """Who an object is: apiVersion, kind, namespace, name."""
+    return (_text(o, "apiVersion"), _text(o, "kind"), _text(o, "metadata", "namespace"),
+            _text(o, "metadata", "name"))
+
+
+def check_reference(index: int, ref, m, kinds: list, parent_ns):
+    """(the declared kind, the namespace to look in or None for a
+    cluster-scoped kind) of a reference, or a str: why the host refuses it
+    (kubeplug_core::reference::check, same order and words). `parent_ns` is
+    None for a cluster-scoped parent."""
+    asked = ref.resource
+    kind = next((k for k in kinds if (k.group, k.kind) == (asked.group, asked.kind)), None)
+    if kind is None:
+        return (f"reference {index}: {asked.kind}.{asked.api_version} is not among the kinds "
+                f"the plugin references")
+    at = f"reference {index} to {asked.kind}"
+    namespace = None
+    if kind.namespaced:
+        namespace = ref.namespace if ref.namespace is not None else parent_ns
+        if parent_ns is not None and namespace != parent_ns:
+            return (f"{at}: namespace {namespace} is not the parent's ({parent_ns}): a parent "
+                    f"reads only its own namespace by reference")
+        if namespace is None:
+            return f"{at}: a cluster-scoped parent must name the namespace"
+        # The host also keeps out the namespaces the platform excludes;
+        # the runner knows only the plugin's own list.
+        if parent_ns is None and m.namespace_list and namespace not in m.namespace_list:
+            return f"{at}: the plugin does not act in namespace {namespace}"
+    if ref.labels is None and not ref.name:
+        return f"{at}: an empty name"
+    if ref.labels is not None and not ref.labels:
+        return f"{at}: no labels (that would select every object of the kind)"
+    return kind, namespace
+
+
+def _finds(kind, namespace, ref, o) -> bool:
+    """Whether a reference of `kind` looked up in `namespace` finds `o`."""
+    if (_group_version(_text(o, "apiVersion"))[0], _text(o, "kind")) != (kind.group, kind.kind):
+        return False
+    if namespace is not None and _text(o, "metadata", "namespace") != namespace:
+        return False
+    if ref.labels is None:
+        return _text(o, "metadata", "name") == ref.name
+    labels = (o.get("metadata") or {}).get("labels")
+    labels = labels if isinstance(labels, dict) else {}
+    return all(labels.get(k) == v for k, v in ref.labels)
+
+
+def resolve(plugin, config_text: str, parent: dict, cluster: list):
+    """(found, None): the objects of `cluster` the parent's references find,
+    in reference order, each once, as the host looks them up; ([], reason)
+    when the host would refuse the references. Raises the plugin's own
+    error (a PluginError)."""
+    refs = core.references(plugin, json.dumps(parent), config_text)
+    if not refs:
+        return [], None
+    if len(refs) > MAX_REFERENCES:
+        return [], f"{len(refs)} references, over the limit of {MAX_REFERENCES} per parent"
+    try:
+        m = core.manifest(plugin, config_text)
+    except PluginError as e:
+        return [], f"the manifest is refused for this config: {e.kind}: {e.message}"
+    parent_ns = _text(parent, "metadata", "namespace") if m.parent.namespaced else None
+    found, seen = [], set()
+    for index, ref in enumerate(refs):
+        checked = check_reference(index, ref, m, m.reference_kinds, parent_ns)
+        if isinstance(checked, str):
+            return [], checked
+        kind, namespace = checked
+        for o in cluster:
+            if _finds(kind, namespace, ref, o) and _object_key(o) not in seen:
+                seen.add(_object_key(o))
+                found.append(o)
+    return found, None
 
 
 def fence(plugin, config_text, parent, answer) -> list:

@@ -35,8 +35,10 @@ declare module 'kubeplug:plugin/types@0.1.0' {
    * no longer wants, and writes the desired status.
    * ## `"decorator"`
    * 
-   * Owns no children: the host only merges the labels and annotations of
-   * the response's `parent-patch` into the parent.
+   * Decorates objects others own: the host merges the labels and
+   * annotations of the response's `parent-patch` into the parent, and
+   * may attach children to it (of the manifest's child kinds), owned,
+   * pruned and fenced as a composite's are; it never writes status.
    */
   export type Mode = 'composite' | 'decorator';
   /**
@@ -94,8 +96,9 @@ declare module 'kubeplug:plugin/types@0.1.0' {
     parent: ApiResource,
     mode: Mode,
     /**
-     * Kinds of children the plugin may return (composite mode). Anything
-     * else in a response is refused by the host and never written.
+     * Kinds of children the plugin may return (a decorator's are its
+     * attachments). Anything else in a response is refused by the host
+     * and never written.
      */
     children: Array<ApiResource>,
     /**
@@ -151,7 +154,8 @@ declare module 'kubeplug:plugin/types@0.1.0' {
      */
     observed: Array<string>,
     /**
-     * Related objects (JSON) selected per the manifest.
+     * Related objects (JSON) selected per the manifest, then the objects
+     * the parent's references name (see the `references` interface).
      */
     related: Array<string>,
     /**

@@ -294,10 +294,6 @@ fn answers_outside_the_plugins_mode_are_refused() {
         wrong("composite", "a parent patch")
     );
     let (m, g) = (decorator(), annotator_grant());
-    assert_eq!(
-        refusal(&m, &g, &pod(), answer(vec![service("db")])),
-        wrong("decorator", "children")
-    );
     let status = Desired {
         status: Some(json!({"phase": "x"})),
         ..Desired::default()
