@@ -227,13 +227,14 @@ class Offered(unittest.TestCase):
                     raise InvalidConfig("bad config")
                 if config.get("boom"):
                     return {}["missing"]
-                if config.get("invalid"):
+                if config.get("decorator"):
+                    # Declares its attachments: no longer refused.
                     return Manifest.decorator("gate", "0.1.0", WIDGET).owns(WIDGET)
                 return super().manifest(config)
 
         self.assertEqual(core.offered(Picky, "{}"), ["validate", "mutate", "convert"])
-        for config in ("{nope", '{"picky": true}', '{"bad": true}', '{"boom": true}',
-                       '{"invalid": true}'):
+        self.assertEqual(core.offered(Picky, '{"decorator": true}'), ["validate", "mutate", "convert"])
+        for config in ("{nope", '{"picky": true}', '{"bad": true}', '{"boom": true}'):
             self.assertEqual(core.offered(Picky, config), [], config)
 
 

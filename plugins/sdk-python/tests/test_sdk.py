@@ -87,6 +87,28 @@ class Plugin:
                 .set_status({"seen": len(ctx.observed)}).requeue_after(30).warning("W", "w"))
 
 
+PDB = Resource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
+
+
+class Attacher:
+    """A decorator with attachments: a budget for each annotated Deployment;
+    `spec.attach` adds other children, to be fenced."""
+
+    def manifest(self, config):
+        return Manifest.decorator("attacher", "0.1.0", DEPLOYMENT).owns(PDB)
+
+    def reconcile(self, ctx):
+        r = Response().label("example.com/attached", "true")
+        if ctx.parent["metadata"].get("annotations", {}).get("example.com/budget"):
+            r.child({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                     "metadata": {"name": f"{ctx.name}-pdb"}, "spec": {"minAvailable": 1}})
+        for c in ctx.parent.get("spec", {}).get("attach", []):
+            r.child(c)
+        if "status" in ctx.parent.get("spec", {}):
+            r.set_status(ctx.parent["spec"]["status"])
+        return r
+
+
 class Core(unittest.TestCase):
     args = (json.dumps({"metadata": {"name": "x", "namespace": "a"}, "spec": {}}), [], [], "{}",
             "2026-11-29T18:00:00Z", bytes(32))
@@ -107,13 +129,12 @@ class Core(unittest.TestCase):
             core.manifest(Plugin, "{not json")
         self.assertEqual(core.metadata_only(Plugin, '{"bad": true}'), [])
 
-    def test_decorator_may_not_declare_children(self):
-        class D:
-            def manifest(self, config):
-                return Manifest.decorator("d", "0.1.0", POD).owns(DEPLOYMENT)
-        with self.assertRaises(Failed) as e:
-            core.manifest(D, "{}")
-        self.assertEqual(e.exception.message, "a decorator plugin may not declare children")
+    def test_decorator_may_declare_children(self):
+        # Its attachments: declared like a composite's child kinds.
+        m = core.manifest(Attacher, "{}")
+        self.assertEqual((m.to_json()["mode"], m.to_json()["children"]),
+                         ("decorator", [PDB.to_json()]))
+        self.assertEqual(core.metadata_only(Attacher, "{}"), [])
 
     def test_other_exceptions_become_failed(self):
         a = list(self.args)
@@ -135,11 +156,11 @@ class Core(unittest.TestCase):
 class Runner(unittest.TestCase):
     """The fixture runner's comparison semantics (docs/fixtures.md)."""
 
-    def run_fixture(self, text):
+    def run_fixture(self, text, plugin=Plugin):
         with tempfile.TemporaryDirectory() as d:
             Path(d, "case.yaml").write_text(text)
             sys.modules["demo_plugin_mod"] = type(sys)("demo_plugin_mod")
-            sys.modules["demo_plugin_mod"].Plugin = Plugin
+            sys.modules["demo_plugin_mod"].Plugin = plugin
             out = io.StringIO()
             old, sys.stdout = sys.stdout, out
             try:
@@ -187,6 +208,59 @@ class Runner(unittest.TestCase):
     def test_unreadable_file_exits_2(self):
         rc, _ = self.run_fixture("parent: [unclosed\n")
         self.assertEqual(rc, 2)
+
+    DEPLOYMENT_PARENT = ("parent: {apiVersion: apps/v1, kind: Deployment, metadata: "
+                         "{name: web, namespace: shop, annotations: {example.com/budget: '1'}}, "
+                         "spec: %s}\n")
+    LABELLED = "  parentPatch: {labels: {example.com/attached: 'true'}, annotations: {}}\n"
+
+    def test_decorator_attachments_pass_the_fence(self):
+        # A decorator returns children of its declared kinds, beside its patch.
+        rc, out = self.run_fixture(self.DEPLOYMENT_PARENT % "{}" + """expect:
+  children:
+  - {apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: web-pdb}, spec: {minAvailable: 1}}
+""" + self.LABELLED + """---
+parent: {apiVersion: apps/v1, kind: Deployment, metadata: {name: web, namespace: shop}, spec: {}}
+expect:
+""" + self.LABELLED, Attacher)
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("fence:", out)
+
+    def test_decorator_attachments_are_fenced_as_a_composites(self):
+        def refused(attach):
+            parent = {"apiVersion": "apps/v1", "kind": "Deployment",
+                      "metadata": {"name": "web", "namespace": "shop"}, "spec": {"attach": attach}}
+            answer, problems = testing.run_case(Attacher, {"parent": parent})
+            self.assertEqual(answer["parentPatch"]["labels"], {"example.com/attached": "true"})
+            return problems
+
+        pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "b"}}
+        self.assertEqual(refused([pdb]), [])
+        self.assertEqual(refused([dict(pdb, metadata={"name": "b", "namespace": "shop"})]), [])
+        self.assertEqual(
+            refused([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}]),
+            ["fence: child kind ConfigMap (v1) is not declared in the manifest"])
+        self.assertEqual(refused([dict(pdb, metadata={"name": "b", "namespace": "other"})]),
+                         ["fence: child b is outside the parent's namespace"])
+        self.assertEqual(refused([dict(pdb, metadata={})]),
+                         ["fence: a PodDisruptionBudget child has no metadata.name"])
+
+    def test_a_decorator_still_may_not_return_a_status(self):
+        parent = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "web", "namespace": "shop"}, "spec": {"status": {"a": 1}}}
+        _, problems = testing.run_case(Attacher, {"parent": parent})
+        self.assertEqual(problems, ["fence: a decorator plugin may not return a status"])
+
+    def test_composite_still_may_not_patch_its_parent(self):
+        class Patcher(Plugin):
+            def reconcile(self, ctx):
+                return super().reconcile(ctx).label("a", "b")
+
+        answer, problems = testing.run_case(
+            Patcher, {"parent": {"metadata": {"name": "x", "namespace": "a"}, "spec": {}}})
+        self.assertEqual(
+            problems,
+            ["fence: a composite plugin may not patch its parent (parentPatch is for decorators)"])
 
 
 if __name__ == "__main__":

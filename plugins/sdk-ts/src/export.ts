@@ -114,11 +114,7 @@ export function exportPlugin<C>(plugin: Plugin<C>) {
   const exported = {
     reconciler: {
       manifest: (config: string): WitResult<wit.PluginManifest> =>
-        call(() => {
-          const m = plugin.manifest(parseConfig(plugin, config));
-          m.validate();
-          return m.toWit();
-        }),
+        call(() => plugin.manifest(parseConfig(plugin, config)).toWit()),
       reconcile: (request: wit.Request): WitResult<wit.Response> =>
         call(() => plugin.reconcile(context(request)).toWit()),
       finalize: (request: wit.Request): WitResult<wit.FinalizeResponse> =>
@@ -172,7 +168,7 @@ export function exportPlugin<C>(plugin: Plugin<C>) {
        * config or manifest is refused (`manifest` reports that). */
       offered: (config: string): witAdmission.Webhook[] => {
         try {
-          plugin.manifest(parseConfig(plugin, config)).validate();
+          plugin.manifest(parseConfig(plugin, config)).toWit();
         } catch {
           return [];
         }

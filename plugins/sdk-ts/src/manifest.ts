@@ -1,7 +1,6 @@
 // Manifest: what a plugin reconciles, as a builder (mirrors the Rust SDK's
 // manifest.rs; field meanings in wit/plugin.wit).
 import type * as wit from 'kubeplug:plugin/types@0.1.0';
-import { Failed } from './errors.js';
 
 /** A Kubernetes resource type. */
 export interface Resource {
@@ -68,14 +67,18 @@ export class Manifest {
     return new Manifest(name, version, parent);
   }
 
-  /** A decorator plugin (patches parent metadata only) for `parent`. */
+  /** A decorator plugin for `parent`: patches its labels and annotations,
+   * and may attach children to it (its attachments, declared with `owns`);
+   * it never writes status. */
   static decorator(name: string, version: string, parent: Resource): Manifest {
     const m = new Manifest(name, version, parent);
     m.mode = 'decorator';
     return m;
   }
 
-  /** Declare a child kind the plugin may return. */
+  /** Declare a child kind the plugin may return. A decorator's are its
+   * attachments: owned by the decorated object, labelled, pruned when no
+   * longer returned, and fenced as a composite's children are. */
   owns(resource: Resource): this {
     this.children.push(resource);
     return this;
@@ -120,13 +123,6 @@ export class Manifest {
   references(resource: Resource): this {
     this.referenceKinds.push(resource);
     return this;
-  }
-
-  /** Catch mistakes in the guest, as the Rust SDK does (the host checks again). */
-  validate(): void {
-    if (this.mode === 'decorator' && this.children.length > 0) {
-      throw new Failed('a decorator plugin may not declare children');
-    }
   }
 
   toWit(): wit.PluginManifest {

@@ -41,7 +41,8 @@ export class Response {
   private events_: Event[] = [];
 
   /** Add a desired child (an object with apiVersion, kind, metadata.name;
-   * the namespace defaults to the parent's). */
+   * the namespace defaults to the parent's). A decorator's children are its
+   * attachments, owned by the decorated object. */
   child(child: object): this {
     this.children_.push(toJson('child', child));
     return this;
@@ -69,7 +70,8 @@ export class Response {
     return this;
   }
 
-  /** Set the desired `.status`. */
+  /** Set the desired `.status` (composite mode: a decorator never writes
+   * status). */
   status(status: object): this {
     this.status_ = toJson('status', status);
     return this;

@@ -222,14 +222,17 @@ test('offered: nothing when the config is refused (manifest reports it)', () => 
     manifest(config) {
       if (config.bad) throw new InvalidConfig('bad config');
       if (config.boom) return (null as any).boom;
-      // A decorator with children: refused by Manifest.validate, as `manifest` refuses it.
-      if (config.invalid) return Manifest.decorator('gate', '0.1.0', WIDGET).owns(WIDGET);
+      if (config.nothing) return undefined as any;
+      // A decorator with children (its attachments): no longer refused.
+      if (config.decorator) return Manifest.decorator('gate', '0.1.0', WIDGET).owns(WIDGET);
       return Manifest.composite('gate', '0.1.0', WIDGET);
     },
   };
   const { admission, reconciler } = exportPlugin(picky);
   assert.deepEqual(admission.offered('{}'), ['validate', 'mutate', 'convert']);
-  for (const config of ['{nope', '{"picky": true}', '{"bad": true}', '{"boom": true}', '{"invalid": true}']) {
+  assert.deepEqual(admission.offered('{"decorator": true}'), ['validate', 'mutate', 'convert']);
+  assert.equal(reconciler.manifest('{"decorator": true}').tag, 'ok');
+  for (const config of ['{nope', '{"picky": true}', '{"bad": true}', '{"boom": true}', '{"nothing": true}']) {
     assert.deepEqual(admission.offered(config), [], config);
     assert.equal(reconciler.manifest(config).tag, 'err', config);
   }

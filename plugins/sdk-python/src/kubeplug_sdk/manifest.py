@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Union
 
-from .errors import Failed
-
 COMPOSITE = "composite"
 DECORATOR = "decorator"
 
@@ -113,11 +111,16 @@ class Manifest:
 
     @staticmethod
     def decorator(name: str, version: str, parent: Resource) -> "Manifest":
-        """A decorator plugin (patches parent labels/annotations only)."""
+        """A decorator plugin for `parent`: patches its labels and
+        annotations, and may attach children to it (its attachments,
+        declared with `owns`); it never writes status."""
         return Manifest(name, version, parent, DECORATOR)
 
     def owns(self, resource: Resource) -> "Manifest":
-        """Declare a child kind the plugin may return (Rust: `child`)."""
+        """Declare a child kind the plugin may return (Rust: `child`). A
+        decorator's are its attachments: owned by the decorated object,
+        labelled, pruned when no longer returned, and fenced as a
+        composite's children are."""
         self.children.append(resource)
         return self
 
@@ -159,12 +162,6 @@ class Manifest:
         `references.kinds` export answers."""
         self.reference_kinds.append(resource)
         return self
-
-    def validate(self) -> None:
-        """Catch mistakes in the guest, where the author sees them first (the
-        host validates again). Same check and message as the Rust SDK."""
-        if self.mode == DECORATOR and self.children:
-            raise Failed("a decorator plugin may not declare children")
 
     def to_json(self) -> dict:
         """The manifest as `kubeplug inspect -o json` prints it (fixtures)."""

@@ -55,7 +55,8 @@ class Response:
 
     def child(self, obj: dict) -> "Response":
         """Add a desired child (a dict with apiVersion, kind, metadata.name;
-        the namespace defaults to the parent's)."""
+        the namespace defaults to the parent's). A decorator's children are
+        its attachments, owned by the decorated object."""
         self.children.append(obj)
         return self
 
@@ -73,7 +74,8 @@ class Response:
         return self
 
     def set_status(self, status: Any) -> "Response":
-        """Set the desired `.status` (a dict)."""
+        """Set the desired `.status` (a dict; composite mode: a decorator
+        never writes status)."""
         self.status = status
         return self
 

@@ -14,8 +14,9 @@ through the real runtime, with the same comparison semantics:
 - `error.kind` and `error.message` compare exactly.
 
 Besides the answer, the case fails when the host's fence would refuse it
-(children of a decorator, undeclared child kinds, a parent patch from a
-composite).
+(children of undeclared kinds or outside the parent's namespace, a parent
+patch from a composite). A decorator's children are its attachments, fenced
+as a composite's are.
 
 A reconcile or finalize case's `cluster:` lists objects that exist in the
 cluster: the plugin's `references(parent, config)` are resolved against them
@@ -302,23 +303,24 @@ def resolve(plugin, config_text: str, parent: dict, cluster: list):
 
 def fence(plugin, config_text, parent, answer) -> list:
     """What the host would refuse in a reconcile answer (a subset of the
-    host's checks: kinds, decorator rules)."""
+    host's checks: child kinds and namespaces, mode rules). A decorator's
+    children (its attachments) pass the same checks as a composite's."""
     try:
         m = core.manifest(plugin, config_text)
     except PluginError as e:
         return [f"the manifest is refused for this config: {e.kind}: {e.message}"]
     problems = []
-    if m.mode == DECORATOR and answer["children"]:
-        problems.append("a decorator plugin may not return children")
     if m.mode != DECORATOR and answer["parentPatch"] is not None:
         problems.append("a composite plugin may not patch its parent (parentPatch is for decorators)")
+    if m.mode == DECORATOR and answer.get("status") is not None:
+        problems.append("a decorator plugin may not return a status")
     allowed = {(r.api_version, r.kind) for r in m.children}
     for c in answer["children"]:
         if not isinstance(c, dict):
             problems.append("a child is not an object")
             continue
         key = (c.get("apiVersion"), c.get("kind"))
-        if m.mode != DECORATOR and key not in allowed:
+        if key not in allowed:
             problems.append(f"child kind {key[1]} ({key[0]}) is not declared in the manifest")
         meta = c.get("metadata")
         if not isinstance(meta, dict) or not meta.get("name"):
