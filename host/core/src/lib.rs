@@ -23,4 +23,5 @@ pub mod rollback;
 pub mod rollout;
 pub mod shard;
 pub mod webhook;
+pub mod whatif;
 pub mod yaml;

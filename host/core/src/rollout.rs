@@ -25,6 +25,10 @@ pub enum State {
     /// version serves again (see [`crate::rollback`]); `reason` says why.
     #[serde(rename = "rolled-back")]
     RolledBack,
+    /// The latest file loaded, but its what-if breaks the promotion gate of
+    /// the plugin's grant (see [`crate::whatif::Gate`]): the previous
+    /// version serves until the gate or the file changes.
+    Blocked,
 }
 
 impl State {
@@ -48,6 +52,7 @@ impl State {
             State::Degraded => "degraded",
             State::Failed => "failed",
             State::RolledBack => "rolled-back",
+            State::Blocked => "blocked",
         }
     }
 }
@@ -198,6 +203,7 @@ mod tests {
             State::Degraded,
             State::Failed,
             State::RolledBack,
+            State::Blocked,
         ] {
             assert_eq!(
                 serde_json::to_value(state).unwrap(),

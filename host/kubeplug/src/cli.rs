@@ -56,6 +56,10 @@ enum Command {
     /// List a plugin's failed calls kept by a running host, or fetch one as
     /// a file for `render --request`.
     Replay(crate::commands::replay::ReplayArgs),
+    /// Summarise what a plugin's candidate would do to every parent (the
+    /// what-if a running host made of `<name>.next.wasm`, or of a new
+    /// version its promotion gate judged).
+    Whatif(crate::commands::whatif::WhatIfArgs),
     /// Internal: compile a component in a child process of the host, so
     /// that the host can bound its time and memory.
     #[command(name = "__compile", hide = true)]
@@ -85,6 +89,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Migrate(args) => return crate::commands::migrate::migrate_cmd(args),
         Command::ReleaseFinalizers(args) => crate::commands::release_finalizers::release_cmd(args),
         Command::Replay(args) => crate::commands::replay::replay_cmd(args),
+        Command::Whatif(args) => crate::commands::whatif::whatif_cmd(args),
         Command::Compile { input, output } => {
             kubeplug_runtime::compile::compile_main(&input, &output)
         }

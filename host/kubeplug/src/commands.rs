@@ -1,7 +1,7 @@
 //! Every command but `kubeplug run` ([`crate::run`]), one module each: those
 //! that need no cluster share [`offline`]; `release-finalizers` and
-//! `migrate` talk to the API server, `replay` to a running host's admin
-//! server.
+//! `migrate` talk to the API server, `replay` and `whatif` to a running
+//! host's admin server.
 
 pub mod inspect;
 pub mod migrate;
@@ -11,3 +11,4 @@ pub mod release_finalizers;
 pub mod render;
 pub mod replay;
 pub mod test;
+pub mod whatif;

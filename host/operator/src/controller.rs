@@ -459,6 +459,9 @@ impl Controller {
     /// version's caches.
     pub fn set_shadow(&self, shadow: Option<Shadow>) {
         let started = shadow.is_some();
+        if let Some(shadow) = &shadow {
+            shadow.start_whatif(self.preview_handle());
+        }
         *self.shared.shadow.write().expect("shadow lock") = shadow.map(Arc::new);
         self.shared
             .metrics
@@ -471,6 +474,22 @@ impl Controller {
     /// The candidate in shadow, if any.
     pub fn shadow(&self) -> Option<Arc<Shadow>> {
         self.shared.shadow.read().expect("shadow lock").clone()
+    }
+
+    /// Record `event` on the parents named `namespace/name` (or `name`)
+    /// in `parents` that the caches hold, as the plugin's writer would
+    /// (within the event budget).
+    pub fn announce(&self, parents: &[String], event: &Event, action: &str) {
+        let shared = &self.shared;
+        for parent in parents {
+            let (namespace, name) = parent.split_once('/').unwrap_or(("", parent));
+            if let Some(object) = shared.sources.parent.get(namespace, name) {
+                let key = ObjectKey::new(namespace, name);
+                shared
+                    .fence
+                    .post(&shared.writer_for(&key), &object, event, action);
+            }
+        }
     }
 
     /// What a preview of this plugin needs (see [`crate::preview`]).

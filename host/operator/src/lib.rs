@@ -16,3 +16,4 @@ pub mod registry;
 pub mod replay;
 pub mod shadow;
 pub mod webhooks;
+pub mod whatif;

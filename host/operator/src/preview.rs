@@ -74,6 +74,16 @@ impl PreviewHandle {
         )
     }
 
+    /// The serving version's caches.
+    pub(crate) fn sources(&self) -> &Sources {
+        self.0.sources()
+    }
+
+    /// The serving version's fence.
+    pub(crate) fn fence(&self) -> &Fence {
+        self.0.fence()
+    }
+
     /// A parent as the controller's cache holds it.
     pub fn live_parent(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
         self.0.sources().parent.get(namespace, name)

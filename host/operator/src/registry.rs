@@ -61,6 +61,7 @@ use kubeplug_runtime::{LimitSettings, Runtime};
 mod admission;
 mod candidates;
 mod placement;
+mod promotion;
 mod scan;
 mod serving;
 mod status;
@@ -68,6 +69,7 @@ mod watch;
 
 pub use placement::MAX_PLUGIN_BYTES;
 use placement::{Layout, Root};
+pub use promotion::Promotion;
 pub use status::{PluginDetail, Status};
 
 /// How long a file must be unchanged before it is loaded.
@@ -99,6 +101,8 @@ struct FileEntry {
     /// The candidate beside this file that cannot shadow it: its content
     /// key and why.
     candidate_error: Option<(String, String)>,
+    /// The latest file, kept out of service by the promotion gate.
+    promotion: Option<promotion::Promotion>,
 }
 
 struct Serving {

@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::metrics::OperatorMetrics;
+use crate::whatif::{Report, WhatIf};
 use kubeplug_core::plan::diff::{Fields, diff};
 use kubeplug_core::plan::{Plan, TypedKey};
 use kubeplug_core::report::format_chain;
@@ -62,6 +63,9 @@ pub struct Shadow {
     slot_count: usize,
     /// Comparisons waiting for a slot.
     waiting: Mutex<Waiting>,
+    /// The candidate run once against every parent (see [`crate::whatif`]),
+    /// once the controller starts it.
+    whatif: Mutex<Option<WhatIf>>,
 }
 
 /// Comparisons waiting for a slot, and their bytes ([`Job::bytes`]).
@@ -223,6 +227,10 @@ pub struct ShadowStatus {
     /// clients and the aggregated API: they hold cluster data).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<Value>,
+    /// The candidate against every parent (see [`crate::whatif`]); its
+    /// details only where the examples are shown.
+    #[serde(rename = "whatIf", skip_serializing_if = "Option::is_none")]
+    pub whatif: Option<Report>,
 }
 
 /// What one comparison found, for the caller's log and metrics.
@@ -266,7 +274,30 @@ impl Shadow {
             slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
             slot_count: slots.max(1),
             waiting: Mutex::default(),
+            whatif: Mutex::default(),
         }
+    }
+
+    /// Run the candidate against every parent `serving` holds, in the
+    /// background (see [`crate::whatif`]).
+    pub fn start_whatif(&self, serving: crate::preview::PreviewHandle) {
+        let run = crate::whatif::start(serving, self.plugin.clone());
+        *self.whatif.lock().expect("shadow lock") = Some(run);
+    }
+
+    /// The what-if's report, if one started.
+    pub fn whatif(&self) -> Option<Report> {
+        let run = self.whatif.lock().expect("shadow lock");
+        run.as_ref().map(|w| w.progress.report())
+    }
+
+    /// The what-if's report once complete (waiting for it), if one started.
+    pub async fn whatif_finished(&self) -> Option<Report> {
+        let progress = {
+            let run = self.whatif.lock().expect("shadow lock");
+            run.as_ref().map(|w| w.progress.clone())?
+        };
+        Some(progress.finished().await)
     }
 
     /// Make the comparison in `job` in the background: at once if a slot is
@@ -451,15 +482,18 @@ impl Shadow {
                     json!({"parent": parent_name(key), "differences": differences})
                 })
                 .collect(),
+            whatif: self.whatif(),
         }
     }
 }
 
 impl ShadowStatus {
-    /// The status without examples (they hold cluster data).
+    /// The status without examples or the what-if's details (they hold
+    /// cluster data).
     pub fn summary(self) -> ShadowStatus {
         ShadowStatus {
             examples: Vec::new(),
+            whatif: self.whatif.map(Report::summary),
             ..self
         }
     }

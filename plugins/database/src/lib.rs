@@ -55,11 +55,23 @@ pub struct Config {
     /// Pull the engines' images from this registry (a mirror, e.g.
     /// `mirror.example.com/library`) instead of Docker Hub.
     pub image_registry: Option<String>,
+    /// One engine's registry, in place of `imageRegistry` for that engine
+    /// (e.g. `{postgresql: pg.mirror.example.com}`).
+    pub engine_registries: BTreeMap<Engine, String>,
 }
 
 impl Config {
     fn validate(&self) -> Result<(), Error> {
-        if let Some(registry) = &self.image_registry {
+        let registries = self
+            .image_registry
+            .iter()
+            .map(|r| ("imageRegistry".to_string(), r))
+            .chain(
+                self.engine_registries
+                    .iter()
+                    .map(|(e, r)| (format!("engineRegistries.{}", e.as_str()), r)),
+            );
+        for (field, registry) in registries {
             let valid = !registry.is_empty()
                 && !registry.ends_with('/')
                 && registry
@@ -67,7 +79,7 @@ impl Config {
                     .all(|b| b.is_ascii_alphanumeric() || b".-_/:".contains(&b));
             if !valid {
                 return Err(Error::InvalidConfig(format!(
-                    "imageRegistry must be a registry host and path without a trailing slash, got {registry:?}"
+                    "{field} must be a registry host and path without a trailing slash, got {registry:?}"
                 )));
             }
         }
@@ -76,7 +88,11 @@ impl Config {
 
     /// The image of `engine` at `version`, from the configured registry.
     fn image(&self, engine: Engine, version: &str) -> String {
-        match &self.image_registry {
+        match self
+            .engine_registries
+            .get(&engine)
+            .or(self.image_registry.as_ref())
+        {
             Some(registry) => format!("{registry}/{}:{version}", engine.image()),
             None => format!("{}:{version}", engine.image()),
         }

@@ -30,7 +30,7 @@ pub const MIN_REPLICAS: i32 = 1;
 pub const MAX_REPLICAS: i32 = 10;
 
 /// The database engines this plugin knows how to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
     Mysql,

@@ -114,7 +114,7 @@ fn a_configmap_a_myapp_names_rolls_its_deployment_and_only_its_own_namespace_cou
     // Deleted: absent, not an error. No hash, ConfigReady False.
     kubectl_ok(&["delete", "configmap", "settings", "-n", &ns.name], None);
     eventually("the hash to go", TIMEOUT, || {
-        (template_hash(&ns.name, "web")? == None).then_some(())
+        template_hash(&ns.name, "web")?.is_none().then_some(())
     });
     eventually("ConfigReady False", TIMEOUT, || {
         (config_ready(&ns.name, "web")? == ("False".into(), "NotFound".into())).then_some(())

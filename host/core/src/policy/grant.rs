@@ -24,7 +24,7 @@ impl KindRef {
         }
     }
 
-    fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let (kind, group) = text.split_once('.').unwrap_or((text, ""));
         if kind.is_empty() || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
             return Err(format!(
@@ -251,6 +251,9 @@ pub(super) struct GrantFile {
     /// What the host answers when the plugin fails an admission review.
     #[serde(default)]
     failure_policy: FailurePolicy,
+    /// The promotion gate: a new version serves only if its what-if over
+    /// every parent passes it.
+    promotion: Option<crate::whatif::GateFile>,
 }
 
 /// What one plugin may do.
@@ -294,6 +297,9 @@ pub struct Grant {
     /// out of time or memory, answers outside its fence): `Fail` (the
     /// default) denies the write, `Ignore` allows it with a warning.
     pub failure_policy: FailurePolicy,
+    /// The promotion gate (see [`crate::whatif::Gate`]): without one, a new
+    /// version serves as soon as it loads.
+    pub promotion: Option<crate::whatif::Gate>,
 }
 
 impl GrantFile {
@@ -375,6 +381,7 @@ impl GrantFile {
             shard_pods: self.shard_pods,
             webhooks,
             failure_policy: self.failure_policy,
+            promotion: self.promotion.map(|g| g.into_gate()).transpose()?,
         })
     }
 }
@@ -409,6 +416,7 @@ impl Grant {
             shard_pods: false,
             webhooks: Webhooks::default(),
             failure_policy: FailurePolicy::default(),
+            promotion: None,
         }
     }
 }

@@ -160,6 +160,9 @@ pub fn plugin(row: &Status, owners: &Owners) -> Value {
     if let Some(error) = &row.candidate_error {
         status["candidateError"] = json!(error);
     }
+    if let Some(promotion) = &row.promotion {
+        status["promotion"] = json!(promotion);
+    }
     if let Some(detail) = detail {
         status["reconciles"] = json!(detail.reconciles);
         status["errors"] = json!(detail.errors);
@@ -175,7 +178,7 @@ pub fn plugin(row: &Status, owners: &Owners) -> Value {
 const DETAIL_FIELDS: [&str; 3] = ["reason", "lastError", "candidateError"];
 
 /// What `status.withheld` says on a redacted object.
-pub const WITHHELD: &str = "reason, lastError, candidateError, shadow examples and the file's directory are shown to callers who may get plugins/details";
+pub const WITHHELD: &str = "reason, lastError, candidateError, shadow examples, what-if details and the file's directory are shown to callers who may get plugins/details";
 
 /// `object` as a caller without `get` on `plugins/details` sees it: no
 /// error texts, no shadow examples, the file's name without its directory
@@ -188,10 +191,20 @@ pub fn redacted(mut object: Value) -> Value {
         }
         if let Some(shadow) = status.get_mut("shadow").and_then(Value::as_object_mut) {
             shadow.remove("examples");
+            if let Some(whatif) = shadow.get_mut("whatIf").and_then(Value::as_object_mut) {
+                whatif.remove("details");
+            }
             if let Some(file) = shadow.get("file").and_then(Value::as_str) {
                 let name = file_name(file);
                 shadow.insert("file".into(), json!(name));
             }
+        }
+        if let Some(whatif) = status
+            .get_mut("promotion")
+            .and_then(|p| p.get_mut("whatIf"))
+            .and_then(Value::as_object_mut)
+        {
+            whatif.remove("details");
         }
         status.insert("withheld".into(), json!(WITHHELD));
     }
@@ -429,9 +442,10 @@ pub fn openapi() -> Value {
                         "reconciles": integer("Reconciles finished by the answering replica."),
                         "errors": integer("Of those, how many failed."),
                         "queueDepth": integer("Parents waiting in its queue."),
-                        "shadow": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "The candidate <plugin>.next.wasm deciding beside the serving version, writing nothing: file, version, digest, since, comparisons, parentsCompared, parentsDiffering, candidateErrors, and examples (parent, differences: what child/status/parentPatch/events/error differs, with field paths and both values)."},
+                        "shadow": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "The candidate <plugin>.next.wasm deciding beside the serving version, writing nothing: file, version, digest, since, comparisons, parentsCompared, parentsDiffering, candidateErrors, examples (parent, differences: what child/status/parentPatch/events/error differs, with field paths and both values), and whatIf (the candidate run once against every parent: phase, parents, changed, unchanged, refused, failed, creates, updates per kind and field, prunes, status fields, parentPatches; details names the parents)."},
                         "candidateError": string("Why the candidate file cannot run in shadow."),
-                        "withheld": string("Set when reason, lastError, candidateError and shadow examples are left out: they are shown to callers who may get plugins/details."),
+                        "promotion": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "A new version the grant's promotion gate keeps out of service while the previous one serves: blocked (each rule its what-if breaks), version, digest, and whatIf (the report it was judged on)."},
+                        "withheld": string("Set when reason, lastError, candidateError, shadow examples and what-if details are left out: they are shown to callers who may get plugins/details."),
                     }},
                 },
             },
@@ -508,7 +522,9 @@ mod tests {
                 "reason": "secret: hunter2",
                 "lastError": "hunter2",
                 "candidateError": "hunter2",
-                "shadow": {"file": "/plugins/team-a/database.next.wasm", "parentsDiffering": 1, "examples": [{"parent": "a/b"}]},
+                "shadow": {"file": "/plugins/team-a/database.next.wasm", "parentsDiffering": 1, "examples": [{"parent": "a/b"}],
+                    "whatIf": {"changed": 1, "details": {"changed": ["hunter2/db"]}}},
+                "promotion": {"blocked": "1 of 1 parents (100.0 %) would change", "whatIf": {"changed": 1, "details": {"changed": ["hunter2/db"]}}},
             },
         });
         let seen = redacted(full);
@@ -518,6 +534,9 @@ mod tests {
         assert_eq!(seen["status"]["state"], "degraded");
         assert_eq!(seen["status"]["shadow"]["parentsDiffering"], 1);
         assert!(seen["status"]["shadow"].get("examples").is_none());
+        assert_eq!(seen["status"]["shadow"]["whatIf"]["changed"], 1);
+        assert_eq!(seen["status"]["promotion"]["whatIf"]["changed"], 1);
+        assert!(seen["status"]["promotion"]["blocked"].is_string());
         assert_eq!(seen["status"]["withheld"], WITHHELD);
     }
 }

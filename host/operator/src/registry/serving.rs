@@ -18,7 +18,10 @@ impl Registry {
         let key = candidate.key.clone();
         let rollback = candidate.settings.rollback;
         match self.admit(path, candidate).await {
-            Ok((plugin, identity)) => self.serve(path, key, plugin, identity, rollback),
+            Ok((plugin, identity)) => match self.gate(path, &key, &plugin, &identity).await {
+                Ok(()) => self.serve(path, key, plugin, identity, rollback),
+                Err(promotion) => self.blocked(path, key, promotion),
+            },
             Err(failure) => {
                 let error = failure.to_string();
                 self.revoke_if_revalidating(path, &error);
@@ -123,6 +126,7 @@ impl Registry {
         entry.attempted = key.clone();
         entry.last_error = None;
         entry.revalidate = false;
+        entry.promotion = None;
         let manifest = plugin.manifest().clone();
         w.metrics.plugin_info(
             &manifest.name,
@@ -189,6 +193,8 @@ impl Registry {
         if let Some(key) = key {
             entry.attempted = key;
         }
+        // A newer file replaced the one the gate kept out.
+        entry.promotion = None;
         // The file's path without `.wasm` (`database`, `team-a/database`):
         // a file in a team's folder must not count against the plugin it
         // is named after.

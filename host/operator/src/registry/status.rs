@@ -39,6 +39,9 @@ pub struct Status {
     /// Why the candidate file cannot run in shadow.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate_error: Option<String>,
+    /// The latest file, kept out of service by the promotion gate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<super::Promotion>,
     /// What the aggregated API adds (not on `/plugins`).
     #[serde(skip)]
     pub detail: Option<PluginDetail>,
@@ -77,6 +80,7 @@ impl Status {
             reason: None,
             shadow: self.shadow.map(ShadowStatus::summary),
             candidate_error: None,
+            promotion: self.promotion.map(super::Promotion::summary),
             ..self
         }
     }
@@ -96,19 +100,28 @@ impl Registry {
                     .serving
                     .as_ref()
                     .and_then(|s| s.controller.rolled_back());
-                let state = State::of(
+                let state = match State::of(
                     entry.serving.is_some(),
                     entry.last_error.is_some(),
                     rolled_back.is_some(),
                     stuck,
-                );
+                ) {
+                    State::Running if entry.promotion.is_some() => State::Blocked,
+                    state => state,
+                };
                 let rolled_back = rolled_back.map(|back| {
                     format!(
                         "version {} (sha256:{}) was rolled back at {}: {}; the previous version serves, and the file is not loaded again until it changes",
                         back.version, back.digest, back.at, back.reason
                     )
                 });
-                let reason = problem.map(|p| p.message).or(rolled_back).or_else(|| {
+                let blocked = entry.promotion.as_ref().map(|p| {
+                    format!(
+                        "version {} (sha256:{}) is kept out of service by the promotion gate: {}; the previous version serves",
+                        p.version, p.digest, p.blocked
+                    )
+                });
+                let reason = problem.map(|p| p.message).or(rolled_back).or(blocked).or_else(|| {
                     entry
                         .last_error
                         .as_ref()
@@ -143,6 +156,7 @@ impl Registry {
                         .and_then(|s| s.controller.shadow())
                         .map(|shadow| shadow.status()),
                     candidate_error: entry.candidate_error.as_ref().map(|(_, e)| e.clone()),
+                    promotion: entry.promotion.clone(),
                     detail: entry.serving.as_ref().map(|s| {
                         let (reconciles, errors) = s.controller.counts();
                         PluginDetail {
@@ -208,6 +222,7 @@ mod tests {
             candidate_errors: 0,
             skipped: 0,
             examples: vec![serde_json::json!({"parent": "a/b", "differences": ["secret"]})],
+            whatif: None,
         };
         let row = Status {
             file: "/plugins/db.wasm".into(),
@@ -223,6 +238,7 @@ mod tests {
             shards: None,
             shadow: Some(shadow),
             candidate_error: Some("refused".into()),
+            promotion: None,
             detail: None,
         };
         let summary = serde_json::to_value(row.summary()).unwrap();
