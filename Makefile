@@ -160,6 +160,7 @@ bench: plugins host
 	tests/bench/upgrade
 	tests/bench/rollout
 	tests/bench/admission
+	tests/bench/whatif
 
 clean:
 	rm -rf target

@@ -223,6 +223,7 @@ fn a_whatif_names_the_parents_and_field_a_candidate_changes_and_a_gate_holds_its
         .output()
         .expect("run kubeplug whatif");
     let text = String::from_utf8_lossy(&cli.stdout);
+    eprintln!("kubeplug whatif database:\n{text}");
     assert!(
         cli.status.success(),
         "{text}{}",
