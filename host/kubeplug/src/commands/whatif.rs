@@ -12,6 +12,9 @@ use serde_json::Value;
 
 use super::replay::get;
 
+/// Parents the text summary names at most.
+const NAMES: usize = 10;
+
 #[derive(Args)]
 pub struct WhatIfArgs {
     /// The host's HTTP listener (its `--listen`); in a pod, forward it
@@ -148,12 +151,18 @@ pub fn summary(plugin: &str, report: &Value, blocked: Option<&str>) -> String {
     }
     if let Some(names) = details["changed"].as_array().filter(|l| !l.is_empty()) {
         let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
-        let more = if details["truncated"] == true {
-            ", …"
-        } else {
-            ""
-        };
-        let _ = writeln!(out, "changed parents: {}{more}", names.join(", "));
+        let shown = names.len().min(NAMES);
+        let more = (changed as usize).saturating_sub(shown);
+        let _ = writeln!(
+            out,
+            "changed parents: {}{}",
+            names[..shown].join(", "),
+            if more > 0 {
+                format!(" and {more} more (-o json lists them)")
+            } else {
+                String::new()
+            }
+        );
     }
     if let Some(blocked) = blocked {
         let _ = writeln!(out, "promotion blocked: {blocked}");
