@@ -405,10 +405,22 @@ impl Caller {
         limits: Limits,
         config: &str,
     ) -> Result<Vec<manifest::ApiResource>, CallError> {
+        self.kinds(limits, config, bindings::READS_EXPORT, "metadata-only")
+    }
+
+    /// The kinds an optional export's `function(config)` lists (`reads`'
+    /// `metadata-only`, `references`' `kinds`); none without the export.
+    pub(super) fn kinds(
+        &self,
+        limits: Limits,
+        config: &str,
+        export: &str,
+        function: &str,
+    ) -> Result<Vec<manifest::ApiResource>, CallError> {
         let component = self.loaded.pre.instance_pre().component();
         let Some(export) = component
-            .get_export_index(None, bindings::READS_EXPORT)
-            .and_then(|reads| component.get_export_index(Some(&reads), "metadata-only"))
+            .get_export_index(None, export)
+            .and_then(|i| component.get_export_index(Some(&i), function))
         else {
             return Ok(Vec::new());
         };

@@ -361,6 +361,35 @@ impl Host {
         self.child.id()
     }
 
+    /// The host's user + system CPU time so far (`/proc/<pid>/stat`).
+    pub fn cpu(&self) -> Duration {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).expect("read /proc stat");
+        // Fields after the command name (which may hold spaces): state is 3rd.
+        let rest = &stat[stat.rfind(')').expect("stat has a command") + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        // CLK_TCK is 100 on Linux.
+        Duration::from_millis(ticks * 10)
+    }
+
+    /// Reconciles of `plugin` that succeeded so far.
+    pub fn reconciles(&self, plugin: &str) -> f64 {
+        self.metric(
+            "kubeplug_reconciles_total",
+            &format!("plugin=\"{plugin}\",result=\"ok\""),
+        )
+    }
+
+    /// Wait until `plugin`'s reconcile count stops moving for 2 s.
+    pub fn quiet(&self, plugin: &str, timeout: Duration) {
+        eventually(&format!("{plugin} to go quiet"), timeout, || {
+            let before = self.reconciles(plugin);
+            std::thread::sleep(Duration::from_secs(2));
+            (self.reconciles(plugin) == before).then_some(())
+        });
+    }
+
     fn wait_ready(&mut self) {
         let started = Instant::now();
         loop {

@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use super::super::answer::{AnswerBytes, api_resource};
 use super::super::bindings;
 use super::super::bindings::optional::references as wit;
-use super::super::bindings::types;
 use super::{Caller, Plugin};
 use crate::CallError;
 use kubeplug_core::contract::Limits;
@@ -41,19 +40,7 @@ impl Caller {
         limits: Limits,
         config: &str,
     ) -> Result<Vec<ApiResource>, CallError> {
-        let component = self.loaded.pre.instance_pre().component();
-        let Some(export) = component
-            .get_export_index(None, bindings::REFERENCES_EXPORT)
-            .and_then(|i| component.get_export_index(Some(&i), "kinds"))
-        else {
-            return Ok(Vec::new());
-        };
-        let kinds = self.run(limits, async |store, instance| {
-            let call = instance
-                .get_typed_func::<(&str,), (Vec<types::ApiResource>,)>(&mut *store, &export)?;
-            Ok(call.call_async(&mut *store, (config,)).await?.0)
-        })?;
-        Ok(kinds.into_iter().map(api_resource).collect())
+        self.kinds(limits, config, bindings::REFERENCES_EXPORT, "kinds")
     }
 }
 

@@ -23,38 +23,11 @@ const ROUNDS: usize = 4;
 const SWAPS: usize = 5;
 const TIMEOUT: Duration = Duration::from_secs(180);
 
-/// User + system CPU time of process `pid`.
-fn cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
-    // Fields after the command name (which may hold spaces): state is 3rd.
-    let rest = &stat[stat.rfind(')').expect("stat has a command") + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    // CLK_TCK is 100 on Linux.
-    Duration::from_millis(ticks * 10)
-}
-
-fn reconciles(host: &Host) -> f64 {
-    host.metric(
-        "kubeplug_reconciles_total",
-        "plugin=\"database\",result=\"ok\"",
-    )
-}
-
-/// Wait until the host's reconcile count of `database` stops moving.
-fn quiet(host: &Host) {
-    eventually("database to go quiet", TIMEOUT, || {
-        let before = reconciles(host);
-        std::thread::sleep(Duration::from_secs(2));
-        (reconciles(host) == before).then_some(())
-    });
-}
-
 /// One round: touch every Database (an annotation: no decision changes),
 /// wait for every reconcile; returns (CPU, reconciles).
 fn round(host: &Host, ns: &str, n: usize) -> (Duration, f64) {
-    quiet(host);
-    let (c0, r0) = (cpu(host.pid()), reconciles(host));
+    host.quiet("database", TIMEOUT);
+    let (c0, r0) = (host.cpu(), host.reconciles("database"));
     kubectl_ok(
         &[
             "annotate",
@@ -68,10 +41,10 @@ fn round(host: &Host, ns: &str, n: usize) -> (Duration, f64) {
         None,
     );
     eventually("every database reconciled", TIMEOUT, || {
-        (reconciles(host) - r0 >= PARENTS as f64).then_some(())
+        (host.reconciles("database") - r0 >= PARENTS as f64).then_some(())
     });
-    quiet(host);
-    (cpu(host.pid()) - c0, reconciles(host) - r0)
+    host.quiet("database", TIMEOUT);
+    (host.cpu() - c0, host.reconciles("database") - r0)
 }
 
 fn shadow_ready(host: &Host, differing: bool) {

@@ -27,30 +27,6 @@ const ENGINES: [(&str, &str); 3] = [
     ("mongodb", "7.0.5"),
 ];
 
-/// User + system CPU time of process `pid`.
-fn cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
-    let rest = &stat[stat.rfind(')').expect("stat has a command") + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    Duration::from_millis(ticks * 10)
-}
-
-fn reconciles(host: &Host) -> f64 {
-    host.metric(
-        "kubeplug_reconciles_total",
-        "plugin=\"database\",result=\"ok\"",
-    )
-}
-
-fn quiet(host: &Host) {
-    eventually("database to go quiet", TIMEOUT, || {
-        let before = reconciles(host);
-        std::thread::sleep(Duration::from_secs(2));
-        (reconciles(host) == before).then_some(())
-    });
-}
-
 fn count(ns: &str, what: &str, running: bool) -> usize {
     let Some(list) = get_json(ns, what) else {
         return 0;
@@ -92,10 +68,10 @@ fn main() {
     eventually("every database to run", TIMEOUT, || {
         (count(&ns.name, "databases", true) == n).then_some(())
     });
-    quiet(&host);
+    host.quiet("database", TIMEOUT);
 
     // Live CPU per reconcile: one round touching every Database.
-    let (c0, r0) = (cpu(host.pid()), reconciles(&host));
+    let (c0, r0) = (host.cpu(), host.reconciles("database"));
     kubectl_ok(
         &[
             "annotate",
@@ -109,10 +85,10 @@ fn main() {
         None,
     );
     eventually("every database reconciled", TIMEOUT, || {
-        (reconciles(&host) - r0 >= n as f64).then_some(())
+        (host.reconciles("database") - r0 >= n as f64).then_some(())
     });
-    quiet(&host);
-    let live_cpu = (cpu(host.pid()) - c0).as_secs_f64() * 1e6 / (reconciles(&host) - r0);
+    host.quiet("database", TIMEOUT);
+    let live_cpu = (host.cpu() - c0).as_secs_f64() * 1e6 / (host.reconciles("database") - r0);
 
     // What-if runs: each new candidate settings file starts one (a new
     // `startedAt`).
@@ -137,7 +113,7 @@ fn main() {
         last = report["startedAt"].clone();
         seconds.push(report["seconds"].as_f64().unwrap());
         parents = report["parents"].as_u64().unwrap_or(0);
-        quiet(&host);
+        host.quiet("database", TIMEOUT);
     }
     seconds.sort_by(f64::total_cmp);
     let p50 = seconds[seconds.len() / 2];
