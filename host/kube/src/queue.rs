@@ -295,11 +295,30 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Keys are waiting or being worked on (debounced ones not counted:
+    /// nothing runs for them yet).
+    pub fn working(&self) -> bool {
+        let state = self.state.lock().expect("queue lock");
+        !state.ready.is_empty() || !state.active.is_empty()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_queue_works_while_a_key_waits_or_is_worked_on() {
+        let q = Queue::new();
+        assert!(!q.working());
+        q.add("a");
+        assert!(q.working());
+        assert_eq!(q.next().await, Some("a"));
+        assert!(q.working(), "being worked on");
+        q.done(&"a");
+        assert!(!q.working());
+    }
 
     #[tokio::test]
     async fn a_key_added_twice_is_handed_out_once() {

@@ -137,6 +137,10 @@ impl crate::preview::Serving for Shared {
     fn fence(&self) -> &Fence {
         &self.fence
     }
+
+    fn busy(&self) -> bool {
+        self.queue.working()
+    }
 }
 
 /// Reconciles finished by this controller (all versions of the plugin),

@@ -31,6 +31,9 @@ pub trait Serving: Send + Sync {
     fn plugin(&self) -> Plugin;
     fn sources(&self) -> &Sources;
     fn fence(&self) -> &Fence;
+    /// Live reconciles are waiting or running: background work (a what-if)
+    /// waits for them.
+    fn busy(&self) -> bool;
 }
 
 /// A running controller, as a dry run sees it (see [`Serving`]).
@@ -82,6 +85,11 @@ impl PreviewHandle {
     /// The serving version's fence.
     pub(crate) fn fence(&self) -> &Fence {
         self.0.fence()
+    }
+
+    /// Live reconciles are waiting or running.
+    pub(crate) fn busy(&self) -> bool {
+        self.0.busy()
     }
 
     /// A parent as the controller's cache holds it.

@@ -7,8 +7,9 @@
 //! a new version of a plugin whose grant has a promotion gate is about to
 //! serve (see `registry::serving`). One parent at a time, in the
 //! background: the candidate's calls run under its own limits on the
-//! blocking pool, and the run sleeps between parents so that it takes at
-//! most [`CPU_SHARE`] of one core, never a live reconcile's turn.
+//! blocking pool; before each parent the run waits while the plugin's live
+//! reconciles are queued or running, and it sleeps between parents so that
+//! it takes at most [`CPU_SHARE`] of one core.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,6 +28,10 @@ use kubeplug_runtime::Plugin;
 /// The share of one core a what-if may take, on average: it sleeps as long
 /// as it worked. 200 parents of `database` take a fraction of a second.
 pub const CPU_SHARE: f64 = 0.5;
+
+/// How long a what-if waits before looking again whether live reconciles
+/// are done.
+const YIELD: Duration = Duration::from_millis(10);
 
 /// Where a what-if is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -181,6 +186,10 @@ async fn run(serving: &PreviewHandle, candidate: &Plugin, progress: &Progress) {
             parent_obj.metadata.name.clone().unwrap_or_default(),
         )
         .to_string();
+        // Live reconciles first: a what-if only fills the gaps.
+        while serving.busy() {
+            tokio::time::sleep(YIELD).await;
+        }
         let began = Instant::now();
         let decided = async {
             let Inputs {
