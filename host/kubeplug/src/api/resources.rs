@@ -221,15 +221,39 @@ fn file_name(path: &str) -> String {
         .unwrap_or_default()
 }
 
-/// `0.2.0: 3/10 differ`, or nothing without a candidate.
+/// `0.2.0: 3/10 differ, what-if 67/200 change`, or nothing without a
+/// candidate.
 fn shadow_cell(shadow: &Value) -> String {
-    match shadow["version"].as_str() {
-        None => String::new(),
-        Some(version) => format!(
-            "{version}: {}/{} differ",
-            shadow["parentsDiffering"].as_u64().unwrap_or(0),
-            shadow["parentsCompared"].as_u64().unwrap_or(0)
-        ),
+    let Some(version) = shadow["version"].as_str() else {
+        return String::new();
+    };
+    let mut cell = format!(
+        "{version}: {}/{} differ",
+        shadow["parentsDiffering"].as_u64().unwrap_or(0),
+        shadow["parentsCompared"].as_u64().unwrap_or(0)
+    );
+    let whatif = &shadow["whatIf"];
+    if whatif["phase"] == "complete" {
+        cell.push_str(&format!(
+            ", what-if {}/{} change",
+            whatif["changed"].as_u64().unwrap_or(0),
+            whatif["parents"].as_u64().unwrap_or(0)
+        ));
+    }
+    cell
+}
+
+/// The Reason column: why the plugin is degraded or failed, shown to
+/// callers who may get `plugins/details`; to everyone, why the promotion
+/// gate keeps its latest version out (counts and kinds, no cluster data).
+fn reason_cell(status: &Value) -> String {
+    match (
+        status["reason"].as_str(),
+        status["promotion"]["blocked"].as_str(),
+    ) {
+        (Some(reason), _) => reason.to_string(),
+        (None, Some(blocked)) => format!("promotion gate: {blocked}"),
+        (None, None) => String::new(),
     }
 }
 
@@ -270,7 +294,7 @@ pub fn table(objects: &[Value], resource_version: u64) -> Value {
                     s["queueDepth"].as_u64().unwrap_or(0),
                     o["spec"]["manifest"]["parent"].as_str().unwrap_or(""),
                     shadow_cell(&s["shadow"]),
-                    s["reason"].as_str().unwrap_or(""),
+                    reason_cell(s),
                 ],
                 "object": {
                     "apiVersion": "meta.k8s.io/v1",
@@ -287,14 +311,14 @@ pub fn table(objects: &[Value], resource_version: u64) -> Value {
         "columnDefinitions": [
             column("Name", "string", "name", "The plugin's name.", 0),
             column("Version", "string", "", "The version serving.", 0),
-            column("State", "string", "", "running, degraded, rolled-back or failed.", 0),
+            column("State", "string", "", "running, degraded, rolled-back, blocked (by the promotion gate) or failed.", 0),
             column("Leader", "string", "", "The replica that writes for it.", 0),
             column("Reconciles", "integer", "", "Reconciles finished by this replica.", 0),
             column("Errors", "integer", "", "Of those, how many failed.", 0),
             column("Queue", "integer", "", "Parents waiting.", 0),
             column("Parent", "string", "", "The parent kind.", 1),
-            column("Shadow", "string", "", "The candidate in shadow: its version and how many parents it decides differently.", 1),
-            column("Reason", "string", "", "Why it is degraded or failed.", 1),
+            column("Shadow", "string", "", "The candidate in shadow: its version, how many parents it decides differently, and how many its what-if would change.", 1),
+            column("Reason", "string", "", "Why it is degraded, failed or blocked.", 1),
         ],
         "rows": rows,
     })
@@ -511,6 +535,25 @@ pub fn error(code: u16, reason: &str, message: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_shows_the_whatif_and_the_gate_to_everyone() {
+        let shadow = json!({"version": "0.2.0", "parentsDiffering": 3, "parentsCompared": 10,
+            "whatIf": {"phase": "complete", "changed": 67, "parents": 200}});
+        assert_eq!(
+            shadow_cell(&shadow),
+            "0.2.0: 3/10 differ, what-if 67/200 change"
+        );
+        let redacted = json!({"promotion": {"blocked": "67 of 200 parents (33.5 %) would change"}});
+        assert_eq!(
+            reason_cell(&redacted),
+            "promotion gate: 67 of 200 parents (33.5 %) would change"
+        );
+        assert_eq!(
+            reason_cell(&json!({"reason": "serving the previous version"})),
+            "serving the previous version"
+        );
+    }
 
     #[test]
     fn a_redacted_plugin_has_no_error_texts_shadow_examples_or_directories() {
