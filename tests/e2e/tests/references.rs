@@ -54,23 +54,26 @@ fn config_ready(ns: &str, app: &str) -> Option<(String, String)> {
     ))
 }
 
-/// ReplicaSets of MyApp `app`'s Deployment.
-fn replica_sets(ns: &str, app: &str) -> usize {
-    let list = kubectl_ok(
+/// ReplicaSets of MyApp `app`'s Deployment (`None`: kubectl failed this
+/// time; callers ask again).
+fn replica_sets(ns: &str, app: &str) -> Option<usize> {
+    let selector = format!("app.kubernetes.io/instance={app}");
+    let out = kubectl(
         &[
             "get",
             "replicasets",
             "-n",
             ns,
             "-l",
-            &format!("app.kubernetes.io/instance={app}"),
+            &selector,
             "-o",
             "json",
         ],
         None,
     );
-    let list: Value = serde_json::from_str(&list).expect("a list");
-    list["items"].as_array().map_or(0, Vec::len)
+    let list: Value = serde_json::from_slice(&out.stdout).ok()?;
+    out.status.success().then_some(())?;
+    list["items"].as_array().map(Vec::len)
 }
 
 #[test]
@@ -91,7 +94,7 @@ fn a_configmap_a_myapp_names_rolls_its_deployment_and_only_its_own_namespace_cou
         (config_ready(&ns.name, "web")? == ("True".into(), "Found".into())).then_some(())
     });
     eventually("the first ReplicaSet", TIMEOUT, || {
-        (replica_sets(&ns.name, "web") == 1).then_some(())
+        (replica_sets(&ns.name, "web")? == 1).then_some(())
     });
 
     // An edit of the ConfigMap alone reconciles the MyApp and rolls the
@@ -103,7 +106,7 @@ fn a_configmap_a_myapp_names_rolls_its_deployment_and_only_its_own_namespace_cou
     });
     let rolled_in = edited.elapsed();
     eventually("a second ReplicaSet", TIMEOUT, || {
-        (replica_sets(&ns.name, "web") == 2).then_some(())
+        (replica_sets(&ns.name, "web")? == 2).then_some(())
     });
     eprintln!("ConfigMap edit to new pod template: {rolled_in:.1?}");
     assert!(
@@ -210,7 +213,7 @@ fn a_decorator_attaches_a_budget_to_each_annotated_deployment_prunes_it_and_gc_t
     apply(&ns.name, &deployment_yaml("web", Some("1")));
     apply(&ns.name, &deployment_yaml("plain", None));
     let pdb = eventually("web's budget", TIMEOUT, || budget(&ns.name, "web"));
-    let web = get_json(&ns.name, "deployment/web").expect("web");
+    let web = eventually("web", TIMEOUT, || get_json(&ns.name, "deployment/web"));
     assert_eq!(pdb["spec"]["minAvailable"], 1);
     assert_eq!(pdb["spec"]["selector"], web["spec"]["selector"]);
     let owner = &pdb["metadata"]["ownerReferences"][0];

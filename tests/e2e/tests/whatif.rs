@@ -39,10 +39,11 @@ fn engine(i: usize) -> (&'static str, &'static str) {
     ENGINES[i % ENGINES.len()]
 }
 
-/// StatefulSets in `ns`: name → image.
-fn images(ns: &str) -> std::collections::BTreeMap<String, String> {
-    let list = get_json(ns, "statefulsets").expect("list statefulsets");
-    list["items"]
+/// StatefulSets in `ns`: name → image (`None`: kubectl failed this time,
+/// as it may on a loaded machine; callers ask again).
+fn images(ns: &str) -> Option<std::collections::BTreeMap<String, String>> {
+    let list = get_json(ns, "statefulsets")?;
+    let images = list["items"]
         .as_array()
         .into_iter()
         .flatten()
@@ -55,17 +56,25 @@ fn images(ns: &str) -> std::collections::BTreeMap<String, String> {
                     .into(),
             )
         })
-        .collect()
+        .collect();
+    Some(images)
 }
 
-fn running_databases(ns: &str) -> usize {
-    let list = get_json(ns, "databases").expect("list databases");
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|d| d["status"]["phase"] == "Running")
-        .count()
+/// StatefulSets in `ns`, asked until kubectl answers.
+fn images_now(ns: &str) -> std::collections::BTreeMap<String, String> {
+    eventually("the StatefulSets' images", TIMEOUT, || images(ns))
+}
+
+fn running_databases(ns: &str) -> Option<usize> {
+    let list = get_json(ns, "databases")?;
+    Some(
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| d["status"]["phase"] == "Running")
+            .count(),
+    )
 }
 
 /// The parents of `report` (with details) in `ns` that would change.
@@ -104,11 +113,11 @@ fn a_whatif_names_the_parents_and_field_a_candidate_changes_and_a_gate_holds_its
     let created = Instant::now();
     apply(&ns.name, &all);
     eventually("200 StatefulSets", TIMEOUT, || {
-        (images(&ns.name).len() == N).then_some(())
+        (images(&ns.name)?.len() == N).then_some(())
     });
     let live = created.elapsed();
     eventually("every database to run", TIMEOUT, || {
-        (running_databases(&ns.name) == N).then_some(())
+        (running_databases(&ns.name)? == N).then_some(())
     });
     // Settled: no status write or child update is still due.
     eventually("the host to settle", TIMEOUT, || {
@@ -158,7 +167,7 @@ fn a_whatif_names_the_parents_and_field_a_candidate_changes_and_a_gate_holds_its
         "the what-if took {seconds} s, the live reconciles {live:?}"
     );
     // Nothing written: every StatefulSet keeps its image.
-    let before = images(&ns.name);
+    let before = images_now(&ns.name);
     assert!(
         before.values().all(|i| !i.starts_with(MIRROR)),
         "{before:?}"
@@ -189,7 +198,7 @@ fn a_whatif_names_the_parents_and_field_a_candidate_changes_and_a_gate_holds_its
         "{row:#}"
     );
     eventually("a PromotionBlocked event", TIMEOUT, || {
-        let out = kubectl_ok(
+        let out = kubectl(
             &[
                 "get",
                 "events",
@@ -201,7 +210,7 @@ fn a_whatif_names_the_parents_and_field_a_candidate_changes_and_a_gate_holds_its
             ],
             None,
         );
-        let list: Value = serde_json::from_str(&out).ok()?;
+        let list: Value = serde_json::from_slice(&out.stdout).ok()?;
         list["items"]
             .as_array()?
             .iter()
@@ -235,7 +244,7 @@ fn a_whatif_names_the_parents_and_field_a_candidate_changes_and_a_gate_holds_its
     );
     // Still serving the previous version: nothing moved.
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(images(&ns.name), before);
+    assert_eq!(images_now(&ns.name), before);
 
     // The platform raises the gate: the version is promoted as any other.
     std::fs::write(&policy_file, policy(50)).expect("raise the gate");
@@ -244,7 +253,7 @@ fn a_whatif_names_the_parents_and_field_a_candidate_changes_and_a_gate_holds_its
         "PostgreSQL's StatefulSets to pull from the mirror",
         TIMEOUT,
         || {
-            let images = images(&ns.name);
+            let images = images(&ns.name)?;
             images
                 .iter()
                 .all(|(name, image)| image.starts_with(MIRROR) == postgres.contains(name))
