@@ -297,10 +297,11 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     }
 
     /// Keys are waiting or being worked on (debounced ones not counted:
-    /// nothing runs for them yet).
+    /// nothing runs for them yet); never once the queue is closed (its
+    /// workers are gone, whatever they held).
     pub fn working(&self) -> bool {
         let state = self.state.lock().expect("queue lock");
-        !state.ready.is_empty() || !state.active.is_empty()
+        !state.closed && (!state.ready.is_empty() || !state.active.is_empty())
     }
 }
 
@@ -318,6 +319,9 @@ mod tests {
         assert!(q.working(), "being worked on");
         q.done(&"a");
         assert!(!q.working());
+        q.add("b");
+        q.close();
+        assert!(!q.working(), "closed");
     }
 
     #[tokio::test]
