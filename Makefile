@@ -22,12 +22,13 @@ BIN          := target/bin/kubeplug
 # Builds with the workspace's toolchain (rust-version in Cargo.toml).
 CARGO_DENY_VERSION := 0.20.2
 
-.PHONY: help toolchain plugins polyglot-plugins host image plugin-images image-check lint audit unit cluster-check e2e test demo demo-down bench clean
+.PHONY: help toolchain plugins polyglot-plugins host image plugin-images image-check lint chart-check audit unit cluster-check e2e test demo demo-down bench clean
 
 help:
 	@echo "make plugins       build target/plugins/*.wasm (and test guests in target/test-plugins/)"
 	@echo "make host          build target/bin/kubeplug"
-	@echo "make test          every test: lint, unit, plugin fixtures, control-plane checks, e2e"
+	@echo "make test          every test: lint, unit, plugin fixtures, chart, control-plane checks, e2e"
+	@echo "make chart-check   the Helm chart renders what the kustomization renders (deploy/chart/check)"
 	@echo "make e2e           acceptance tests against a fresh local control plane"
 	@echo "make demo          local control plane + host + the three plugins + sample objects"
 	@echo "make image         the host's OCI image (target/images/, no container engine needed)"
@@ -49,9 +50,10 @@ plugins: toolchain
 	cp "$(WASM_OUT)/database.wasm" target/test-plugins/database-v2.wasm
 	cargo build --profile plugin --target wasm32-wasip2 $(addprefix -p ,$(PLUGINS) $(TEST_PLUGINS))
 	@for p in $(PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/plugins/$$p.wasm"; done
-	@# What `kubectl apply -k deploy/` ships as ConfigMaps.
-	@mkdir -p deploy/overlays/configmaps/plugins
+	@# What `kubectl apply -k deploy/` and the Helm chart ship as ConfigMaps.
+	@mkdir -p deploy/overlays/configmaps/plugins deploy/chart/charts/plugin-files
 	@for p in $(PLUGINS); do cp "target/plugins/$$p.wasm" deploy/overlays/configmaps/plugins/; done
+	@for p in $(PLUGINS); do cp "target/plugins/$$p.wasm" deploy/chart/charts/plugin-files/; done
 	@for p in $(TEST_PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/test-plugins/$$p.wasm"; done
 	@# A component that takes Cranelift ~10 s and ~600 MiB to compile, for
 	@# the compile-quota tests (built natively; it writes the .wasm).
@@ -81,6 +83,8 @@ polyglot-plugins:
 host: toolchain
 	cargo build --release -p kubeplug
 	@mkdir -p target/bin && cp "$(CARGO_TARGET_DIR)/release/kubeplug" $(BIN).tmp && mv -f $(BIN).tmp $(BIN)
+	@# kubectl finds plugins by name on PATH: `kubectl kubeplug ...`.
+	@ln -sf kubeplug target/bin/kubectl-kubeplug
 
 # The host as a static binary in a FROM-scratch OCI image, built with umoci
 # (no container engine, nothing pulled): target/images/kubeplug-<v>.oci.tar.
@@ -101,6 +105,17 @@ lint: toolchain
 	host/layers
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	cargo deny check bans licenses sources
+	@# The Helm chart (Helm built once from its Go module, tests/helm/build):
+	@# lints and renders with its defaults (chart-check compares each choice).
+	helm="$$(tests/helm/build)"; \
+	  "$$helm" lint --strict deploy/chart; \
+	  "$$helm" template kubeplug deploy/chart --namespace kubeplug-system >/dev/null
+
+# The chart renders the same objects as the kustomization, for each choice
+# (plugins from ConfigMaps or image volumes, the aggregated API, every
+# component); needs kubectl from the control plane build.
+chart-check: plugins
+	deploy/chart/check
 
 # Known vulnerabilities and unmaintained crates (deny.toml). Not in `lint`:
 # the RustSec database is fetched from GitHub, which this project's machines
@@ -128,7 +143,7 @@ cluster-check:
 e2e: plugins host
 	tests/e2e/run
 
-test: lint unit cluster-check image-check e2e
+test: lint unit chart-check cluster-check image-check e2e
 
 # The local demo: control plane, CRDs, host with the three plugins, samples.
 demo: plugins host

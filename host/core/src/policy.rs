@@ -209,6 +209,13 @@ impl Policy {
         Ok(policy)
     }
 
+    /// This policy with plugin `name` granted `grant` (offline tools that
+    /// render under [`Grant::asked_by`]).
+    pub fn with_grant(mut self, name: &str, grant: Grant) -> Self {
+        self.plugins.insert(name.to_string(), grant);
+        self
+    }
+
     /// The grant for plugin `name`, with quotas resolved. `None`: refused
     /// (strict mode and no entry).
     pub fn grant(&self, name: &str) -> Option<Effective> {

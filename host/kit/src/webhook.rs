@@ -11,7 +11,7 @@
 //!
 //! One difference: the live host gives each call the webhook's timeout
 //! less a margin; here a call runs within the plugin's own limits
-//! (`--timeout-ms`), which are shorter by default.
+//! (`--timeout`), which are shorter by default.
 
 pub mod admit;
 pub mod convert;

@@ -90,6 +90,7 @@ fn retry_policy() -> RetryPolicy {
 
 /// A client for `config` with the limits of `settings`.
 pub fn build(config: &Config, settings: &ClientSettings) -> Result<Client, kube::Error> {
+    let host = api_host(config);
     let mut config = config.clone();
     // Ours instead: kube's default retries up to 15 times over many minutes.
     config.default_retry = false;
@@ -102,9 +103,18 @@ pub fn build(config: &Config, settings: &ClientSettings) -> Result<Client, kube:
     Ok(builder
         // kube's stack is not `Clone`; retries need it to be.
         .with_layer(&tower::buffer::BufferLayer::new(1024))
-        .with_layer(&GuardLayer::new(settings))
+        .with_layer(&GuardLayer::new(settings, &host))
         .with_layer(&tower::retry::RetryLayer::new(retry_policy()))
         .build())
+}
+
+/// The API server's authority (`host:port`) in `config`, client-go's
+/// `host` label.
+fn api_host(config: &Config) -> String {
+    config
+        .cluster_url
+        .authority()
+        .map_or_else(String::new, ToString::to_string)
 }
 
 /// What the guard of one client shares between its requests.
@@ -112,6 +122,8 @@ struct Shared {
     pace: Pace,
     timeout: Duration,
     name: String,
+    /// The API server's authority, for client-go's request counter.
+    host: String,
     requests: Option<RequestMetrics>,
     health: Option<Arc<ApiHealth>>,
 }
@@ -121,7 +133,7 @@ impl Shared {
     /// tell the pace and the API health what it says.
     fn outcome(&self, method: &str, code: Option<StatusCode>, error: &dyn std::fmt::Display) {
         if let Some(requests) = &self.requests {
-            requests.request(&self.name, method, code.map(|c| c.as_u16()));
+            requests.request(&self.name, &self.host, method, code.map(|c| c.as_u16()));
         }
         if let Some(health) = &self.health {
             match code {
@@ -153,12 +165,13 @@ struct GuardLayer {
 }
 
 impl GuardLayer {
-    fn new(settings: &ClientSettings) -> Self {
+    fn new(settings: &ClientSettings, host: &str) -> Self {
         GuardLayer {
             shared: Arc::new(Shared {
                 pace: Pace::new(settings.limit),
                 timeout: settings.timeout,
                 name: settings.name.clone(),
+                host: host.into(),
                 requests: settings.requests.clone(),
                 health: settings.health.clone(),
             }),
@@ -337,7 +350,7 @@ mod tests {
             health: Some(Arc::new(ApiHealth::default())),
             ..ClientSettings::default()
         };
-        let layer = GuardLayer::new(&settings);
+        let layer = GuardLayer::new(&settings, "api.test:6443");
         let shared = layer.shared.clone();
         let server = tower::service_fn(move |_: Request<Body>| {
             let mut response = Response::new(Body::from(b"{}".to_vec()));
@@ -383,6 +396,32 @@ mod tests {
         let requests = shared.requests.as_ref().unwrap();
         assert_eq!(requests.count("test", "GET", "200"), 1);
         assert_eq!(requests.count("test", "WATCH", "200"), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_are_counted_as_client_go_counts_them_watches_as_gets() {
+        let (mut service, shared) = guard(RateLimit::Adaptive, StatusCode::OK, false);
+        send(&mut service, request("/api/v1/pods?limit=500")).await;
+        send(&mut service, request("/api/v1/pods?watch=true")).await;
+        let requests = shared.requests.as_ref().unwrap();
+        assert_eq!(requests.rest_client_count("api.test:6443", "GET", "200"), 2);
+        assert_eq!(
+            requests.rest_client_count("api.test:6443", "WATCH", "200"),
+            0
+        );
+        requests.request("test", "api.test:6443", "PATCH", None);
+        assert_eq!(
+            requests.rest_client_count("api.test:6443", "PATCH", "<error>"),
+            1,
+            "no answer"
+        );
+        assert_eq!(requests.count("test", "PATCH", "error"), 1);
+    }
+
+    #[test]
+    fn the_host_label_is_the_api_servers_authority() {
+        let config = Config::new("https://10.0.0.1:6443/".parse().unwrap());
+        assert_eq!(api_host(&config), "10.0.0.1:6443");
     }
 
     #[tokio::test(start_paused = true)]

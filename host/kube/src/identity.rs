@@ -207,27 +207,42 @@ impl Access {
     }
 
     async fn review(&self, grant: &Effective, read: &Read) -> Result<bool, kube::Error> {
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(read.user.clone()),
-                groups: Some(grant.groups()),
-                resource_attributes: Some(ResourceAttributes {
-                    namespace: (!read.namespace.is_empty()).then(|| read.namespace.clone()),
-                    verb: Some(read.verb.into()),
-                    group: Some(read.group.clone()),
-                    resource: Some(read.resource.clone()),
-                    ..Default::default()
-                }),
+        let review = review_of(
+            grant,
+            ResourceAttributes {
+                namespace: (!read.namespace.is_empty()).then(|| read.namespace.clone()),
+                verb: Some(read.verb.into()),
+                group: Some(read.group.clone()),
+                resource: Some(read.resource.clone()),
                 ..Default::default()
             },
-            ..Default::default()
-        };
+        );
         self.metrics.access_review();
-        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
-            .await?;
-        Ok(answer.status.is_some_and(|s| s.allowed))
+        allowed(&self.client, &review).await
     }
+}
+
+/// The SubjectAccessReview asking whether `grant`'s ServiceAccount may do
+/// what `attributes` say (as the API server would judge a request the host
+/// sends impersonating it).
+pub fn review_of(grant: &Effective, attributes: ResourceAttributes) -> SubjectAccessReview {
+    SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(grant.user()),
+            groups: Some(grant.groups()),
+            resource_attributes: Some(attributes),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// Send `review` with `client`: whether the API server allows it.
+pub async fn allowed(client: &Client, review: &SubjectAccessReview) -> Result<bool, kube::Error> {
+    let answer = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), review)
+        .await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
 #[cfg(test)]

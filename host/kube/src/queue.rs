@@ -18,14 +18,20 @@
 //! changes without a pause (a flapping object) from waiting for ever.
 //!
 //! Backoff and resync policies live in the controller; this is only the queue.
+//! A queue made with [`Queue::observed`] reports client-go's workqueue
+//! metrics ([`metrics`]).
+
+pub mod metrics;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use self::metrics::{QueueObserver, Tracker};
 
 struct State<K> {
     ready: VecDeque<K>,
@@ -38,6 +44,51 @@ struct State<K> {
     /// Keys changed lately, waiting for their changes to settle.
     settling: HashMap<K, Burst>,
     closed: bool,
+    /// What an observed queue reports (see [`Queue::observed`]).
+    tracker: Option<Tracker<K>>,
+}
+
+impl<K: Clone + Eq + Hash> State<K> {
+    /// Queue `key` now, or again after `done` if it is being worked on (a
+    /// burst of changes waiting for it is absorbed). True if it was put in
+    /// `ready`: a worker is to be woken. `new`: a new add, counted as one;
+    /// a key queued again at `done` was counted when it was added.
+    fn enqueue(&mut self, key: K, new: bool) -> bool {
+        self.settling.remove(&key);
+        if self.active.contains(&key) {
+            if !self.dirty.contains(&key) {
+                if new {
+                    self.entered(&key);
+                }
+                self.dirty.insert(key);
+                self.report_depth();
+            }
+            false
+        } else if self.queued.insert(key.clone()) {
+            if new {
+                self.entered(&key);
+            }
+            self.ready.push_back(key);
+            self.report_depth();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn entered(&mut self, key: &K) {
+        if let Some(tracker) = &mut self.tracker {
+            tracker.added(key, Instant::now());
+        }
+    }
+
+    /// Keys waiting to be handed out: those in `ready`, and those to be
+    /// queued again when their worker is done.
+    fn report_depth(&self) {
+        if let Some(tracker) = &self.tracker {
+            tracker.depth(self.ready.len() + self.dirty.len());
+        }
+    }
 }
 
 /// The changes of one key not yet handed out.
@@ -103,6 +154,40 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
 
     /// A queue whose [`Queue::add_event`] coalesces bursts per `debounce`.
     pub fn with_debounce(debounce: Debounce) -> Arc<Self> {
+        Self::build(debounce, None)
+    }
+
+    /// A queue like [`Queue::with_debounce`] whose work is counted in
+    /// `observer`'s series (see [`metrics`]): adds, retries, depth, the time
+    /// each key waited and was worked on, and, refreshed every
+    /// [`metrics::REFRESH`] by a task that ends with the queue, the work in
+    /// progress. Call it within a Tokio runtime.
+    pub fn observed(debounce: Debounce, observer: QueueObserver) -> Arc<Self> {
+        let queue = Self::build(debounce, Some(Tracker::new(observer)));
+        tokio::spawn(Self::refresh(Arc::downgrade(&queue)));
+        queue
+    }
+
+    /// Refresh the work-in-progress gauges until the queue closes or is
+    /// dropped (both zero them).
+    async fn refresh(queue: Weak<Self>) {
+        let mut tick = tokio::time::interval(metrics::REFRESH);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(queue) = queue.upgrade() else { return };
+            let s = queue.state.lock().expect("queue lock");
+            if s.closed {
+                return;
+            }
+            if let Some(tracker) = &s.tracker {
+                tracker.refresh(Instant::now());
+            }
+            s.report_depth();
+        }
+    }
+
+    fn build(debounce: Debounce, tracker: Option<Tracker<K>>) -> Arc<Self> {
         Arc::new(Queue {
             debounce,
             state: Mutex::new(State {
@@ -113,6 +198,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
                 scheduled: HashMap::new(),
                 settling: HashMap::new(),
                 closed: false,
+                tracker,
             }),
             notify: Notify::new(),
         })
@@ -124,14 +210,22 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         if s.closed {
             return;
         }
-        s.settling.remove(&key);
-        if s.active.contains(&key) {
-            s.dirty.insert(key);
-        } else if s.queued.insert(key.clone()) {
-            s.ready.push_back(key);
+        if s.enqueue(key, true) {
             drop(s);
             self.notify.notify_one();
         }
+    }
+
+    /// [`Queue::add_after`] for a key whose work failed: counted as a retry
+    /// (`workqueue_retries_total`), as client-go's `AddRateLimited` is.
+    pub fn retry_after(self: &Arc<Self>, key: K, delay: Duration) {
+        {
+            let s = self.state.lock().expect("queue lock");
+            if let (false, Some(tracker)) = (s.closed, &s.tracker) {
+                tracker.retried();
+            }
+        }
+        self.add_after(key, delay);
     }
 
     /// Queue `key` after `delay`, unless an earlier add is already scheduled.
@@ -238,6 +332,10 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
                 }
                 if let Some(key) = s.ready.pop_front() {
                     s.queued.remove(&key);
+                    if let Some(tracker) = &mut s.tracker {
+                        tracker.handed_out(&key, Instant::now());
+                    }
+                    s.report_depth();
                     s.active.insert(key.clone());
                     let more = !s.ready.is_empty();
                     drop(s);
@@ -254,9 +352,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
 
     /// The worker is finished with `key`.
     pub fn done(self: &Arc<Self>, key: &K) {
-        let (requeue, settle) = {
+        let (requeued, settle) = {
             let mut s = self.state.lock().expect("queue lock");
             s.active.remove(key);
+            if let Some(tracker) = &mut s.tracker {
+                tracker.done(key, Instant::now());
+            }
             let requeue = s.dirty.remove(key);
             let settle = match s.settling.get_mut(key) {
                 Some(burst) if !requeue && !burst.timer => {
@@ -265,18 +366,28 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
                 }
                 _ => None,
             };
-            (requeue, settle)
+            // Added while it was worked on: queued again now (its add was
+            // counted then).
+            let requeued = requeue && !s.closed && s.enqueue(key.clone(), false);
+            (requeued, settle)
         };
-        if requeue {
-            self.add(key.clone());
+        if requeued {
+            self.notify.notify_one();
         } else if let Some(due) = settle {
             self.settle_at(key.clone(), due);
         }
     }
 
-    /// Stop handing out keys; workers waiting in `next` return `None`.
+    /// Stop handing out keys; workers waiting in `next` return `None`. An
+    /// observed queue's gauges drop to zero.
     pub fn close(&self) {
-        self.state.lock().expect("queue lock").closed = true;
+        {
+            let mut s = self.state.lock().expect("queue lock");
+            s.closed = true;
+            if let Some(tracker) = &mut s.tracker {
+                tracker.closed();
+            }
+        }
         self.notify.notify_waiters();
     }
 

@@ -18,8 +18,10 @@ use prometheus_client::registry::Registry;
 
 /// What the HTTP endpoints read from the rest of the host.
 pub struct Probes {
-    /// Every subsystem's metrics, served on `/metrics`.
-    pub metrics: Registry,
+    /// Every subsystem's metrics, served on `/metrics`: kubeplug's own
+    /// (prefixed `kubeplug_`) and the families named as client-go,
+    /// controller-runtime and the Prometheus client libraries name them.
+    pub metrics: Vec<Registry>,
     /// Run before each `/metrics` scrape to refresh gauges derived from
     /// live state (a plugin's state in `plugin_info`), so a scrape never
     /// disagrees with `/plugins` read a moment before.
@@ -57,11 +59,15 @@ pub enum Detail {
     Full,
 }
 
-/// Prometheus text exposition of `registry`.
-pub fn encode(registry: &Registry) -> String {
+/// The OpenMetrics text exposition of `registries`, one after the other,
+/// ended by a single `# EOF`.
+pub fn encode(registries: &[Registry]) -> String {
+    use prometheus_client::encoding::text::{encode_eof, encode_registry};
     let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, registry)
-        .expect("writing to a String cannot fail");
+    for registry in registries {
+        encode_registry(&mut out, registry).expect("writing to a String cannot fail");
+    }
+    encode_eof(&mut out).expect("writing to a String cannot fail");
     out
 }
 
@@ -279,7 +285,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let probes = Arc::new(Probes {
-            metrics: Registry::default(),
+            metrics: Vec::new(),
             refresh: Box::new(|| {}),
             ready: Box::new(|| Err("not yet".into())),
             plugins: Box::new(|detail| serde_json::json!({ "full": detail == Detail::Full })),
@@ -371,7 +377,7 @@ mod tests {
     #[test]
     fn replays_are_refused_to_everyone_else() {
         let probes = Probes {
-            metrics: Registry::default(),
+            metrics: Vec::new(),
             refresh: Box::new(|| {}),
             ready: Box::new(|| Ok(())),
             plugins: Box::new(|_| serde_json::json!([])),
@@ -440,7 +446,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let probes = Arc::new(Probes {
-            metrics: Registry::default(),
+            metrics: Vec::new(),
             refresh: Box::new(|| {}),
             ready: Box::new(|| Ok(())),
             plugins: Box::new(|_| serde_json::json!([])),
@@ -466,7 +472,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let probes = Arc::new(Probes {
-            metrics: Registry::default(),
+            metrics: Vec::new(),
             refresh: Box::new(|| {}),
             ready: Box::new(|| Ok(())),
             plugins: Box::new(|_| serde_json::json!([])),
@@ -501,5 +507,18 @@ mod tests {
             tokio::net::TcpStream::connect(addr).await.is_err(),
             "listener closed"
         );
+    }
+
+    #[test]
+    fn several_registries_are_one_exposition_with_one_eof() {
+        use prometheus_client::metrics::counter::Counter;
+        let (mut own, mut standard) = (Registry::with_prefix("kubeplug"), Registry::default());
+        own.register("reconciles", "Reconciles", Counter::<u64>::default());
+        standard.register("workqueue_adds", "Adds", Counter::<u64>::default());
+        let text = encode(&[own, standard]);
+        assert!(text.contains("\nkubeplug_reconciles_total 0\n"), "{text}");
+        assert!(text.contains("\nworkqueue_adds_total 0\n"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.ends_with("\n# EOF\n"), "{text}");
     }
 }

@@ -16,11 +16,12 @@
 //! Table, watch framing, Status errors, delegated auth) are small and here.
 
 mod authorize;
-mod der;
+pub(crate) mod der;
 pub mod limits;
 mod previews;
-mod requestheader;
+pub(crate) mod requestheader;
 mod resources;
+mod selectors;
 pub mod tracker;
 
 use std::net::SocketAddr;
@@ -36,6 +37,7 @@ use serde_json::Value;
 
 use authorize::{Attributes, Authorizer};
 use requestheader::{RequestHeader, UserInfo};
+use selectors::Selector;
 pub use tracker::Tracker;
 
 pub const GROUP: &str = "kubeplug.io";
@@ -376,6 +378,17 @@ impl Server {
                 }
             }
         }
+        // What a list or watch selects, once the caller may list at all (as
+        // kube-apiserver, which authorizes before it reads the request).
+        let selector = match &route {
+            Route::List { .. } => match Selector::from_query(Some(&query)) {
+                Ok(selector) => selector,
+                Err(invalid) => {
+                    return failure(StatusCode::BAD_REQUEST, "BadRequest", invalid.to_string());
+                }
+            },
+            _ => Selector::default(),
+        };
         // Error texts and shadow examples only for who may see them.
         let details = match &route {
             Route::Get(name) => Some(Some(name.as_str())),
@@ -449,6 +462,7 @@ impl Server {
             },
             Route::List { watch: false } => {
                 let (mut objects, version) = self.tracker.list();
+                objects.retain(|o| selector.matches(o));
                 if redact {
                     objects = objects.into_iter().map(resources::redacted).collect();
                 }
@@ -467,7 +481,7 @@ impl Server {
                     .and_then(|v| v.parse::<u64>().ok())
                     .map(Duration::from_secs)
                     .unwrap_or(Duration::from_secs(1800));
-                self.tracker.watch(since, timeout, table, redact)
+                self.tracker.watch(since, timeout, table, redact, selector)
             }
         }
     }

@@ -5,11 +5,16 @@
 //! commands ([`crate::run`], [`crate::commands`]) take their arguments
 //! without importing the parser.
 
+pub mod duration;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
+
+use self::duration::GoDuration;
 
 use crate::api::limits::PreviewLimits;
 use kubeplug_core::policy::Policy;
@@ -30,7 +35,7 @@ pub struct RuntimeArgs {
     #[arg(long, env = "KUBEPLUG_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Compile in memory only; write no cache.
-    #[arg(long)]
+    #[arg(long, env = "KUBEPLUG_NO_CACHE")]
     pub no_cache: bool,
     /// Bytes of precompiled components the cache directory keeps at most
     /// (`768Mi`, `1Gi`, or bytes), least recently used pruned first; keep it
@@ -42,15 +47,24 @@ pub struct RuntimeArgs {
         default_value = "768Mi"
     )]
     pub compile_cache_bytes: u64,
-    /// Wall-clock deadline of one plugin call, in milliseconds (at most the
-    /// policy's `callTimeoutMs`) [default: 2000; `render --request`: the
+    /// Wall-clock deadline of one plugin call (`2s`, `500ms`; at most the
+    /// policy's `callTimeoutMs`) [default: 2s; `render --request`: the
     /// capture's].
     // No clap default: `render --request` must tell a flag from a default.
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "KUBEPLUG_CALL_TIMEOUT",
+        value_name = "DURATION",
+        value_parser = duration::seconds_or_duration,
+        conflicts_with = "timeout_ms"
+    )]
+    pub timeout: Option<Duration>,
+    /// `--timeout` in milliseconds (before flags took durations).
+    #[arg(long, hide = true)]
     pub timeout_ms: Option<u64>,
     /// Cap on a call's guest memory, in MiB (at most the policy's
     /// `memoryBytes`) [default: 128; `render --request`: the capture's].
-    #[arg(long)]
+    #[arg(long, env = "KUBEPLUG_MEMORY_MIB")]
     pub memory_mib: Option<u64>,
     /// Compiles at once. Loads from the compile cache never wait for one;
     /// a Python or JavaScript guest compiles for 10-30 s.
@@ -85,6 +99,63 @@ impl PolicyArgs {
     }
 }
 
+impl RunArgs {
+    /// `--debounce` and `--debounce-max`, or their millisecond forms.
+    pub fn debounce(&self) -> (Duration, Duration) {
+        (
+            self.debounce_ms
+                .map_or(self.debounce.0, Duration::from_millis),
+            self.debounce_max_ms
+                .map_or(self.debounce_max.0, Duration::from_millis),
+        )
+    }
+}
+
+/// The cluster a command talks to, chosen as kubectl chooses it: a
+/// kubeconfig file (`--kubeconfig`, else `KUBECONFIG`, else
+/// `~/.kube/config`) and its context, else the pod's service account.
+#[derive(Args, Clone, Default)]
+pub struct ClusterArgs {
+    /// The kubeconfig file [default: `KUBECONFIG`, else `~/.kube/config`,
+    /// else in-cluster].
+    #[arg(long, env = "KUBEPLUG_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use [default: its current context].
+    #[arg(long, env = "KUBEPLUG_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+impl ClusterArgs {
+    /// The client configuration these flags choose.
+    pub async fn config(&self) -> anyhow::Result<kube::Config> {
+        use kube::config::{KubeConfigOptions, Kubeconfig};
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        match &self.kubeconfig {
+            Some(path) => {
+                let file = Kubeconfig::read_from(path)
+                    .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(file, &options)
+                    .await
+                    .with_context(|| format!("cannot use the kubeconfig {}", path.display()))
+            }
+            None if self.context.is_some() => kube::Config::from_kubeconfig(&options)
+                .await
+                .context("cannot use the kubeconfig (KUBECONFIG, else ~/.kube/config)"),
+            None => kube::Config::infer()
+                .await
+                .context("failed to find Kubernetes credentials (kubeconfig or in-cluster)"),
+        }
+    }
+
+    /// A client for that configuration.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        kube::Client::try_from(self.config().await?).context("failed to build a Kubernetes client")
+    }
+}
+
 impl RuntimeArgs {
     pub fn runtime(&self) -> anyhow::Result<Runtime> {
         self.runtime_with(Allocation::OnDemand)
@@ -106,10 +177,15 @@ impl RuntimeArgs {
     }
 
     /// The same runtime compiling in a bounded child process of this
-    /// executable (see [`kubeplug_runtime::compile`]).
+    /// executable (see [`kubeplug_runtime::compile`]), showing a compile's
+    /// progress on a terminal.
     pub fn bounded_runtime(&self) -> anyhow::Result<Runtime> {
         let exe = std::env::current_exe().context("cannot find the kubeplug executable")?;
-        Ok(self.runtime()?.with_compiler(Compiler::Subprocess(exe)))
+        let runtime = self.runtime()?.with_compiler(Compiler::Subprocess(exe));
+        Ok(match crate::progress::Terminal::if_attended() {
+            Some(terminal) => runtime.with_compile_watch(std::sync::Arc::new(terminal)),
+            None => runtime,
+        })
     }
 
     /// `run`'s runtime: bounded compiles, calls charged against `plan`,
@@ -127,6 +203,7 @@ impl RuntimeArgs {
         Ok(self
             .runtime_with(allocation)?
             .with_compiler(Compiler::Subprocess(exe))
+            .with_compile_watch(std::sync::Arc::new(crate::progress::LogLines))
             .with_memory_plan(plan))
     }
 
@@ -142,7 +219,11 @@ impl RuntimeArgs {
     /// `base` where the command line does not say otherwise.
     pub fn limits_over(&self, base: LimitSettings) -> LimitSettings {
         LimitSettings {
-            timeout_ms: self.timeout_ms.or(base.timeout_ms),
+            timeout_ms: self
+                .timeout
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
+                .or(self.timeout_ms)
+                .or(base.timeout_ms),
             memory_bytes: self
                 .memory_mib
                 .map(|mib| (mib as usize) << 20)
@@ -234,13 +315,19 @@ pub struct RenderArgs {
     pub related: Vec<PathBuf>,
     /// Replay a failure the live host kept (`kubeplug replay -o FILE`): its
     /// request verbatim, with its configuration and limits unless
-    /// `--config`, `--timeout-ms` or `--memory-mib` say otherwise.
+    /// `--config`, `--timeout` or `--memory-mib` say otherwise.
     #[arg(long, value_name = "FILE")]
     pub request: Option<PathBuf>,
     /// CustomResourceDefinitions (YAML/JSON) that tell the scope of custom
     /// kinds, as the live host learns it from the API server. Repeatable.
     #[arg(long)]
     pub crd: Vec<PathBuf>,
+    /// Fail when the policy (without `--policy`, the default grant) would
+    /// refuse the plugin. Without `--policy` and without this flag, the
+    /// default grant's refusals are warnings and the plugin renders under
+    /// the grant it asks for.
+    #[arg(long)]
+    pub strict: bool,
     #[command(flatten)]
     pub policy: PolicyArgs,
     #[command(flatten)]
@@ -367,16 +454,16 @@ pub struct RunArgs {
     pub webhook_key: Option<PathBuf>,
     /// Previews a user may start per second (sustained) through the
     /// aggregated API; more get 429 before they cost anything.
-    #[arg(long, default_value_t = PreviewLimits::default().per_user_rate)]
+    #[arg(long, env = "KUBEPLUG_PREVIEW_RATE", default_value_t = PreviewLimits::default().per_user_rate)]
     pub preview_rate: f64,
     /// Previews a user may start at once above that rate.
-    #[arg(long, default_value_t = PreviewLimits::default().per_user_burst)]
+    #[arg(long, env = "KUBEPLUG_PREVIEW_BURST", default_value_t = PreviewLimits::default().per_user_burst)]
     pub preview_burst: u32,
     /// Previews of one user running at once.
-    #[arg(long, default_value_t = PreviewLimits::default().per_user_in_flight)]
+    #[arg(long, env = "KUBEPLUG_PREVIEW_CONCURRENCY", default_value_t = PreviewLimits::default().per_user_in_flight)]
     pub preview_concurrency: usize,
     /// Previews running at once, all users together.
-    #[arg(long, default_value_t = PreviewLimits::default().in_flight)]
+    #[arg(long, env = "KUBEPLUG_PREVIEWS_IN_FLIGHT", default_value_t = PreviewLimits::default().in_flight)]
     pub previews_in_flight: usize,
     /// Serve only these namespaces (comma-separated): every plugin's
     /// parents, children and related objects are watched, cached and
@@ -386,7 +473,7 @@ pub struct RunArgs {
     #[arg(long, env = "KUBEPLUG_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
     /// Parents reconciled at once, per plugin.
-    #[arg(long, default_value_t = Settings::default().concurrency)]
+    #[arg(long, env = "KUBEPLUG_CONCURRENCY", default_value_t = Settings::default().concurrency)]
     pub concurrency: usize,
     /// The memory the host may use, in MiB, split between plugin calls and
     /// compiles (see README, "Limits") [default: the container's memory
@@ -394,16 +481,41 @@ pub struct RunArgs {
     /// the machine's memory].
     #[arg(long, env = "KUBEPLUG_MEMORY_LIMIT_MIB")]
     pub memory_limit_mib: Option<u64>,
-    /// Resync period for plugins whose manifest sets none, in seconds.
-    #[arg(long, default_value_t = Settings::default().resync.as_secs())]
-    pub resync_seconds: u64,
+    /// Resync period for plugins whose manifest sets none (`10m`; a bare
+    /// number is seconds).
+    #[arg(
+        long,
+        alias = "resync-seconds",
+        env = "KUBEPLUG_RESYNC",
+        value_name = "DURATION",
+        default_value_t = GoDuration(Settings::default().resync)
+    )]
+    pub resync: GoDuration,
     /// Coalesce a parent's changes: reconcile it once they have been quiet
-    /// this long, in milliseconds (0: at once).
-    #[arg(long, env = "KUBEPLUG_DEBOUNCE_MS", default_value_t = Settings::default().debounce.quiet.as_millis() as u64)]
-    pub debounce_ms: u64,
-    /// ... and no later than this after the first of them, in milliseconds.
-    #[arg(long, env = "KUBEPLUG_DEBOUNCE_MAX_MS", default_value_t = Settings::default().debounce.max.as_millis() as u64)]
-    pub debounce_max_ms: u64,
+    /// this long (`500ms`; 0: at once).
+    #[arg(
+        long,
+        env = "KUBEPLUG_DEBOUNCE",
+        value_name = "DURATION",
+        default_value_t = GoDuration(Settings::default().debounce.quiet),
+        conflicts_with = "debounce_ms"
+    )]
+    pub debounce: GoDuration,
+    /// `--debounce` in milliseconds (before flags took durations).
+    #[arg(long, env = "KUBEPLUG_DEBOUNCE_MS", hide = true)]
+    pub debounce_ms: Option<u64>,
+    /// ... and no later than this after the first of them.
+    #[arg(
+        long,
+        env = "KUBEPLUG_DEBOUNCE_MAX",
+        value_name = "DURATION",
+        default_value_t = GoDuration(Settings::default().debounce.max),
+        conflicts_with = "debounce_max_ms"
+    )]
+    pub debounce_max: GoDuration,
+    /// `--debounce-max` in milliseconds (before flags took durations).
+    #[arg(long, env = "KUBEPLUG_DEBOUNCE_MAX_MS", hide = true)]
+    pub debounce_max_ms: Option<u64>,
     /// Elect a leader per plugin through a Lease, so that several replicas
     /// can run with one writer per plugin.
     #[arg(long, env = "KUBEPLUG_LEADER_ELECT")]
@@ -411,30 +523,49 @@ pub struct RunArgs {
     /// Namespace of the Leases (default: the pod's namespace, else `default`).
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     pub lease_namespace: String,
-    /// How long a plugin's Lease lasts without renewal, in seconds.
-    #[arg(long, default_value_t = 15.0)]
-    pub lease_duration: f64,
-    /// How long a leader keeps writing without a successful renewal, in
-    /// seconds; shorter than the lease duration.
-    #[arg(long, default_value_t = 10.0)]
-    pub renew_deadline: f64,
-    /// Seconds between leader-election rounds (renewals and attempts).
-    #[arg(long, default_value_t = 2.0)]
-    pub retry_period: f64,
+    /// How long a plugin's Lease lasts without renewal.
+    #[arg(
+        long,
+        env = "KUBEPLUG_LEASE_DURATION",
+        value_name = "DURATION",
+        default_value = "15s"
+    )]
+    pub lease_duration: GoDuration,
+    /// How long a leader keeps writing without a successful renewal;
+    /// shorter than the lease duration.
+    #[arg(
+        long,
+        env = "KUBEPLUG_RENEW_DEADLINE",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub renew_deadline: GoDuration,
+    /// Time between leader-election rounds (renewals and attempts).
+    #[arg(
+        long,
+        env = "KUBEPLUG_RETRY_PERIOD",
+        value_name = "DURATION",
+        default_value = "2s"
+    )]
+    pub retry_period: GoDuration,
     /// Requests per second to the API server, per client (the host's own
     /// and each plugin's), a fixed ceiling a platform can set; 0: unlimited.
     /// Unset: adaptive, no pacing until the API server throttles (429, or
     /// 503 with Retry-After), then half the rate the client sent, growing
     /// back by 10/s and lifted after 30 s without throttling.
-    #[arg(long)]
+    #[arg(long, env = "KUBEPLUG_API_QPS")]
     pub api_qps: Option<f64>,
     /// Requests above the sustained rate, per client (with --api-qps N).
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, env = "KUBEPLUG_API_BURST", default_value_t = 200)]
     pub api_burst: u32,
-    /// Longest wait for an answer to one API request (watches excepted), in
-    /// seconds.
-    #[arg(long, default_value_t = ClientSettings::default().timeout.as_secs_f64())]
-    pub api_timeout: f64,
+    /// Longest wait for an answer to one API request (watches excepted).
+    #[arg(
+        long,
+        env = "KUBEPLUG_API_TIMEOUT",
+        value_name = "DURATION",
+        default_value_t = GoDuration(ClientSettings::default().timeout)
+    )]
+    pub api_timeout: GoDuration,
     /// Bytes each watch's cache holds at most (`1048576`, `512Ki`, `64Mi`,
     /// `1Gi`). Objects beyond it are not cached, and the plugins reading
     /// that watch are degraded until they fit again: anyone who may create
@@ -451,10 +582,18 @@ pub struct RunArgs {
     /// guest shipped (Python, ~18 MB).
     #[arg(long, env = "KUBEPLUG_MAX_PLUGIN_BYTES", default_value_t = kubeplug_operator::registry::MAX_PLUGIN_BYTES)]
     pub max_plugin_bytes: u64,
-    /// Rescan the plugin directory at least this often, in seconds, even
-    /// without change notifications.
-    #[arg(long, default_value_t = 30)]
-    pub rescan_seconds: u64,
+    /// Rescan the plugin directory at least this often, even without change
+    /// notifications.
+    #[arg(
+        long,
+        alias = "rescan-seconds",
+        env = "KUBEPLUG_RESCAN",
+        value_name = "DURATION",
+        default_value = "30s"
+    )]
+    pub rescan: GoDuration,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
     #[command(flatten)]

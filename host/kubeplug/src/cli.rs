@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 use crate::args::{InspectArgs, NewArgs, RenderArgs, RunArgs, TestArgs};
 use crate::commands;
@@ -60,6 +60,16 @@ enum Command {
     /// what-if a running host made of `<name>.next.wasm`, or of a new
     /// version its promotion gate judged).
     Whatif(crate::commands::whatif::WhatIfArgs),
+    /// Check an installation: the cluster, the aggregated API, the plugins,
+    /// their kinds and their identities; one line per check.
+    Doctor(crate::commands::doctor::DoctorArgs),
+    /// Print a shell completion script: `source <(kubeplug completion
+    /// bash)`, `kubeplug completion zsh > "${fpath[1]}/_kubeplug"`,
+    /// `kubeplug completion fish | source`.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Internal: compile a component in a child process of the host, so
     /// that the host can bound its time and memory.
     #[command(name = "__compile", hide = true)]
@@ -90,9 +100,74 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::ReleaseFinalizers(args) => crate::commands::release_finalizers::release_cmd(args),
         Command::Replay(args) => crate::commands::replay::replay_cmd(args),
         Command::Whatif(args) => crate::commands::whatif::whatif_cmd(args),
+        Command::Doctor(args) => return crate::commands::doctor::doctor_cmd(args),
+        Command::Completion { shell } => {
+            completion(shell, &mut std::io::stdout());
+            Ok(())
+        }
         Command::Compile { input, output } => {
             kubeplug_runtime::compile::compile_main(&input, &output)
         }
     };
     done.map(|()| ExitCode::SUCCESS)
+}
+
+/// The completion script of `shell`, for the name this binary was invoked
+/// by (`kubeplug`, or `kubectl-kubeplug` as a kubectl plugin).
+fn completion(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    let mut command = Cli::command();
+    let name = command.get_name().to_string();
+    clap_complete::generate(shell, &mut command, name, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn completions_name_every_command_and_their_flags() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let mut script = Vec::new();
+            completion(shell, &mut script);
+            let script = String::from_utf8(script).unwrap();
+            for word in [
+                "render",
+                "release-finalizers",
+                "whatif",
+                "kubeconfig",
+                "debounce",
+            ] {
+                assert!(script.contains(word), "{shell}: {word} missing");
+            }
+        }
+    }
+
+    /// A container is configured through its environment: every flag of
+    /// `run` has a variable (`--help` shows it), the hidden older spellings
+    /// aside.
+    #[test]
+    fn every_flag_of_run_has_an_environment_variable() {
+        let command = Cli::command();
+        let run = command.find_subcommand("run").unwrap();
+        let without: Vec<_> = run
+            .get_arguments()
+            .filter(|a| !a.is_hide_set() && a.get_long().is_some())
+            .filter(|a| a.get_long() != Some("help"))
+            .filter(|a| a.get_env().is_none())
+            .map(|a| a.get_long().unwrap().to_string())
+            .collect();
+        assert!(
+            without.is_empty(),
+            "flags of run without a variable: {without:?}"
+        );
+    }
 }

@@ -1,8 +1,10 @@
 //! Every command but `kubeplug run` ([`crate::run`]), one module each: those
-//! that need no cluster share [`offline`]; `release-finalizers` and
-//! `migrate` talk to the API server, `replay` and `whatif` to a running
-//! host's admin server.
+//! that need no cluster share [`offline`]; `release-finalizers`, `migrate`
+//! and `doctor` talk to the API server, `replay` and `whatif` to a running
+//! host's admin server (in a pod: through [`forward`]).
 
+pub mod doctor;
+pub mod forward;
 pub mod inspect;
 pub mod migrate;
 pub mod new;

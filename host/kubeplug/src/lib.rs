@@ -13,6 +13,7 @@ pub mod cli;
 pub mod commands;
 pub mod drain;
 pub mod logging;
+pub mod progress;
 pub mod run;
 pub mod tls;
 pub mod webhooks;

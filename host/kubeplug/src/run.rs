@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use crate::admin::{self, Detail, HttpLimits, Probes};
 use crate::api::limits::PreviewLimits;
 use crate::args::RunArgs;
+use crate::args::duration::GoDuration;
 use crate::drain;
 use kubeplug_core::policy::PolicyFiles;
 use kubeplug_kube::client::{ClientSettings, RateLimit};
@@ -134,11 +135,11 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             apply_metrics: metrics.apply.clone(),
             settings: Settings {
                 concurrency: args.concurrency,
-                resync: Duration::from_secs(args.resync_seconds.max(1)),
+                resync: args.resync.0.max(Duration::from_secs(1)),
                 elector: elector.clone(),
-                debounce: Debounce {
-                    quiet: Duration::from_millis(args.debounce_ms),
-                    max: Duration::from_millis(args.debounce_max_ms),
+                debounce: {
+                    let (quiet, max) = args.debounce();
+                    Debounce { quiet, max }
                 },
                 ..Settings::default()
             },
@@ -154,7 +155,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let operator_metrics = metrics.operator.clone();
     let scanned = Arc::new(AtomicBool::new(false));
     let probes = Arc::new(probes(
-        metrics.registry,
+        metrics.registries(),
         &registry,
         &runtime,
         (&health, &clients.host),
@@ -207,7 +208,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         tasks_watch.clone().run_until(
             registry
                 .clone()
-                .watch(Duration::from_secs(args.rescan_seconds.max(1)), again),
+                .watch(args.rescan.0.max(Duration::from_secs(1)), again),
         ),
     );
     tokio::spawn(tasks_watch.run_until(report_gauges(registry.clone(), operator_metrics)));
@@ -290,9 +291,7 @@ impl Clients {
         metrics: &HostMetrics,
         health: &Arc<ApiHealth>,
     ) -> anyhow::Result<Clients> {
-        let config = kube::Config::infer()
-            .await
-            .context("failed to find Kubernetes credentials (kubeconfig or in-cluster)")?;
+        let config = args.cluster.config().await?;
         let limit = match args.api_qps {
             None => RateLimit::Adaptive,
             Some(qps) if qps <= 0.0 => RateLimit::Unlimited,
@@ -304,7 +303,7 @@ impl Clients {
         let settings = ClientSettings {
             name: "host".into(),
             limit,
-            timeout: secs("--api-timeout", args.api_timeout)?,
+            timeout: positive("--api-timeout", args.api_timeout)?,
             user_agent: format!("kubeplug/{} ({identity})", env!("CARGO_PKG_VERSION")),
             requests: Some(metrics.requests.clone()),
             health: Some(health.clone()),
@@ -348,9 +347,9 @@ fn leadership(
         return Ok(None);
     }
     let lease = LeaseSettings {
-        duration: secs("--lease-duration", args.lease_duration)?,
-        renew_deadline: secs("--renew-deadline", args.renew_deadline)?,
-        retry: secs("--retry-period", args.retry_period)?,
+        duration: positive("--lease-duration", args.lease_duration)?,
+        renew_deadline: positive("--renew-deadline", args.renew_deadline)?,
+        retry: positive("--retry-period", args.retry_period)?,
         ..LeaseSettings::new(args.lease_namespace.clone(), identity.to_string())
     };
     lease
@@ -375,7 +374,7 @@ fn log_policy(policy: &PolicyFiles) {
 
 /// What the admin server reads from the host.
 fn probes(
-    metrics: prometheus_client::registry::Registry,
+    metrics: Vec<prometheus_client::registry::Registry>,
     registry: &Arc<Registry>,
     runtime: &Runtime,
     (health, client): (&Arc<ApiHealth>, &kube::Client),
@@ -523,12 +522,12 @@ async fn report_gauges(registry: Arc<Registry>, metrics: OperatorMetrics) {
     }
 }
 
-/// A duration flag given in seconds.
-fn secs(flag: &str, value: f64) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(value)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .with_context(|| format!("{flag} must be a positive number of seconds, not {value}"))
+/// A duration flag that must not be zero.
+fn positive(flag: &str, value: GoDuration) -> anyhow::Result<Duration> {
+    if value.0.is_zero() {
+        anyhow::bail!("{flag} must be longer than 0s");
+    }
+    Ok(value.0)
 }
 
 async fn shutdown_signal() {

@@ -121,6 +121,53 @@ fn render_prints_the_children_status_and_events_the_operator_would_write() {
     assert_eq!(out["events"][0]["reason"], "CredentialsCreated");
 }
 
+/// Without `--policy`, as a newcomer first runs it: the answer, and what
+/// the default grant would refuse as warnings; `--strict` makes them fatal.
+#[test]
+fn render_without_a_policy_shows_the_answer_and_warns_of_the_default_grants_refusals() {
+    let args = |strict: bool| {
+        let mut args = vec![
+            "render".into(),
+            "--plugin".into(),
+            plugin_path("database").into_os_string(),
+            "-f".into(),
+            fixture("database.yaml").into_os_string(),
+            "-o".into(),
+            "json".into(),
+        ];
+        if strict {
+            args.push("--strict".into());
+        }
+        args
+    };
+    let run = |strict: bool| {
+        kubeplug_command()
+            .args(args(strict))
+            .env_remove("KUBEPLUG_POLICY")
+            .env_remove("KUBEPLUG_LOG")
+            .output()
+            .expect("running kubeplug")
+    };
+    let output = run(false);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let out = stdout_json(&output);
+    assert_eq!(
+        kinds(&out["children"]),
+        ["Service", "StatefulSet", "Secret"]
+    );
+    assert!(
+        stderr.contains("warning: plugin database asks for more than it may (it has no entry in the policy; the default grant applies): child kind Secret (sensitive kinds must be named)"),
+        "{stderr}"
+    );
+    let stderr = failure(&run(true));
+    assert!(
+        stderr.contains(
+            "the live host would refuse this plugin: plugin database asks for more than it may"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn render_reads_observed_children_and_related_pods_from_files() {
     let out = stdout_json(&render(

@@ -275,7 +275,10 @@ impl Controller {
                 informers,
             )
         });
-        let queue = Queue::with_debounce(settings.debounce);
+        let queue = Queue::observed(
+            settings.debounce,
+            metrics.controller_started(&manifest.name),
+        );
         let shared = Arc::new(Shared {
             plugin: RwLock::new(plugin),
             shadow: RwLock::new(None),

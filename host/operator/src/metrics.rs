@@ -6,6 +6,15 @@
 //! [`kubeplug_kube::apply::metrics`], [`kubeplug_kube::identity::metrics`],
 //! [`kubeplug_kube::health::metrics`]); `kubeplug run` registers them all in one
 //! registry, served on `/metrics` (see [`kubeplug::admin`]).
+//!
+//! Beside its own, the operator counts what stock dashboards query, in a
+//! registry without prefix: controller-runtime's
+//! `controller_runtime_reconcile_total{controller,result}` (`success`,
+//! `error`, `requeue`, `requeue_after`: see [`Ended`]),
+//! `controller_runtime_reconcile_errors_total{controller}` and
+//! `controller_runtime_reconcile_time_seconds{controller}`, and client-go's
+//! workqueue families of each plugin's queue
+//! ([`kubeplug_kube::queue::metrics`]). `controller` is the plugin's name.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +28,65 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use kubeplug_core::rollout::State;
+use kubeplug_kube::queue::metrics::{QueueObserver, WorkqueueMetrics};
+
+/// Buckets of `reconcile_duration_seconds`: 100 µs doubling 20 times, to
+/// ~52 s. A healthy reconcile is a few ms with writes; the top reaches well
+/// past a plugin call's timeout (2 s by default) plus its writes, so a call
+/// that runs into its deadline is counted in a bucket, not only in +Inf.
+fn reconcile_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.0001, 2.0, 20)
+}
+
+/// controller-runtime's buckets of `controller_runtime_reconcile_time_seconds`.
+const RUNTIME_RECONCILE_BUCKETS: [f64; 40] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// How a reconcile ended, as controller-runtime's `result` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Done; nothing asked for later.
+    Success,
+    /// Failed: retried with backoff.
+    Error,
+    /// Queued again at once (leadership lost mid-reconcile: whoever leads
+    /// next reconciles it).
+    Requeue,
+    /// Done, and the plugin asked to be called again after a delay.
+    RequeueAfter,
+}
+
+impl Ended {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ended::Success => "success",
+            Ended::Error => "error",
+            Ended::Requeue => "requeue",
+            Ended::RequeueAfter => "requeue_after",
+        }
+    }
+
+    const ALL: [Ended; 4] = [
+        Ended::Success,
+        Ended::Error,
+        Ended::Requeue,
+        Ended::RequeueAfter,
+    ];
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabels {
+    controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerResultLabels {
+    controller: String,
+    result: String,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabels {
@@ -104,18 +172,21 @@ pub struct OperatorMetrics {
     calls_waiting_for_memory: Gauge,
     call_memory_waits: Counter,
     call_memory_refusals: Family<ReasonLabels, Counter>,
+    workqueue: WorkqueueMetrics,
+    runtime_reconciles: Family<ControllerResultLabels, Counter>,
+    runtime_errors: Family<ControllerLabels, Counter>,
+    runtime_time: Family<ControllerLabels, Histogram>,
 }
 
 impl OperatorMetrics {
-    /// The families, registered in `registry`.
-    pub fn register(registry: &mut Registry) -> Self {
+    /// The families: the operator's own in `registry`, those named as
+    /// controller-runtime and client-go name them in `standard` (a registry
+    /// without prefix).
+    pub fn register(registry: &mut Registry, standard: &mut Registry) -> Self {
         let metrics = OperatorMetrics {
             reconciles: Family::default(),
             skipped: Family::default(),
-            duration: Family::new_with_constructor(|| {
-                // 100 µs .. ~1.6 s: a healthy reconcile is a few ms with writes.
-                Histogram::new(exponential_buckets(0.0001, 2.0, 15))
-            }),
+            duration: Family::new_with_constructor(|| Histogram::new(reconcile_buckets())),
             queue_depth: Family::default(),
             plugin_info: Family::default(),
             info_current: Default::default(),
@@ -138,8 +209,30 @@ impl OperatorMetrics {
             calls_waiting_for_memory: Gauge::default(),
             call_memory_waits: Counter::default(),
             call_memory_refusals: Family::default(),
+            workqueue: WorkqueueMetrics::register(standard),
+            runtime_reconciles: Family::default(),
+            runtime_errors: Family::default(),
+            runtime_time: Family::new_with_constructor(|| {
+                Histogram::new(RUNTIME_RECONCILE_BUCKETS)
+            }),
         };
         let m = &metrics;
+        // controller-runtime's help texts.
+        standard.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            m.runtime_reconciles.clone(),
+        );
+        standard.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            m.runtime_errors.clone(),
+        );
+        standard.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            m.runtime_time.clone(),
+        );
         registry.register(
             "reconciles",
             "Reconciles by plugin and result",
@@ -282,7 +375,26 @@ impl OperatorMetrics {
         );
     }
 
-    pub fn reconciled(&self, plugin: &str, result: &str, took: Duration) {
+    /// A controller for `plugin` starts: its queue's series (see
+    /// [`kubeplug_kube::queue::Queue::observed`]), and its
+    /// controller-runtime series at zero, as controller-runtime sets them
+    /// when a controller starts (a rate of errors is then 0, not absent).
+    pub fn controller_started(&self, plugin: &str) -> QueueObserver {
+        // controller-runtime's `Add(0)`.
+        for ended in Ended::ALL {
+            self.runtime_reconciles
+                .get_or_create(&controller_result_labels(plugin, ended))
+                .inc_by(0);
+        }
+        self.runtime_errors
+            .get_or_create(&controller_labels(plugin))
+            .inc_by(0);
+        self.workqueue.queue(plugin)
+    }
+
+    /// A reconcile of `plugin` finished after `took`: `result` is kubeplug's
+    /// label (`ok`, `not_leader` or the error's), `ended` controller-runtime's.
+    pub fn reconciled(&self, plugin: &str, result: &str, ended: Ended, took: Duration) {
         self.reconciles
             .get_or_create(&ResultLabels {
                 plugin: plugin.into(),
@@ -292,11 +404,29 @@ impl OperatorMetrics {
         self.duration
             .get_or_create(&plugin_labels(plugin))
             .observe(took.as_secs_f64());
+        self.runtime_reconciled(plugin, ended, took);
     }
 
     /// A reconcile skipped: unchanged inputs (see `reconcile::unchanged`).
-    pub fn skipped(&self, plugin: &str) {
+    /// Not a call, so not in `reconciles`; controller-runtime counts every
+    /// pass of its reconciler, so it is a `success` there.
+    pub fn skipped(&self, plugin: &str, took: Duration) {
         self.skipped.get_or_create(&plugin_labels(plugin)).inc();
+        self.runtime_reconciled(plugin, Ended::Success, took);
+    }
+
+    fn runtime_reconciled(&self, plugin: &str, ended: Ended, took: Duration) {
+        self.runtime_reconciles
+            .get_or_create(&controller_result_labels(plugin, ended))
+            .inc();
+        if ended == Ended::Error {
+            self.runtime_errors
+                .get_or_create(&controller_labels(plugin))
+                .inc();
+        }
+        self.runtime_time
+            .get_or_create(&controller_labels(plugin))
+            .observe(took.as_secs_f64());
     }
 
     /// Whether this replica owns `shard` of `plugin` (its caches listed).
@@ -429,5 +559,118 @@ fn shard_labels(plugin: &str, shard: u16) -> ShardLabels {
 fn plugin_labels(plugin: &str) -> PluginLabels {
     PluginLabels {
         plugin: plugin.into(),
+    }
+}
+
+fn controller_labels(plugin: &str) -> ControllerLabels {
+    ControllerLabels {
+        controller: plugin.into(),
+    }
+}
+
+fn controller_result_labels(plugin: &str, ended: Ended) -> ControllerResultLabels {
+    ControllerResultLabels {
+        controller: plugin.into(),
+        result: ended.as_str().into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registries() -> (OperatorMetrics, Registry, Registry) {
+        let (mut own, mut standard) = (Registry::default(), Registry::default());
+        let metrics = OperatorMetrics::register(&mut own, &mut standard);
+        (metrics, own, standard)
+    }
+
+    fn text(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn a_timed_out_reconcile_is_counted_below_inf() {
+        let (m, own, standard) = registries();
+        let timeout = kubeplug_core::contract::Limits::default().timeout;
+        // A call cut at its deadline, and its writes after it.
+        m.reconciled(
+            "p",
+            "timeout",
+            Ended::Error,
+            timeout + Duration::from_millis(50),
+        );
+        let own = text(&own);
+        assert!(
+            own.contains("reconcile_duration_seconds_bucket{le=\"1.6384\",plugin=\"p\"} 0\n"),
+            "{own}"
+        );
+        assert!(
+            own.contains("reconcile_duration_seconds_bucket{le=\"3.2768\",plugin=\"p\"} 1\n"),
+            "{own}"
+        );
+        assert!(
+            own.contains("reconcile_duration_seconds_bucket{le=\"52.4288\",plugin=\"p\"} 1\n"),
+            "the top bucket: {own}"
+        );
+        let standard = text(&standard);
+        assert!(
+            standard.contains(
+                "controller_runtime_reconcile_time_seconds_bucket{le=\"2.5\",controller=\"p\"} 1\n"
+            ),
+            "{standard}"
+        );
+    }
+
+    #[test]
+    fn reconciles_are_counted_by_controller_runtimes_result_and_skips_are_successes() {
+        let (m, _, standard) = registries();
+        let _queue = m.controller_started("p");
+        let ms = Duration::from_millis(1);
+        m.reconciled("p", "ok", Ended::Success, ms);
+        m.reconciled("p", "ok", Ended::RequeueAfter, ms);
+        m.reconciled("p", "not_leader", Ended::Requeue, ms);
+        m.reconciled("p", "timeout", Ended::Error, ms);
+        m.skipped("p", ms);
+        let text = text(&standard);
+        for (result, count) in [
+            ("success", 2),
+            ("error", 1),
+            ("requeue", 1),
+            ("requeue_after", 1),
+        ] {
+            let series = format!(
+                "controller_runtime_reconcile_total{{controller=\"p\",result=\"{result}\"}} {count}\n"
+            );
+            assert!(text.contains(&series), "{series} in {text}");
+        }
+        assert!(
+            text.contains("controller_runtime_reconcile_errors_total{controller=\"p\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("controller_runtime_reconcile_time_seconds_count{controller=\"p\"} 5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("workqueue_depth{controller=\"p\",name=\"p\"} 0\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_started_controller_shows_every_result_at_zero() {
+        let (m, _, standard) = registries();
+        let _queue = m.controller_started("q");
+        let text = text(&standard);
+        for result in Ended::ALL {
+            let series = format!(
+                "controller_runtime_reconcile_total{{controller=\"q\",result=\"{}\"}} 0\n",
+                result.as_str()
+            );
+            assert!(text.contains(&series), "{series} in {text}");
+        }
     }
 }

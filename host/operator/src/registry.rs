@@ -35,7 +35,8 @@
 //! refuse, revalidate), [`status`] (the rows of `/plugins`, states in
 //! metrics), [`candidates`] (shadows and previews of `<name>.next.wasm`),
 //! [`watch`] (file events and rescans), [`placement`] (where a file may
-//! serve from, and reading it).
+//! serve from, and reading it), [`survey()`] (the directory as a scan would
+//! read it, for `kubeplug doctor`).
 //!
 //! Assumptions: files are written in place or swapped in (ConfigMap `..data`
 //! symlinks, renames). Half-written files are caught by waiting until a file's
@@ -65,12 +66,14 @@ mod promotion;
 mod scan;
 mod serving;
 mod status;
+mod survey;
 mod watch;
 
 pub use placement::MAX_PLUGIN_BYTES;
 use placement::{Layout, Root};
 pub use promotion::Promotion;
 pub use status::{PluginDetail, Status};
+pub use survey::{Surveyed, survey};
 
 /// How long a file must be unchanged before it is loaded.
 pub const SETTLE: Duration = Duration::from_millis(500);

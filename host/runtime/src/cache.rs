@@ -167,7 +167,12 @@ impl CompileCache {
 
     /// The component for `bytes` (whose SHA-256 is `digest`), compiled by
     /// `compiler` within `limits`, in one of `slots`, unless a precompiled
-    /// artefact exists.
+    /// artefact exists. `compiling` is called as a compile starts; what it
+    /// returns is dropped when it ends.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the compile's inputs, each needed; a struct would only be built here"
+    )]
     pub fn component(
         &self,
         engine: &Engine,
@@ -176,13 +181,15 @@ impl CompileCache {
         compiler: &Compiler,
         limits: CompileLimits,
         slots: &Slots,
+        compiling: &dyn Fn() -> Box<dyn Send>,
     ) -> Result<(Component, Origin), LoadError> {
         let refused = |e: wasmtime::Error| LoadError::NotAComponent(super::error::boxed(e));
         if let Compiler::Subprocess(exe) = compiler {
-            return self.compile_in_child(engine, bytes, digest, exe, limits, slots);
+            return self.compile_in_child(engine, bytes, digest, exe, limits, slots, compiling);
         }
         let Some(path) = self.artefact(engine, digest) else {
             let _slot = slots.take();
+            let _compiling = compiling();
             return Ok((
                 Component::new(engine, bytes).map_err(refused)?,
                 Origin::Compiled,
@@ -193,6 +200,7 @@ impl CompileCache {
         }
         let artefact = {
             let _slot = slots.take();
+            let _compiling = compiling();
             engine.precompile_component(bytes).map_err(refused)?
         };
         if let Err(error) = write_atomically(&path, &artefact) {
@@ -226,6 +234,10 @@ impl CompileCache {
 
     /// Compile in a child process (see [`super::compile`]) into the cache,
     /// or into a temporary file when there is no cache.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the compile's inputs, each needed; a struct would only be built here"
+    )]
     fn compile_in_child(
         &self,
         engine: &Engine,
@@ -234,6 +246,7 @@ impl CompileCache {
         exe: &Path,
         limits: CompileLimits,
         slots: &Slots,
+        compiling: &dyn Fn() -> Box<dyn Send>,
     ) -> Result<(Component, Origin), LoadError> {
         let cached = self.artefact(engine, digest);
         if let Some(component) = cached.as_deref().and_then(|p| Self::cached(engine, p)) {
@@ -247,8 +260,9 @@ impl CompileCache {
         let output = cached.unwrap_or_else(|| scratch.path().join("plugin.cwasm"));
         // The deadline counts from the start of the compile, not the wait.
         let slot = slots.take();
+        let watched = compiling();
         compile_in_child(exe, &input, &output, limits)?;
-        drop(slot);
+        drop((watched, slot));
         // SAFETY: the child is this executable with the same engine
         // configuration, and wrote the file for these exact bytes.
         let component = unsafe { Component::deserialize_file(engine, &output) }
@@ -325,6 +339,7 @@ mod tests {
                     &Compiler::InProcess,
                     CompileLimits::default(),
                     slots,
+                    &|| Box::new(()),
                 )
             })
             .expect("an empty component compiles");
@@ -349,6 +364,50 @@ mod tests {
             .precompile_component(&component_bytes(0))
             .unwrap()
             .len() as u64
+    }
+
+    #[test]
+    fn a_compile_is_watched_from_start_to_end_and_a_cache_load_is_not() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Ends(Arc<AtomicUsize>);
+        impl Drop for Ends {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::default();
+        let cache = CompileCache::new(Some(dir.path().to_path_buf()));
+        let slots = Components::new(1);
+        let (started, ended) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let compiling = || -> Box<dyn Send> {
+            started.fetch_add(1, Ordering::SeqCst);
+            Box::new(Ends(ended.clone()))
+        };
+        let bytes = component_bytes(7);
+        let digest = digest(&bytes);
+        for expected in [Origin::Compiled, Origin::Cached] {
+            let (_, origin) = slots
+                .get_or_make(&digest, |slots| {
+                    cache.component(
+                        &engine,
+                        &bytes,
+                        &digest,
+                        &Compiler::InProcess,
+                        CompileLimits::default(),
+                        slots,
+                        &compiling,
+                    )
+                })
+                .unwrap();
+            assert_eq!(origin, Some(expected));
+        }
+        assert_eq!(
+            started.load(Ordering::SeqCst),
+            1,
+            "only the compile is watched"
+        );
+        assert_eq!(ended.load(Ordering::SeqCst), 1, "and its end is seen");
     }
 
     #[test]

@@ -153,6 +153,18 @@ pub struct Runtime {
     /// Where calls' spent Stores are dropped: on the call's path unless the
     /// pool's tuning asks for the reaper thread (`reaper`).
     reaper: Arc<reaper::Reaper<plugin::Spent>>,
+    /// Told of every compile (not of cache loads).
+    compile_watch: Option<Arc<dyn CompileWatch>>,
+}
+
+/// Told when a component is compiled rather than loaded from a cache: a
+/// compile takes seconds (10-30 s for a Python or JavaScript guest), which
+/// a user should not wait through in silence (`run` logs a line, offline
+/// commands show progress on a terminal).
+pub trait CompileWatch: Send + Sync {
+    /// The compile of plugin file `label` (`bytes` long) starts; it ends
+    /// when the returned value is dropped.
+    fn compiling(&self, label: &str, bytes: usize) -> Box<dyn Send>;
 }
 
 impl Runtime {
@@ -213,6 +225,7 @@ impl Runtime {
             } else {
                 reaper::Reaper::inline()
             }),
+            compile_watch: None,
         })
     }
 
@@ -288,6 +301,12 @@ impl Runtime {
         self
     }
 
+    /// Tell `watch` of every compile.
+    pub fn with_compile_watch(mut self, watch: Arc<dyn CompileWatch>) -> Self {
+        self.compile_watch = Some(watch);
+        self
+    }
+
     /// Compile (or load from cache), link and validate a plugin, calling its
     /// `manifest()` with the configuration. Any failure leaves nothing behind.
     pub fn load(&self, bytes: &[u8], mut options: PluginOptions) -> Result<Plugin, LoadError> {
@@ -295,6 +314,15 @@ impl Runtime {
         let digest = hex::encode(Sha256::digest(bytes));
         compile::precheck(bytes)?;
         let started = Instant::now();
+        let label = options
+            .label
+            .unwrap_or_else(|| format!("sha256:{}", &digest[..12]));
+        let compiling = || -> Box<dyn Send> {
+            match &self.compile_watch {
+                Some(watch) => watch.compiling(&label, bytes.len()),
+                None => Box::new(()),
+            }
+        };
         let (component, origin) = self.components.get_or_make(&digest, |slots| {
             self.cache.component(
                 &self.engine,
@@ -303,6 +331,7 @@ impl Runtime {
                 &self.compiler,
                 options.compile,
                 slots,
+                &compiling,
             )
         })?;
         let origin = origin.unwrap_or(Origin::Shared);
@@ -326,9 +355,6 @@ impl Runtime {
             .config
             .unwrap_or_else(|| serde_json::json!({}))
             .to_string();
-        let label = options
-            .label
-            .unwrap_or_else(|| format!("sha256:{}", &digest[..12]));
         Plugin::new(
             label,
             plugin::Loaded {

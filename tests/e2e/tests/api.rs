@@ -1,10 +1,12 @@
 //! The host's aggregated API (`kubeplug.io/v1alpha1`) through the real
 //! kube-apiserver's aggregation layer: registration, discovery, `kubectl get
-//! plugins [-w]`, `kubectl explain`, RBAC through SubjectAccessReview, and
-//! connections that do not come from the front proxy.
+//! plugins [-w]`, label and field selectors, `kubectl explain`, RBAC through
+//! SubjectAccessReview, and connections that do not come from the front
+//! proxy.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kubeplug_e2e::*;
@@ -31,6 +33,84 @@ fn host_with_api(dir: &PluginDir, certs: &Path, port: u16) -> Host {
 
 fn plugins_table() -> String {
     kubectl_ok(&["get", "plugins"], None)
+}
+
+/// The first column of each row of a `kubectl get` table (its header left
+/// out).
+fn names(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .map(String::from)
+        .collect()
+}
+
+/// A `kubectl ... -w` running in the background, killed when dropped.
+struct KubectlWatch {
+    child: Child,
+    output: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Start `kubectl <args>` (a watch); what it prints collects as it comes.
+fn kubectl_watch(args: &[&str]) -> KubectlWatch {
+    let mut child = Command::new(std::env::var("KUBECTL").expect("KUBECTL"))
+        .args(args)
+        .env(
+            "KUBECONFIG",
+            std::env::var("KUBECONFIG").expect("KUBECONFIG"),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl watches");
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let output = Arc::new(Mutex::new(String::new()));
+    let collected = output.clone();
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            collected
+                .lock()
+                .expect("output lock")
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    KubectlWatch {
+        child,
+        output,
+        reader: Some(reader),
+    }
+}
+
+impl KubectlWatch {
+    /// What it printed so far.
+    fn output(&self) -> String {
+        self.output.lock().expect("output lock").clone()
+    }
+
+    /// Stop it; everything it printed.
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.output()
+    }
+}
+
+impl Drop for KubectlWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// `curl` straight at the host's API port, bypassing kube-apiserver:
@@ -287,6 +367,114 @@ fn kubectl_gets_explains_and_watches_plugins_through_the_aggregator() {
     let _ = watch.wait();
 
     drop(host);
+}
+
+#[test]
+fn label_and_field_selectors_pick_plugins_and_a_named_watch_sees_only_its_plugin() {
+    install_crds();
+    let ns = Namespace::new("select");
+    let dir = PluginDir::with(&["database", "myapp", "pod-annotator"]);
+    dir.settings(
+        "pod-annotator",
+        &format!("config:\n  namespaces: [{}]\n", ns.name),
+    );
+    let certs = certificates(&dir.path);
+    let port = free_port();
+    let _host = host_with_api(&dir, &certs, port);
+    let _registration = Registration::new(port, &certs.join("ca.crt"));
+    eventually("the three plugins running", TIMEOUT, || {
+        let out = kubectl(&["get", "plugins", "-l", "kubeplug.io/state=running"], None);
+        let mut running = names(&String::from_utf8_lossy(&out.stdout));
+        running.sort();
+        (running == ["database", "myapp", "pod-annotator"]).then_some(())
+    });
+
+    // By the manifest's mode: the decorator, not the composites.
+    let decorators = kubectl_ok(
+        &["get", "plugins", "-l", "kubeplug.io/mode=decorator"],
+        None,
+    );
+    assert_eq!(names(&decorators), ["pod-annotator"], "{decorators}");
+    let composites = kubectl_ok(
+        &["get", "plugins", "-l", "kubeplug.io/mode in (composite)"],
+        None,
+    );
+    assert!(
+        names(&composites).contains(&"database".to_string()),
+        "{composites}"
+    );
+    assert!(!composites.contains("pod-annotator"), "{composites}");
+
+    // A label no plugin has: an empty list, not an error.
+    let out = kubectl(&["get", "plugins", "-l", "x=y"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("No resources found"),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A field plugins cannot be selected on: 400, in kube-apiserver's words.
+    let out = kubectl(&["get", "plugins", "--field-selector", "spec.file=x"], None);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("BadRequest") && stderr.contains("field label not supported: spec.file"),
+        "{stderr}"
+    );
+    let by_name = kubectl_ok(
+        &["get", "plugins", "--field-selector", "metadata.name=myapp"],
+        None,
+    );
+    assert_eq!(names(&by_name), ["myapp"], "{by_name}");
+
+    // `kubectl get plugin database -w` watches with
+    // fieldSelector=metadata.name=database: it sees database's swap and
+    // nothing of myapp's removal, which a watch of every plugin sees.
+    let named = kubectl_watch(&["get", "plugin", "database", "-w", "--output-watch-events"]);
+    let all = kubectl_watch(&["get", "plugins", "-w", "--output-watch-events"]);
+    eventually("both watches to show their plugins", TIMEOUT, || {
+        (named.output().contains("database") && all.output().contains("pod-annotator"))
+            .then_some(())
+    });
+    std::fs::copy(
+        repo().join("target/test-plugins/database-v2.wasm"),
+        dir.path.join("database.wasm"),
+    )
+    .expect("swap the database plugin");
+    dir.remove("myapp");
+    eventually("the watch of every plugin to see myapp go", TIMEOUT, || {
+        all.output()
+            .lines()
+            .any(|l| l.starts_with("DELETED") && l.contains("myapp"))
+            .then_some(())
+    });
+    eventually("the named watch to see the swap", TIMEOUT, || {
+        named
+            .output()
+            .lines()
+            .any(|l| l.starts_with("MODIFIED") && l.contains("database") && l.contains("0.2.0"))
+            .then_some(())
+    });
+    // Time for anything it should not be sent to arrive.
+    std::thread::sleep(Duration::from_secs(3));
+    all.stop();
+    let seen = named.stop();
+    for line in seen
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("EVENT"))
+    {
+        assert_eq!(
+            line.split_whitespace().nth(1),
+            Some("database"),
+            "the named watch printed another plugin:\n{seen}"
+        );
+    }
 }
 
 #[test]

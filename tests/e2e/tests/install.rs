@@ -1,12 +1,14 @@
-//! Installing kubeplug in a cluster: `deploy/` (kustomize) and its overlays
-//! against the real API server, and the host run from its image as the
-//! kubelet would run it in that Deployment's pod.
+//! Installing kubeplug in a cluster: `deploy/` (kustomize) and its overlays,
+//! and the Helm chart `deploy/chart`, against the real API server, and the
+//! host run from its image as the kubelet would run it in that Deployment's
+//! pod.
 //!
 //! The pod is simulated with real parts, not a container runtime (none runs
 //! here): the image's root filesystem unpacked from the OCI archive `make
 //! image` built, read-only, entered with `chroot` as the image's non-root
 //! user in a private mount namespace; the Deployment's args, env and volume
-//! mounts taken from `kubectl kustomize deploy/`; configMap volumes laid out
+//! mounts taken from the Deployment as the API server stored it (applied
+//! with kustomize, or installed with Helm); configMap volumes laid out
 //! and kept up to date by the kubelet's own code (`tests/cluster` `volume`);
 //! a projected ServiceAccount token from the TokenRequest API at the
 //! in-cluster path, with `KUBERNETES_SERVICE_HOST`/`PORT`.
@@ -42,6 +44,33 @@ fn apply_kustomization(dir: &str, dry_run: bool) -> String {
         args.push("--dry-run=server");
     }
     kubectl_ok(&args, None)
+}
+
+/// `helm upgrade --install` of the chart `deploy/chart` with its defaults
+/// (plugins as ConfigMaps, as `deploy/`), release `kubeplug`. It adopts what
+/// other tests applied with kubectl (`--take-ownership`) and takes back the
+/// fields they changed (`--force-conflicts`, server-side like `deploy/`).
+fn helm_install() -> String {
+    let chart = repo().join("deploy/chart");
+    let helm = std::env::var("HELM").expect("HELM (tests/e2e/run sets it)");
+    let out = Command::new(&helm)
+        .args(["upgrade", "--install", "kubeplug", path_str(&chart)])
+        .args(["--namespace", SYSTEM, "--create-namespace"])
+        .args([
+            "--server-side=true",
+            "--force-conflicts",
+            "--take-ownership",
+        ])
+        .arg("--color=never")
+        .output()
+        .expect("run helm");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "helm upgrade --install: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }
 
 /// The namespace first: a server-side dry run cannot create objects in a
@@ -291,7 +320,47 @@ fn chown_to_image_user(path: &Path) {
 #[test]
 fn the_host_runs_from_its_image_as_in_its_pod() {
     install_namespace();
-    apply_kustomization("deploy", false);
+    host_runs_as_in_its_pod(|| {
+        apply_kustomization("deploy", false);
+    });
+}
+
+/// The same pod and scenario, installed by `helm install` of the chart: the
+/// release is deployed, its objects (the namespace's `restricted` level, the
+/// plugin ConfigMaps) are admitted and make the same pod.
+#[test]
+fn the_host_runs_from_its_image_as_the_helm_chart_installs_it() {
+    install_namespace();
+    host_runs_as_in_its_pod(|| {
+        let out = helm_install();
+        assert!(out.contains("STATUS: deployed"), "{out}");
+        let deployment = get_json(SYSTEM, "deployment/kubeplug").expect("the Deployment");
+        assert_eq!(
+            deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm",
+            "the release owns the Deployment"
+        );
+        let ns = get_json("", &format!("namespace/{SYSTEM}")).expect("namespace");
+        assert_eq!(
+            ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+            "restricted"
+        );
+        for name in ["database", "myapp", "pod-annotator"] {
+            let configmap = get_json(SYSTEM, &format!("configmap/kubeplug-plugin-{name}"))
+                .unwrap_or_else(|| panic!("the chart's ConfigMap of {name}"));
+            assert!(
+                configmap["binaryData"][format!("{name}.wasm")].is_string(),
+                "{name}.wasm in binaryData"
+            );
+        }
+    });
+}
+
+/// Installs with `install`, runs the host from its image as the kubelet would
+/// run the Deployment's pod, and plays the seed scenarios, a live upgrade of
+/// one plugin through its ConfigMap, the JSON logs and a clean SIGTERM. Then
+/// `install` again puts the seed plugin back, and the Deployment goes.
+fn host_runs_as_in_its_pod(install: impl Fn()) {
+    install();
     let spec = deployed_pod_spec();
     // kwok's simulated pods run nothing; remove them all the same, so that
     // the process below is the only kubeplug.
@@ -581,8 +650,8 @@ fn the_host_runs_from_its_image_as_in_its_pod() {
         &["delete", "pod", &pod, "-n", "team-a", "--wait=false"],
         None,
     );
-    // Put the seed plugin back as deploy/ has it.
-    apply_kustomization("deploy", false);
+    // Put the seed plugin back as the install has it.
+    install();
     delete_deployment();
 }
 

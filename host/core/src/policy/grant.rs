@@ -421,6 +421,43 @@ impl Grant {
     }
 }
 
+impl Grant {
+    /// A grant of exactly what `manifest` asks for: its kinds named (so
+    /// sensitive and cluster-scoped ones too), its namespaces, its
+    /// finalizer and webhooks. Offline tools render under it to show what a
+    /// plugin does before any platform grants it (`kubeplug render` without
+    /// `--policy`); the rules no grant lifts (`Manifest::scope_rules`)
+    /// still hold.
+    pub fn asked_by(manifest: &Manifest) -> Self {
+        let kinds = |resources: &mut dyn Iterator<Item = &ApiResource>| KindSet {
+            any: false,
+            named: resources.map(KindRef::of).collect(),
+        };
+        let mut cluster_scoped: Vec<KindRef> = std::iter::once(&manifest.parent)
+            .chain(&manifest.children)
+            .chain(manifest.related.iter().map(|r| &r.resource))
+            .chain(&manifest.references)
+            .map(KindRef::of)
+            .collect();
+        cluster_scoped.sort();
+        cluster_scoped.dedup();
+        Grant {
+            parent: kinds(&mut std::iter::once(&manifest.parent)),
+            children: kinds(&mut manifest.children.iter()),
+            related: kinds(&mut manifest.related.iter().map(|r| &r.resource)),
+            references: kinds(&mut manifest.references.iter()),
+            cluster_scoped,
+            namespaces: NamespaceScope {
+                all: true,
+                named: manifest.namespaces.clone(),
+            },
+            finalizers: manifest.finalizer.iter().cloned().collect(),
+            webhooks: manifest.webhooks,
+            ..Grant::safe_default()
+        }
+    }
+}
+
 /// The finalizer domain every plugin may use: `<name>.kubeplug.io/`.
 pub fn derived_finalizer_domain(plugin: &str) -> String {
     format!("{plugin}.kubeplug.io/")

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use kubeplug_core::admission::{Admission, AdmitError, Offline};
-use kubeplug_core::policy::{Effective, Policy};
+use kubeplug_core::policy::{Effective, Grant, Policy};
 use kubeplug_runtime::{LimitSettings, Plugin, PluginOptions, Runtime};
 
 /// Why a plugin file cannot be used offline.
@@ -39,6 +39,9 @@ pub struct Loaded {
     pub grant: Effective,
     /// Scopes the admission could not check offline.
     pub notes: Vec<String>,
+    /// What the live host would refuse, when the plugin was admitted under
+    /// the grant it asks for instead (see [`admit_as_asked`]).
+    pub warnings: Vec<String>,
 }
 
 /// Compile the file at `path` with `config` and `limits`, within the quotas
@@ -100,5 +103,31 @@ pub fn admit(
         plugin: plugin.admitted(admitted.manifest, admitted.limits),
         grant: admitted.grant,
         notes: admitted.notes,
+        warnings: Vec::new(),
     })
+}
+
+/// [`admit`], except that a plugin the default grant refuses (the policy
+/// does not name it) is admitted under [`Grant::asked_by`] its manifest,
+/// the default grant's refusal kept as a warning: what a plugin does can
+/// be seen before a platform grants it. Rules no grant lifts still refuse.
+pub fn admit_as_asked(
+    plugin: &Plugin,
+    policy: &Policy,
+    crds: &[Value],
+    limits: LimitSettings,
+) -> Result<Loaded, LoadError> {
+    match admit(plugin, policy, crds, limits) {
+        Err(LoadError::Refused(AdmitError::Refused(refusal))) if !refusal.explicit => {
+            let asked = policy
+                .clone()
+                .with_grant(plugin.name(), Grant::asked_by(plugin.manifest()));
+            let mut loaded = admit(plugin, &asked, crds, limits)?;
+            loaded.warnings.push(format!(
+                "{refusal}; rendered under a grant of everything it asks for (give --policy to render under the platform's grants)"
+            ));
+            Ok(loaded)
+        }
+        other => other,
+    }
 }

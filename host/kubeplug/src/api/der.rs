@@ -1,6 +1,7 @@
-//! Just enough DER to read a certificate's subject common name: the
-//! front-proxy's client certificate must name an allowed proxy
-//! (`requestheader-allowed-names`), and rustls checks the chain but not names.
+//! Just enough DER to read a certificate's subject common name and its
+//! validity: the front-proxy's client certificate must name an allowed proxy
+//! (`requestheader-allowed-names`), and rustls checks the chain but not
+//! names; `kubeplug doctor` says when an APIService's CA expires.
 
 /// One TLV: its tag and contents; the rest of the input after it.
 fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
@@ -43,6 +44,15 @@ pub fn subject_common_name(cert: &[u8]) -> Option<String> {
 /// (version, serial, signature, issuer, validity, subject), the version
 /// being optional.
 fn subject(cert: &[u8]) -> Option<&[u8]> {
+    // serial, signature, issuer, validity
+    let (tag, subject, _) = tlv(tbs_field(cert, 4)?)?;
+    (tag == SEQUENCE).then_some(subject)
+}
+
+/// The TBSCertificate of `cert` from its field after the optional version
+/// on, `skip` fields further (serial: 0, signature, issuer, validity: 3,
+/// subject: 4).
+fn tbs_field(cert: &[u8], skip: usize) -> Option<&[u8]> {
     let (tag, certificate, _) = tlv(cert)?;
     (tag == SEQUENCE).then_some(())?;
     let (tag, mut tbs, _) = tlv(certificate)?;
@@ -51,12 +61,51 @@ fn subject(cert: &[u8]) -> Option<&[u8]> {
     if tag == VERSION {
         tbs = after;
     }
-    // serial, signature, issuer, validity
-    for _ in 0..4 {
+    for _ in 0..skip {
         tbs = tlv(tbs)?.2;
     }
-    let (tag, subject, _) = tlv(tbs)?;
-    (tag == SEQUENCE).then_some(subject)
+    Some(tbs)
+}
+
+/// A certificate's validity: (notBefore, notAfter).
+pub fn validity(cert: &[u8]) -> Option<(jiff::Timestamp, jiff::Timestamp)> {
+    let (tag, validity, _) = tlv(tbs_field(cert, 3)?)?;
+    (tag == SEQUENCE).then_some(())?;
+    let (tag, before, rest) = tlv(validity)?;
+    let not_before = time(tag, before)?;
+    let (tag, after, _) = tlv(rest)?;
+    Some((not_before, time(tag, after)?))
+}
+
+/// An X.509 Time (RFC 5280 4.1.2.5): UTCTime `YYMMDDHHMMSSZ` (years 1950
+/// to 2049) or GeneralizedTime `YYYYMMDDHHMMSSZ`, always in UTC with
+/// seconds, as the RFC requires of certificates.
+fn time(tag: u8, bytes: &[u8]) -> Option<jiff::Timestamp> {
+    const UTC_TIME: u8 = 0x17;
+    const GENERALIZED_TIME: u8 = 0x18;
+    let text = std::str::from_utf8(bytes).ok()?.strip_suffix('Z')?;
+    if !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (year, rest): (u16, &str) = match (tag, text.len()) {
+        (UTC_TIME, 12) => {
+            let yy: u16 = text[..2].parse().ok()?;
+            (if yy < 50 { 2000 + yy } else { 1900 + yy }, &text[2..])
+        }
+        (GENERALIZED_TIME, 14) => (text[..4].parse().ok()?, &text[4..]),
+        _ => return None,
+    };
+    let (month, day, hour, minute, second) = (
+        &rest[..2],
+        &rest[2..4],
+        &rest[4..6],
+        &rest[6..8],
+        &rest[8..],
+    );
+    // RFC 3339, whose parser checks every field's range.
+    format!("{year:04}-{month}-{day}T{hour}:{minute}:{second}Z")
+        .parse()
+        .ok()
 }
 
 /// The text of a DER string value, for the string types Go's `asn1`
@@ -155,10 +204,49 @@ mod tests {
         assert_eq!(common_names(&int_last), vec!["a"]);
     }
 
+    /// `CN=expired-ca`, valid from 2020-01-01 to 2020-02-01 (UTCTime).
+    const EXPIRED: &str = "MIIBWDCB/qADAgECAgEBMAoGCCqGSM49BAMCMBUxEzARBgNVBAMMCmV4cGlyZWQtY2EwHhcNMjAwMTAxMDAwMDAwWhcNMjAwMjAxMDAwMDAwWjAVMRMwEQYDVQQDDApleHBpcmVkLWNhMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAERVLbYfxtDguxMLdW/GuOiVJm18yJ1qBcwVN3uzNXN8PBKXJEj98MZl2QlGoRTCG9XCpz35XfTCUB2f/+TXDS1KM/MD0wDwYDVR0TAQH/BAUwAwEB/zALBgNVHQ8EBAMCAQYwHQYDVR0OBBYEFCxG1Lru2MOf82Ubv0s8feDmAKUfMAoGCCqGSM49BAMCA0kAMEYCIQDtPlZ19KQJ5fmaNn6OM0bMo1Ke5z0Y25XjwI5g2WTQDgIhAJ8hrJA0SO/B2vsmdGQwZ9QJB+88Tj2kZ2lqaKKyLjfB";
+
+    /// The same key, valid from 2025-01-01 (UTCTime) to 2060-01-01
+    /// (GeneralizedTime: past 2049).
+    const UNTIL_2060: &str = "MIIBWTCCAQCgAwIBAgIBAjAKBggqhkjOPQQDAjAVMRMwEQYDVQQDDApleHBpcmVkLWNhMCAXDTI1MDEwMTAwMDAwMFoYDzIwNjAwMTAxMDAwMDAwWjAVMRMwEQYDVQQDDApleHBpcmVkLWNhMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAERVLbYfxtDguxMLdW/GuOiVJm18yJ1qBcwVN3uzNXN8PBKXJEj98MZl2QlGoRTCG9XCpz35XfTCUB2f/+TXDS1KM/MD0wDwYDVR0TAQH/BAUwAwEB/zALBgNVHQ8EBAMCAQYwHQYDVR0OBBYEFCxG1Lru2MOf82Ubv0s8feDmAKUfMAoGCCqGSM49BAMCA0cAMEQCIDBveRht8GnD+wuNjQXgg7AbRgYrCXTiadnPbP3rmbRtAiAvGUg/ekWAbElMhUA398j3bhIJPvt6egvQYI74jCuCYg==";
+
+    #[test]
+    fn reads_the_validity_in_utc_and_generalized_time() {
+        let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+        assert_eq!(
+            validity(&decode(EXPIRED)),
+            Some((at("2020-01-01T00:00:00Z"), at("2020-02-01T00:00:00Z")))
+        );
+        assert_eq!(
+            validity(&decode(UNTIL_2060)),
+            Some((at("2025-01-01T00:00:00Z"), at("2060-01-01T00:00:00Z")))
+        );
+        // A v1 certificate (no version field) has its validity too.
+        assert!(validity(&decode(CERT)).is_some());
+        assert_eq!(
+            subject_common_name(&decode(EXPIRED)).as_deref(),
+            Some("expired-ca")
+        );
+    }
+
+    #[test]
+    fn times_outside_the_rfc_are_refused() {
+        assert!(time(0x17, b"200101000000").is_none(), "no Z");
+        assert!(time(0x17, b"2001010000Z").is_none(), "no seconds");
+        assert!(time(0x18, b"20200101000000.5Z").is_none(), "fractions");
+        assert!(time(0x17, b"201301000000Z").is_none(), "month 13");
+        assert_eq!(
+            time(0x17, b"500101000000Z"),
+            Some("1950-01-01T00:00:00Z".parse().unwrap())
+        );
+    }
+
     #[test]
     fn garbage_has_no_name() {
         assert!(subject_common_name(b"\x30\x82\xff").is_none());
         assert!(subject_common_name(&[]).is_none());
+        assert!(validity(b"\x30\x82\xff").is_none());
     }
 
     fn decode(b64: &str) -> Vec<u8> {

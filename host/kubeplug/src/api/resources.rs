@@ -10,6 +10,15 @@ use kubeplug_operator::registry::Status;
 pub const KIND: &str = "Plugin";
 pub const RESOURCE: &str = "plugins";
 
+/// The label every `Plugin` carries with its state (`running`, `degraded`,
+/// `failed`, `rolled-back` or `blocked`, as `status.state`), so that
+/// `kubectl get plugins -l kubeplug.io/state=failed` finds the broken ones.
+pub const STATE_LABEL: &str = "kubeplug.io/state";
+
+/// The label of a serving plugin's manifest mode (`composite` or
+/// `decorator`, as `spec.manifest.mode`); absent while nothing serves.
+pub const MODE_LABEL: &str = "kubeplug.io/mode";
+
 fn group_version() -> String {
     format!("{GROUP}/{VERSION}")
 }
@@ -100,11 +109,19 @@ impl Owners {
 pub fn plugin(row: &Status, owners: &Owners) -> Value {
     let detail = row.detail.as_ref();
     let manifest = detail.map(|d| &d.manifest);
+    // Both spellings are fixed lowercase words: valid label values as they
+    // are (a test holds every one to the selector's rules).
+    let mut labels = serde_json::Map::new();
+    labels.insert(STATE_LABEL.into(), json!(row.state.as_str()));
+    if let Some(manifest) = manifest {
+        labels.insert(MODE_LABEL.into(), json!(manifest.mode));
+    }
     let mut object = json!({
         "apiVersion": group_version(),
         "kind": KIND,
         "metadata": {
             "name": name_of(row),
+            "labels": labels,
         },
         "spec": {
             "file": row.file,
@@ -437,12 +454,12 @@ pub fn openapi() -> Value {
                 "properties": {
                     "apiVersion": string("APIVersion: kubeplug.io/v1alpha1."),
                     "kind": string("Kind: Plugin."),
-                    "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "The plugin's name, and when the serving version was loaded (creationTimestamp)."},
+                    "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "The plugin's name, when the serving version was loaded (creationTimestamp), and the labels kubeplug.io/state (status.state) and kubeplug.io/mode (spec.manifest.mode, while a version serves), which label selectors match."},
                     "spec": {"type": "object", "description": "Where the plugin comes from and what its manifest asks for.", "properties": {
                         "file": string("The .wasm file in the host's plugin directory."),
                         "manifest": {"type": "object", "description": "The manifest of the serving version.", "properties": {
                             "parent": string("The parent kind (Kind.group)."),
-                            "mode": string("controller (owns children) or decorator (patches its parents)."),
+                            "mode": string("composite (owns children) or decorator (patches its parents)."),
                             "children": strings("Child kinds it may create."),
                             "related": strings("Kinds it reads besides its children."),
                             "namespaces": strings("Namespaces it watches (empty: all its grant allows)."),
@@ -535,6 +552,10 @@ pub fn error(code: u16, reason: &str, message: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::selectors::Selector;
+    use kubeplug_core::manifest::{ApiResource, Manifest, Mode};
+    use kubeplug_core::rollout::State;
+    use kubeplug_operator::registry::PluginDetail;
 
     #[test]
     fn the_table_shows_the_whatif_and_the_gate_to_everyone() {
@@ -553,6 +574,97 @@ mod tests {
             reason_cell(&json!({"reason": "serving the previous version"})),
             "serving the previous version"
         );
+    }
+
+    /// A row of `state`, serving a plugin of `mode` unless `None`.
+    fn row(state: State, mode: Option<Mode>) -> Status {
+        let parent = ApiResource {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Database".into(),
+            plural: "databases".into(),
+            namespaced: true,
+        };
+        let detail = mode.map(|mode| PluginDetail {
+            manifest: Manifest {
+                name: "database".into(),
+                version: "0.1.0".into(),
+                parent,
+                mode,
+                children: Vec::new(),
+                related: Vec::new(),
+                namespaces: Vec::new(),
+                finalizer: None,
+                resync_seconds: None,
+                excluded_namespaces: Vec::new(),
+                metadata_only: Vec::new(),
+                references: Vec::new(),
+                webhooks: Default::default(),
+            },
+            reconciles: 0,
+            errors: 0,
+            queue_depth: 0,
+        });
+        Status {
+            file: "/plugins/database.wasm".into(),
+            name: Some("database".into()),
+            version: None,
+            digest: None,
+            state,
+            loaded_at: None,
+            last_error: None,
+            reason: None,
+            synced: true,
+            leading: true,
+            shards: None,
+            shadow: None,
+            candidate_error: None,
+            promotion: None,
+            detail,
+        }
+    }
+
+    #[test]
+    fn every_plugin_is_labelled_with_its_state_and_mode_and_selectable_by_them() {
+        let states = [
+            State::Running,
+            State::Degraded,
+            State::Failed,
+            State::RolledBack,
+            State::Blocked,
+        ];
+        for state in states {
+            for mode in [Mode::Composite, Mode::Decorator] {
+                let object = plugin(&row(state, Some(mode)), &Owners::default());
+                let labels = &object["metadata"]["labels"];
+                assert_eq!(labels[STATE_LABEL], state.as_str());
+                assert_eq!(labels[MODE_LABEL], object["spec"]["manifest"]["mode"]);
+                // Valid keys and values, or the selector would refuse them.
+                let selector = format!(
+                    "{STATE_LABEL}={},{MODE_LABEL}={}",
+                    state.as_str(),
+                    labels[MODE_LABEL].as_str().expect("a string")
+                );
+                let selector = Selector::parse(Some(&selector), None)
+                    .unwrap_or_else(|e| panic!("{selector}: {e}"));
+                assert!(selector.matches(&object), "{object}");
+            }
+        }
+        let decorator = plugin(
+            &row(State::Running, Some(Mode::Decorator)),
+            &Owners::default(),
+        );
+        assert_eq!(decorator["metadata"]["labels"][MODE_LABEL], "decorator");
+        // Nothing serves: a state, no mode.
+        let failed = plugin(&row(State::Failed, None), &Owners::default());
+        assert_eq!(failed["metadata"]["labels"], json!({STATE_LABEL: "failed"}));
+        // The Table carries the labels for `--show-labels` and `-L`.
+        let table = table(std::slice::from_ref(&decorator), 1);
+        assert_eq!(
+            table["rows"][0]["object"]["metadata"]["labels"],
+            decorator["metadata"]["labels"]
+        );
+        assert_eq!(table["rows"][0]["cells"][2], "running");
     }
 
     #[test]

@@ -5,6 +5,16 @@
 //! resourceVersions are this replica's own counter: a watch resumes only on
 //! the replica that issued the version (the APIService's Service may route
 //! elsewhere; a client then relists, as after any expired version).
+//!
+//! A watch with a [`Selector`] sees what kube-apiserver's watch cache would
+//! send it: each change is judged on the object before and after it, so an
+//! object that comes to match is ADDED, one that stops matching is DELETED
+//! (in its last matching state, at the change's version), a change to one
+//! that matches before and after is MODIFIED, and the rest is not sent.
+//! Judging both states, rather than keeping per watch the names it was
+//! shown, is what lets a watch resumed from a list's version (`kubectl get
+//! -w` lists, then watches from there) learn that an object it listed
+//! stopped matching.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -18,6 +28,7 @@ use tokio::sync::broadcast;
 
 use super::Body;
 use super::resources;
+use super::selectors::Selector;
 use kubeplug_operator::registry::Registry;
 
 /// How often the registry is looked at.
@@ -27,7 +38,41 @@ const PERIOD: Duration = Duration::from_secs(1);
 struct Event {
     kind: &'static str,
     version: u64,
+    /// The object at `version` (for DELETED, as it was last, at `version`).
     object: Value,
+    /// The object before this change: none for ADDED.
+    previous: Option<Value>,
+}
+
+impl Event {
+    /// This event as a watch with `selector` sees it, or nothing; the same
+    /// event for a selector that selects everything.
+    fn selected(self, selector: &Selector) -> Option<Event> {
+        let now = self.kind != "DELETED" && selector.matches(&self.object);
+        let before = self.previous.as_ref().is_some_and(|p| selector.matches(p));
+        let kind = match (before, now) {
+            (false, false) => return None,
+            (false, true) => "ADDED",
+            (true, true) => "MODIFIED",
+            (true, false) => "DELETED",
+        };
+        let object = match (now, self.previous) {
+            (true, _) | (false, None) => self.object,
+            // Its last state that matched, at this event's version (as
+            // kube-apiserver's cacheWatcher sends it): a client resumes
+            // from the version of the last object it was sent.
+            (false, Some(mut last)) => {
+                last["metadata"]["resourceVersion"] = json!(self.version.to_string());
+                last
+            }
+        };
+        Some(Event {
+            kind,
+            version: self.version,
+            object,
+            previous: None,
+        })
+    }
 }
 
 #[derive(Default)]
@@ -97,11 +142,16 @@ impl Tracker {
             .collect();
         for name in gone {
             state.version += 1;
-            let (_, object) = state.objects.remove(&name).expect("present");
+            let (_, previous) = state.objects.remove(&name).expect("present");
+            // At the deletion's version, as kube-apiserver sends it: a
+            // client resumes from the version of the last object it saw.
+            let mut object = previous.clone();
+            object["metadata"]["resourceVersion"] = json!(state.version.to_string());
             events.push(Event {
                 kind: "DELETED",
                 version: state.version,
                 object,
+                previous: Some(previous),
             });
         }
         for (name, mut object) in std::mem::take(&mut fresh) {
@@ -113,11 +163,15 @@ impl Tracker {
             state.version += 1;
             let version = state.version;
             object["metadata"]["resourceVersion"] = json!(version.to_string());
-            state.objects.insert(name, (version, object.clone()));
+            let previous = state
+                .objects
+                .insert(name, (version, object.clone()))
+                .map(|(_, old)| old);
             events.push(Event {
                 kind,
                 version,
                 object,
+                previous,
             });
         }
         for event in events {
@@ -146,15 +200,17 @@ impl Tracker {
 
     /// A watch response: from `since` (a list's version) on, or the current
     /// objects as ADDED first; newline-delimited JSON events, each object a
-    /// one-row Table if `table`, each [`resources::redacted`] if `redact`.
-    /// Ends after `timeout` (the client watches again), or when the watcher
-    /// falls too far behind.
+    /// one-row Table if `table`, each [`resources::redacted`] if `redact`,
+    /// only what `selector` selects (see the module's doc). Ends after
+    /// `timeout` (the client watches again), or when the watcher falls too
+    /// far behind.
     pub fn watch(
         self: &Arc<Self>,
         since: Option<u64>,
         timeout: Duration,
         table: bool,
         redact: bool,
+        selector: Selector,
     ) -> Response<Body> {
         // Subscribe before reading the state, so no change falls between.
         let mut events = self.events.subscribe();
@@ -165,10 +221,12 @@ impl Tracker {
                 let initial = state
                     .objects
                     .values()
+                    .filter(|(_, o)| selector.matches(o))
                     .map(|(v, o)| Event {
                         kind: "ADDED",
                         version: *v,
                         object: o.clone(),
+                        previous: None,
                     })
                     .collect();
                 (state.version, initial)
@@ -205,6 +263,9 @@ impl Tracker {
                 match event {
                     Ok(event) if event.version <= start => continue,
                     Ok(event) => {
+                        let Some(event) = event.selected(&selector) else {
+                            continue;
+                        };
                         if sender.send_data(frame(&event)).await.is_err() {
                             return;
                         }
@@ -257,6 +318,64 @@ mod tests {
         json!({"metadata": {"name": name}, "status": {"state": state}})
     }
 
+    /// A plugin labelled with its state, with `reconciles` to change it
+    /// without changing its state.
+    fn labelled(name: &str, state: &str, reconciles: u64) -> (String, Value) {
+        (
+            name.into(),
+            json!({
+                "metadata": {"name": name, "labels": {resources::STATE_LABEL: state}},
+                "status": {"state": state, "reconciles": reconciles},
+            }),
+        )
+    }
+
+    /// The next `n` events of a watch: (type, name, state, resourceVersion).
+    async fn next_events(body: &mut Body, n: usize) -> Vec<(String, String, String, String)> {
+        let mut seen = Vec::new();
+        while seen.len() < n {
+            let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+                .await
+                .unwrap_or_else(|_| panic!("no event after {seen:?}"))
+                .expect("the watch goes on")
+                .expect("infallible");
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let event: Value = serde_json::from_slice(&data).expect("a JSON event");
+            let object = &event["object"];
+            seen.push((
+                event["type"].as_str().expect("type").to_string(),
+                object["metadata"]["name"]
+                    .as_str()
+                    .expect("name")
+                    .to_string(),
+                object["status"]["state"]
+                    .as_str()
+                    .expect("state")
+                    .to_string(),
+                object["metadata"]["resourceVersion"]
+                    .as_str()
+                    .expect("resourceVersion")
+                    .to_string(),
+            ));
+        }
+        seen
+    }
+
+    fn event(
+        kind: &str,
+        name: &str,
+        state: &str,
+        version: u64,
+    ) -> (String, String, String, String) {
+        (kind.into(), name.into(), state.into(), version.to_string())
+    }
+
+    fn running() -> Selector {
+        Selector::parse(Some(&format!("{}=running", resources::STATE_LABEL)), None).expect("valid")
+    }
+
     #[test]
     fn versions_change_only_with_content_and_removals_are_deleted_events() {
         let tracker = Tracker::new();
@@ -267,9 +386,131 @@ mod tests {
         tracker.update(BTreeMap::from([("a".into(), plugin("a", "degraded"))]));
         tracker.update(BTreeMap::new());
         let kinds: Vec<_> = std::iter::from_fn(|| events.try_recv().ok())
-            .map(|e| (e.kind, e.version))
+            .map(|e| {
+                (
+                    e.kind,
+                    e.version,
+                    e.object["metadata"]["resourceVersion"].clone(),
+                )
+            })
             .collect();
-        assert_eq!(kinds, vec![("ADDED", 1), ("MODIFIED", 2), ("DELETED", 3)]);
+        assert_eq!(
+            kinds,
+            vec![
+                ("ADDED", 1, json!("1")),
+                ("MODIFIED", 2, json!("2")),
+                ("DELETED", 3, json!("3")),
+            ]
+        );
         assert!(tracker.get("a").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_selected_watch_sees_objects_come_and_go_as_they_match() {
+        let tracker = Tracker::new();
+        // 1: a running, 2: b failed.
+        tracker.update(BTreeMap::from([
+            labelled("a", "running", 0),
+            labelled("b", "failed", 0),
+        ]));
+        let mut body = tracker
+            .watch(None, Duration::from_secs(60), false, false, running())
+            .into_body();
+        // Only what matches is listed first.
+        assert_eq!(
+            next_events(&mut body, 1).await,
+            [event("ADDED", "a", "running", 1)]
+        );
+        // 3: a fails (stops matching), 4: b runs (comes to match).
+        tracker.update(BTreeMap::from([
+            labelled("a", "failed", 0),
+            labelled("b", "running", 0),
+        ]));
+        // 5: a changes and still does not match; 6: b changes and still
+        // does.
+        tracker.update(BTreeMap::from([
+            labelled("a", "failed", 1),
+            labelled("b", "running", 1),
+        ]));
+        // 7: a is removed (not shown: no event); 8: b is removed.
+        tracker.update(BTreeMap::from([labelled("b", "running", 1)]));
+        tracker.update(BTreeMap::new());
+        assert_eq!(
+            next_events(&mut body, 4).await,
+            [
+                // In its last matching state, at the change's version.
+                event("DELETED", "a", "running", 3),
+                event("ADDED", "b", "running", 4),
+                event("MODIFIED", "b", "running", 6),
+                event("DELETED", "b", "running", 8),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_selected_watch_resumed_from_a_list_learns_what_stopped_matching() {
+        let tracker = Tracker::new();
+        tracker.update(BTreeMap::from([
+            labelled("a", "running", 0),
+            labelled("b", "failed", 0),
+        ]));
+        // `kubectl get -w`: a list at version 2, then a watch from there,
+        // which lists nothing itself.
+        let (listed, version) = tracker.list();
+        assert_eq!(listed.iter().filter(|o| running().matches(o)).count(), 1);
+        let mut body = tracker
+            .watch(
+                Some(version),
+                Duration::from_secs(60),
+                false,
+                false,
+                running(),
+            )
+            .into_body();
+        tracker.update(BTreeMap::from([
+            labelled("a", "failed", 0),
+            labelled("b", "failed", 1),
+        ]));
+        tracker.update(BTreeMap::from([
+            labelled("a", "failed", 0),
+            labelled("b", "running", 1),
+        ]));
+        assert_eq!(
+            next_events(&mut body, 2).await,
+            [
+                event("DELETED", "a", "running", 3),
+                event("ADDED", "b", "running", 5),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watch_without_selector_sees_every_change_as_it_happened() {
+        let tracker = Tracker::new();
+        tracker.update(BTreeMap::from([labelled("a", "running", 0)]));
+        let mut body = tracker
+            .watch(
+                None,
+                Duration::from_secs(60),
+                false,
+                false,
+                Selector::default(),
+            )
+            .into_body();
+        tracker.update(BTreeMap::from([
+            labelled("a", "failed", 0),
+            labelled("b", "failed", 0),
+        ]));
+        tracker.update(BTreeMap::new());
+        assert_eq!(
+            next_events(&mut body, 5).await,
+            [
+                event("ADDED", "a", "running", 1),
+                event("MODIFIED", "a", "failed", 2),
+                event("ADDED", "b", "failed", 3),
+                event("DELETED", "a", "failed", 4),
+                event("DELETED", "b", "failed", 5),
+            ]
+        );
     }
 }

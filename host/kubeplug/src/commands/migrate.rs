@@ -33,6 +33,8 @@ pub struct MigrateArgs {
     pub check: bool,
     #[command(flatten)]
     pub common: OfflineArgs,
+    #[command(flatten)]
+    pub cluster: crate::args::ClusterArgs,
 }
 
 pub fn migrate_cmd(args: MigrateArgs) -> anyhow::Result<ExitCode> {
@@ -52,9 +54,7 @@ pub fn migrate_cmd(args: MigrateArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("failed to start the async runtime")?
         .block_on(async {
-            let client = kube::Client::try_default()
-                .await
-                .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
+            let client = args.cluster.client().await?;
             if args.check {
                 let report = migrate::check(&client, &plugin, &args.crd, &args.to).await?;
                 print_report(&args.crd, &report);

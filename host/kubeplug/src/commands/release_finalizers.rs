@@ -64,6 +64,8 @@ pub struct ReleaseArgs {
     /// the plugin's Lease still refuses.
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    cluster: crate::args::ClusterArgs,
 }
 
 /// True if `finalizer` belongs to `plugin` (or is exactly `only`).
@@ -85,9 +87,7 @@ pub fn release_cmd(args: ReleaseArgs) -> anyhow::Result<()> {
 }
 
 async fn release(args: ReleaseArgs) -> anyhow::Result<()> {
-    let client = kube::Client::try_default()
-        .await
-        .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
+    let client = args.cluster.client().await?;
     refuse_if_led(&client, &args).await?;
     let (plural, group) = args
         .resource

@@ -33,7 +33,8 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
         plugin,
         grant,
         notes,
-    } = kit::load::admit(&plugin, &policy, &crds, limits)?;
+        ..
+    } = admit(&args, &plugin, &policy, &crds, limits)?;
     if let Some(operation) = args.admission.as_deref() {
         return admission(&args, operation, &plugin, &grant, notes);
     }
@@ -68,6 +69,28 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
     )?;
     rendered.notes = notes;
     print(&rendered, args.common.output)
+}
+
+/// Admit `plugin` as the live host would. Without `--policy` (and without
+/// `--strict`) a plugin the default grant refuses is rendered under the
+/// grant it asks for, each refusal printed as a warning on stderr: the
+/// answer is what a platform would see once it grants the plugin.
+fn admit(
+    args: &RenderArgs,
+    plugin: &Plugin,
+    policy: &Policy,
+    crds: &[Value],
+    limits: LimitSettings,
+) -> anyhow::Result<kit::load::Loaded> {
+    let loaded = if args.policy.files.is_empty() && !args.strict {
+        kit::load::admit_as_asked(plugin, policy, crds, limits)?
+    } else {
+        kit::load::admit(plugin, policy, crds, limits)?
+    };
+    for warning in &loaded.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(loaded)
 }
 
 /// The one object of `path`.
@@ -177,7 +200,8 @@ fn replay_cmd(
         plugin,
         grant,
         mut notes,
-    } = kit::load::admit(&plugin, policy, crds, limits)?;
+        ..
+    } = admit(args, &plugin, policy, crds, limits)?;
     if plugin.name() != capture.plugin {
         notes.push(format!(
             "the capture is of plugin {}, this is plugin {}",

@@ -1,7 +1,7 @@
 //! `kubeplug replay`: fetch a plugin's failure captures from a running
 //! host's plain-HTTP listener (`/plugins/<plugin>/replays`), which serves
-//! them to loopback clients only; a host in a pod is reached through
-//! `kubectl port-forward`.
+//! them to loopback clients only; a host in a pod is reached through a
+//! port-forward to it (`--pod`, see [`super::forward`]).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -23,8 +23,8 @@ const ERROR_COLUMN: usize = 80;
 
 #[derive(Args)]
 pub struct ReplayArgs {
-    /// The host's HTTP listener (its `--listen`); in a pod, forward it
-    /// first: `kubectl port-forward deploy/kubeplug 8080`.
+    /// The host's HTTP listener (its `--listen`); a host in a pod is
+    /// reached with `--pod`.
     #[arg(
         long,
         env = "KUBEPLUG_REPLAY_FROM",
@@ -39,6 +39,8 @@ pub struct ReplayArgs {
     /// Write the capture to FILE instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE", requires = "parent")]
     output: Option<PathBuf>,
+    #[command(flatten)]
+    pod: super::forward::PodArgs,
 }
 
 /// Why a capture could not be fetched.
@@ -47,7 +49,7 @@ pub enum FetchError {
     #[error("{url} is not a plain-HTTP URL such as http://127.0.0.1:8080")]
     BadUrl { url: String },
     #[error(
-        "cannot connect to {url}: is the host listening there? Replays are served to loopback clients only (reach a host in a pod with `kubectl port-forward`)"
+        "cannot connect to {url}: is the host listening there? Replays are served to loopback clients only (reach a host in a pod with --pod)"
     )]
     Connect {
         url: String,
@@ -215,9 +217,10 @@ pub fn replay_cmd(args: ReplayArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("failed to start the async runtime")?;
+    let from = runtime.block_on(super::forward::base(&args.from, &args.pod, &args.plugin))?;
     let Some(parent) = &args.parent else {
         let summaries = runtime
-            .block_on(list(&args.from, &args.plugin))
+            .block_on(list(&from, &args.plugin))
             .with_context(|| format!("cannot list the replays of plugin {}", args.plugin))?;
         if summaries.is_empty() {
             eprintln!("plugin {} has no failure kept", args.plugin);
@@ -227,7 +230,7 @@ pub fn replay_cmd(args: ReplayArgs) -> anyhow::Result<()> {
         return Ok(());
     };
     let capture = runtime
-        .block_on(capture(&args.from, &args.plugin, parent))
+        .block_on(capture(&from, &args.plugin, parent))
         .with_context(|| {
             format!(
                 "cannot fetch the replay of {parent} (plugin {})",

@@ -17,8 +17,8 @@ const NAMES: usize = 10;
 
 #[derive(Args)]
 pub struct WhatIfArgs {
-    /// The host's HTTP listener (its `--listen`); in a pod, forward it
-    /// first: `kubectl port-forward deploy/kubeplug 8080`.
+    /// The host's HTTP listener (its `--listen`); a host in a pod is
+    /// reached with `--pod`.
     #[arg(
         long,
         env = "KUBEPLUG_WHATIF_FROM",
@@ -27,9 +27,12 @@ pub struct WhatIfArgs {
     from: String,
     /// The plugin's name (as in its manifest).
     plugin: String,
-    /// Wait for a what-if still running, at most this many seconds.
-    #[arg(long, default_value_t = 0)]
-    wait: u64,
+    /// Wait for a what-if still running, at most this long (`30s`, `2m`;
+    /// a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "0s")]
+    wait: crate::args::duration::GoDuration,
+    #[command(flatten)]
+    pod: super::forward::PodArgs,
     /// `text` (a summary) or `json` (the report as the host holds it).
     #[arg(short = 'o', long = "output", default_value = "text")]
     output: Output,
@@ -175,13 +178,14 @@ pub fn whatif_cmd(args: WhatIfArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("failed to start the async runtime")?;
-    let deadline = Instant::now() + Duration::from_secs(args.wait);
+    let deadline = Instant::now() + args.wait.0;
+    let from = runtime.block_on(super::forward::base(&args.from, &args.pod, &args.plugin))?;
     let (report, blocked) = loop {
         let body = runtime
-            .block_on(get(&args.from, "/plugins"))
-            .with_context(|| format!("cannot read the plugins of the host at {}", args.from))?;
+            .block_on(get(&from, "/plugins"))
+            .with_context(|| format!("cannot read the plugins of the host at {from}"))?;
         let rows: Value = serde_json::from_slice(&body)
-            .with_context(|| format!("{}/plugins is not a JSON list", args.from))?;
+            .with_context(|| format!("{from}/plugins is not a JSON list"))?;
         let Some((report, blocked)) = report(&rows, &args.plugin) else {
             bail!(
                 "plugin {} has no what-if: none runs without a candidate ({}.next.wasm beside its file) or a promotion its gate judged",

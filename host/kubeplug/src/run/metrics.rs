@@ -1,4 +1,12 @@
-//! The host's one metrics registry, composed from each subsystem's families.
+//! The host's metrics registries, composed from each subsystem's families:
+//! kubeplug's own under the `kubeplug_` prefix, and beside them, without
+//! prefix, the families stock client-go and controller-runtime dashboards
+//! query (`workqueue_*`, `rest_client_requests_total`,
+//! `leader_election_master_status`, `controller_runtime_reconcile_*`) and
+//! the process metrics of the Prometheus client libraries ([`process`]).
+//! `/metrics` serves both as one exposition.
+
+mod process;
 
 use prometheus_client::registry::Registry;
 
@@ -10,10 +18,13 @@ use kubeplug_kube::informers::metrics::InformerMetrics;
 use kubeplug_kube::leader::metrics::LeaderMetrics;
 use kubeplug_operator::metrics::OperatorMetrics;
 
-/// Every subsystem's metrics, registered under the `kubeplug` prefix.
+/// Every subsystem's metrics.
 pub struct HostMetrics {
-    /// What `/metrics` serves.
-    pub registry: Registry,
+    /// kubeplug's own families, under the `kubeplug` prefix.
+    pub own: Registry,
+    /// The families named as client-go, controller-runtime and the
+    /// Prometheus client libraries name them: no prefix.
+    pub standard: Registry,
     pub operator: OperatorMetrics,
     pub informers: InformerMetrics,
     pub leader: LeaderMetrics,
@@ -25,16 +36,19 @@ pub struct HostMetrics {
 
 impl HostMetrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("kubeplug");
-        let operator = OperatorMetrics::register(&mut registry);
-        let apply = ApplyMetrics::register(&mut registry);
-        let access = AccessMetrics::register(&mut registry);
-        let leader = LeaderMetrics::register(&mut registry);
-        let informers = InformerMetrics::register(&mut registry);
-        let health = HealthMetrics::register(&mut registry);
-        let requests = RequestMetrics::register(&mut registry);
+        let mut own = Registry::with_prefix("kubeplug");
+        let mut standard = Registry::default();
+        let operator = OperatorMetrics::register(&mut own, &mut standard);
+        let apply = ApplyMetrics::register(&mut own);
+        let access = AccessMetrics::register(&mut own);
+        let leader = LeaderMetrics::register(&mut own, &mut standard);
+        let informers = InformerMetrics::register(&mut own);
+        let health = HealthMetrics::register(&mut own);
+        let requests = RequestMetrics::register(&mut own, &mut standard);
+        standard.register_collector(Box::new(process::ProcessCollector::new()));
         HostMetrics {
-            registry,
+            own,
+            standard,
             operator,
             informers,
             leader,
@@ -43,6 +57,11 @@ impl HostMetrics {
             health,
             requests,
         }
+    }
+
+    /// What `/metrics` serves, in order.
+    pub fn registries(self) -> Vec<Registry> {
+        vec![self.own, self.standard]
     }
 }
 
@@ -57,17 +76,47 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use kubeplug_kube::queue::{Debounce, Queue};
+    use kubeplug_operator::metrics::Ended;
+
+    /// The snapshot of the exposition, regenerated with `UPDATE_SNAPSHOTS=1`.
+    const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/run/testdata/metrics.txt");
+
+    /// The exposition's lines sorted, the process metrics' values (which
+    /// change with every scrape) replaced by `<value>`.
+    fn snapshot_lines(text: &str) -> String {
+        let mut lines: Vec<String> = text
+            .lines()
+            .map(|line| match line.strip_prefix("process_") {
+                Some(_) => match line.rsplit_once(' ') {
+                    Some((series, _)) => format!("{series} <value>"),
+                    None => line.to_string(),
+                },
+                None => line.to_string(),
+            })
+            .collect();
+        lines.sort();
+        lines.join("\n") + "\n"
+    }
 
     /// Dashboards, alerts, tests and docs name these series: every name,
     /// type, label and help text stays as it was when one `Metrics` held
-    /// them all (`testdata/metrics.txt`, the sorted exposition).
-    #[test]
-    fn every_series_keeps_its_name_type_labels_and_help() {
+    /// them all (`testdata/metrics.txt`, the sorted exposition), and the
+    /// families named as client-go, controller-runtime and the Prometheus
+    /// client libraries name them are served beside them, without prefix.
+    #[tokio::test(start_paused = true)]
+    async fn every_series_keeps_its_name_type_labels_and_help() {
         let m = HostMetrics::new();
         m.operator
             .call_memory(kubeplug_runtime::BudgetStats::default());
-        m.operator.reconciled("p", "ok", Duration::from_millis(3));
-        m.operator.skipped("p");
+        let queue = Queue::observed(Debounce::NONE, m.operator.controller_started("p"));
+        queue.add("a");
+        assert_eq!(queue.next().await, Some("a"));
+        m.operator
+            .reconciled("p", "ok", Ended::Success, Duration::from_millis(3));
+        queue.done(&"a");
+        queue.retry_after("a", Duration::from_secs(1));
+        m.operator.skipped("p", Duration::from_millis(1));
         m.apply.read("p", "get");
         m.access.access_review();
         m.apply.write("p", "apply");
@@ -91,16 +140,18 @@ mod tests {
         m.operator.shadow_parents("p", Some((2, 1)));
         m.operator.rolled_back("p");
         m.health.api_reachable(true);
-        m.requests.request("host", "GET", Some(200));
-        m.requests.request("p", "WATCH", None);
-        let mut lines: Vec<_> = crate::admin::encode(&m.registry)
-            .lines()
-            .map(String::from)
-            .collect();
-        lines.sort();
+        m.requests
+            .request("host", "10.0.0.1:6443", "GET", Some(200));
+        m.requests.request("p", "10.0.0.1:6443", "WATCH", None);
+        let lines = snapshot_lines(&crate::admin::encode(&m.registries()));
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::write(SNAPSHOT, &lines).expect("write the snapshot");
+            return;
+        }
         assert_eq!(
-            lines.join("\n") + "\n",
-            include_str!("testdata/metrics.txt")
+            lines,
+            include_str!("testdata/metrics.txt"),
+            "regenerate with UPDATE_SNAPSHOTS=1 if the change is meant"
         );
     }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use tracing::{Instrument, Span};
 
 use super::{Shared, judge};
+use crate::metrics::Ended;
 use crate::reconcile::{Handed, Outcome, ReconcileError};
 use crate::replay::{Call, Capture};
 use kubeplug_core::contract::Event;
@@ -35,7 +36,7 @@ pub(super) async fn settle(
         && outcome.skipped
     {
         // Not a call: nothing to count towards probation or the deadlines.
-        shared.metrics.skipped(name);
+        shared.metrics.skipped(name, took);
         return;
     }
     if !matches!(&result, Err(error) if error.not_leader()) {
@@ -53,13 +54,19 @@ pub(super) async fn settle(
     match result {
         Ok(outcome) => {
             shared.failures.remove(key);
-            shared.metrics.reconciled(name, "ok", took);
+            let ended = match outcome.requeue_after {
+                Some(_) => Ended::RequeueAfter,
+                None => Ended::Success,
+            };
+            shared.metrics.reconciled(name, "ok", ended, took);
             if let Some(after) = outcome.requeue_after {
                 shared.queue.add_after(key.clone(), after);
             }
         }
         Err(error) if error.not_leader() => {
-            shared.metrics.reconciled(name, "not_leader", took);
+            shared
+                .metrics
+                .reconciled(name, "not_leader", Ended::Requeue, took);
             // Whoever leads meanwhile may write: call every parent again.
             shared.fence.last_calls.forget_all();
             span.in_scope(|| {
@@ -91,7 +98,7 @@ async fn failed(
     let delay = shared.settings.jittered_backoff(failures);
     shared
         .metrics
-        .reconciled(plugin.name(), error.label(), took);
+        .reconciled(plugin.name(), error.label(), Ended::Error, took);
     if let (true, Some(request)) = (error.plugin_fault(), &handed.request) {
         let call = if handed.finalize {
             Call::Finalize
@@ -121,5 +128,6 @@ async fn failed(
             .fence
             .post(&shared.writer_for(key), &parent, &event, "Reconcile");
     }
-    shared.queue.add_after(key.clone(), delay);
+    // A retry: counted in `workqueue_retries_total`.
+    shared.queue.retry_after(key.clone(), delay);
 }

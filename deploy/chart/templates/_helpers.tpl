@@ -1,0 +1,52 @@
+{{/*
+Labels Helm adds to every object, beside the ones deploy/ has (the check
+ignores exactly these four when it compares the two).
+*/}}
+{{- define "kubeplug.helmLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+
+{{/* The objects deploy/ labels `app.kubernetes.io/name: kubeplug`. */}}
+{{- define "kubeplug.labels" -}}
+app.kubernetes.io/name: kubeplug
+{{ include "kubeplug.helmLabels" . }}
+{{- end }}
+
+{{/* What the kustomization's ConfigMap generators label. */}}
+{{- define "kubeplug.configMapLabels" -}}
+app.kubernetes.io/part-of: kubeplug
+{{ include "kubeplug.helmLabels" . }}
+{{- end }}
+
+{{/* The pods, and what selects them. */}}
+{{- define "kubeplug.selectorLabels" -}}
+app.kubernetes.io/name: kubeplug
+{{- end }}
+
+{{/*
+The plugin files shipped as ConfigMaps: charts/plugin-files/*.wasm, as a
+dict of file name to the subchart's Files (to read them with).
+*/}}
+{{- define "kubeplug.pluginFiles" -}}
+{{- $files := dict -}}
+{{- with index .Subcharts "plugin-files" -}}
+{{- range $path, $_ := .Files.Glob "*.wasm" -}}
+{{- $_ := set $files (base $path) true -}}
+{{- end -}}
+{{- end -}}
+{{- keys $files | sortAlpha | toJson -}}
+{{- end }}
+
+{{/* A CRD from files/, with Helm's keep policy when crds.keep. */}}
+{{- define "kubeplug.crd" -}}
+{{- $crd := .crd -}}
+{{- if .root.Values.crds.keep -}}
+{{- $meta := $crd.metadata -}}
+{{- $_ := set $meta "annotations" (merge (dict "helm.sh/resource-policy" "keep") ($meta.annotations | default dict)) -}}
+{{- end -}}
+{{- $_ := set $crd.metadata "labels" (merge ($crd.metadata.labels | default dict) (include "kubeplug.helmLabels" .root | fromYaml)) -}}
+{{ toYaml $crd }}
+{{- end }}

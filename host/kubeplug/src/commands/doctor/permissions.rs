@@ -1,0 +1,371 @@
+//! A plugin's identity: its ServiceAccount exists, and RBAC lets it do
+//! everything the host will ask in its name. The host reads for a plugin
+//! only what that ServiceAccount may read, and sends every write the plugin
+//! causes impersonating it (see [`kubeplug_kube::identity`]): a missing
+//! rule shows up as `ReadDenied` or `WriteFailed` events, one reconcile at a
+//! time. Here each one is asked up front with a SubjectAccessReview.
+
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::Api;
+
+use super::report::Check;
+use kubeplug_core::manifest::{ApiResource, Manifest, Mode};
+use kubeplug_core::policy::Effective;
+use kubeplug_kube::identity;
+
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "patch", "delete"];
+
+/// One request the host sends (or one read it checks) in a plugin's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Permission {
+    pub verb: &'static str,
+    pub group: String,
+    /// The plural.
+    pub resource: String,
+    /// `status`, or empty.
+    pub subresource: String,
+    /// Empty: in every namespace (or a cluster-scoped kind).
+    pub namespace: String,
+}
+
+impl Permission {
+    /// `statefulsets.apps`, `pods`, `databases.example.com/status`.
+    pub fn resource(&self) -> String {
+        let mut text = self.resource.clone();
+        if !self.group.is_empty() {
+            text = format!("{text}.{}", self.group);
+        }
+        if !self.subresource.is_empty() {
+            text = format!("{text}/{}", self.subresource);
+        }
+        text
+    }
+}
+
+/// What the host asks in the name of the plugin `manifest` describes (as
+/// admitted: real plurals and scopes, namespaces narrowed by the grant):
+///
+/// - its parent kind: read (`get`, `list`, `watch`); a composite's status is
+///   written by server-side apply (`patch` on `status`), a decorator's
+///   labels and annotations and any plugin's finalizer (and a sharded one's
+///   shard label) by a merge `patch` of the parent;
+/// - its child kinds (a decorator's attachments too): read, and `create`,
+///   `patch` (apply), `delete` (prune);
+/// - its related and referenced kinds: read;
+/// - `create` on `events.events.k8s.io`, for the events it records.
+///
+/// Each in every namespace the plugin serves (all, when its manifest names
+/// none), once.
+pub fn required(manifest: &Manifest, grant: &Effective) -> Vec<Permission> {
+    let events = ApiResource::new("events.k8s.io", "v1", "Event", "events", true);
+    let mut wanted: Vec<(&ApiResource, &str, &[&'static str])> = vec![(&manifest.parent, "", READ)];
+    match manifest.mode {
+        Mode::Composite => wanted.push((&manifest.parent, "status", &["patch"])),
+        Mode::Decorator => wanted.push((&manifest.parent, "", &["patch"])),
+    }
+    if manifest.finalizer.is_some() || grant.grant.shards > 1 {
+        wanted.push((&manifest.parent, "", &["patch"]));
+    }
+    for child in &manifest.children {
+        wanted.push((child, "", READ));
+        wanted.push((child, "", WRITE));
+    }
+    for related in &manifest.related {
+        wanted.push((&related.resource, "", READ));
+    }
+    for referenced in &manifest.references {
+        wanted.push((referenced, "", READ));
+    }
+    wanted.push((&events, "", &["create"]));
+
+    let everywhere = [String::new()];
+    let namespaces: &[String] = if manifest.namespaces.is_empty() {
+        &everywhere
+    } else {
+        &manifest.namespaces
+    };
+    let mut out: Vec<Permission> = Vec::new();
+    for (resource, subresource, verbs) in wanted {
+        let in_namespaces: &[String] = if resource.namespaced {
+            namespaces
+        } else {
+            &everywhere
+        };
+        for namespace in in_namespaces {
+            for &verb in verbs {
+                let permission = Permission {
+                    verb,
+                    group: resource.group.clone(),
+                    resource: resource.plural.clone(),
+                    subresource: subresource.to_string(),
+                    namespace: namespace.clone(),
+                };
+                if !out.contains(&permission) {
+                    out.push(permission);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `get, list, watch databases.example.com; patch pods in namespace team-a`:
+/// the verbs of each resource (and namespace) together, in order.
+pub fn describe(missing: &[Permission]) -> String {
+    let mut groups: Vec<((String, &str), Vec<&str>)> = Vec::new();
+    for p in missing {
+        let key = (p.resource(), p.namespace.as_str());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, verbs)) => verbs.push(p.verb),
+            None => groups.push((key, vec![p.verb])),
+        }
+    }
+    groups
+        .iter()
+        .map(|((resource, namespace), verbs)| {
+            let place = if namespace.is_empty() {
+                String::new()
+            } else {
+                format!(" in namespace {namespace}")
+            };
+            format!("{} {resource}{place}", verbs.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `ServiceAccount kubeplug-system/kubeplug-plugin-database`.
+fn account(grant: &Effective) -> String {
+    format!(
+        "ServiceAccount {}/{}",
+        grant.identity_namespace, grant.service_account
+    )
+}
+
+/// The plugin's ServiceAccount exists.
+pub async fn service_account(client: &kube::Client, plugin: &str, grant: &Effective) -> Check {
+    let name = format!("service account {plugin}");
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), &grant.identity_namespace);
+    match api.get_opt(&grant.service_account).await {
+        Ok(Some(_)) => Check::ok(name, format!("{} exists", account(grant))),
+        // The host impersonates it by name, which works without the object,
+        // but its bindings then name an identity nobody created.
+        Ok(None) => Check::warn(
+            name,
+            format!(
+                "{} does not exist: create it with its role and binding (copy deploy/base/plugin-rbac.yaml)",
+                account(grant)
+            ),
+        ),
+        Err(error) => Check::warn(name, format!("cannot read {}: {error}", account(grant))),
+    }
+}
+
+/// Ask one SubjectAccessReview per permission the plugin needs.
+pub async fn check(
+    client: &kube::Client,
+    plugin: &str,
+    manifest: &Manifest,
+    grant: &Effective,
+) -> Check {
+    let name = format!("permissions {plugin}");
+    let wanted = required(manifest, grant);
+    let mut missing = Vec::new();
+    for permission in &wanted {
+        let review = identity::review_of(
+            grant,
+            ResourceAttributes {
+                namespace: (!permission.namespace.is_empty()).then(|| permission.namespace.clone()),
+                verb: Some(permission.verb.into()),
+                group: Some(permission.group.clone()),
+                resource: Some(permission.resource.clone()),
+                subresource: (!permission.subresource.is_empty())
+                    .then(|| permission.subresource.clone()),
+                ..Default::default()
+            },
+        );
+        match identity::allowed(client, &review).await {
+            Ok(true) => {}
+            Ok(false) => missing.push(permission.clone()),
+            Err(error) => {
+                return Check::warn(
+                    name,
+                    format!(
+                        "cannot ask what {} may do (SubjectAccessReview): {error}",
+                        account(grant)
+                    ),
+                );
+            }
+        }
+    }
+    if missing.is_empty() {
+        Check::ok(
+            name,
+            format!(
+                "{} may do all {} things the host asks in its name",
+                account(grant),
+                wanted.len()
+            ),
+        )
+    } else {
+        Check::fail(
+            name,
+            format!(
+                "{} may not {} (its Role/ClusterRole binding is missing?)",
+                account(grant),
+                describe(&missing)
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubeplug_core::manifest::Related;
+    use kubeplug_core::policy::Policy;
+
+    fn database() -> Manifest {
+        Manifest {
+            name: "database".into(),
+            version: "0.1.0".into(),
+            parent: ApiResource::new("example.com", "v1", "Database", "databases", true),
+            mode: Mode::Composite,
+            children: vec![
+                ApiResource::new("apps", "v1", "StatefulSet", "statefulsets", true),
+                ApiResource::new("", "v1", "Service", "services", true),
+            ],
+            related: vec![Related {
+                resource: ApiResource::new("", "v1", "Pod", "pods", true),
+                match_labels: Vec::new(),
+            }],
+            namespaces: Vec::new(),
+            finalizer: Some("database.kubeplug.io/cleanup".into()),
+            resync_seconds: None,
+            excluded_namespaces: Vec::new(),
+            metadata_only: Vec::new(),
+            references: vec![ApiResource::new("", "v1", "ConfigMap", "configmaps", true)],
+            webhooks: Default::default(),
+        }
+    }
+
+    fn grant(name: &str) -> Effective {
+        Policy::default().grant(name).unwrap()
+    }
+
+    fn lines(permissions: &[Permission]) -> Vec<String> {
+        permissions
+            .iter()
+            .map(|p| {
+                format!("{} {} {}", p.verb, p.resource(), p.namespace)
+                    .trim_end()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_composite_needs_its_parent_status_children_reads_and_events() {
+        assert_eq!(
+            lines(&required(&database(), &grant("database"))),
+            [
+                "get databases.example.com",
+                "list databases.example.com",
+                "watch databases.example.com",
+                "patch databases.example.com/status",
+                // Its finalizer.
+                "patch databases.example.com",
+                "get statefulsets.apps",
+                "list statefulsets.apps",
+                "watch statefulsets.apps",
+                "create statefulsets.apps",
+                "patch statefulsets.apps",
+                "delete statefulsets.apps",
+                "get services",
+                "list services",
+                "watch services",
+                "create services",
+                "patch services",
+                "delete services",
+                "get pods",
+                "list pods",
+                "watch pods",
+                "get configmaps",
+                "list configmaps",
+                "watch configmaps",
+                "create events.events.k8s.io",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_decorator_patches_its_parent_and_writes_no_status_in_each_of_its_namespaces() {
+        let annotator = Manifest {
+            name: "pod-annotator".into(),
+            parent: ApiResource::new("", "v1", "Pod", "pods", true),
+            mode: Mode::Decorator,
+            children: Vec::new(),
+            related: Vec::new(),
+            references: Vec::new(),
+            finalizer: None,
+            namespaces: vec!["team-a".into(), "team-b".into()],
+            ..database()
+        };
+        let lines = lines(&required(&annotator, &grant("pod-annotator")));
+        assert_eq!(
+            lines,
+            [
+                "get pods team-a",
+                "list pods team-a",
+                "watch pods team-a",
+                "get pods team-b",
+                "list pods team-b",
+                "watch pods team-b",
+                "patch pods team-a",
+                "patch pods team-b",
+                "create events.events.k8s.io team-a",
+                "create events.events.k8s.io team-b",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cluster_scoped_kind_is_asked_for_cluster_wide_and_a_kind_named_twice_once() {
+        let manifest = Manifest {
+            namespaces: vec!["shop".into()],
+            finalizer: None,
+            children: vec![ApiResource::new("", "v1", "ConfigMap", "configmaps", true)],
+            related: vec![Related {
+                resource: ApiResource::new("", "v1", "Namespace", "namespaces", false),
+                match_labels: Vec::new(),
+            }],
+            ..database()
+        };
+        let lines = lines(&required(&manifest, &grant("database")));
+        assert!(lines.contains(&"get namespaces".to_string()), "{lines:?}");
+        let configmap_gets = lines.iter().filter(|l| *l == "get configmaps shop").count();
+        assert_eq!(configmap_gets, 1, "a child also referenced: {lines:?}");
+    }
+
+    #[test]
+    fn missing_permissions_read_per_resource_with_their_verbs() {
+        let missing: Vec<Permission> = required(&database(), &grant("database"))
+            .into_iter()
+            .filter(|p| p.resource == "statefulsets" || p.subresource == "status")
+            .collect();
+        assert_eq!(
+            describe(&missing),
+            "patch databases.example.com/status; get, list, watch, create, patch, delete statefulsets.apps"
+        );
+        let namespaced = Permission {
+            verb: "patch",
+            group: String::new(),
+            resource: "pods".into(),
+            subresource: String::new(),
+            namespace: "team-a".into(),
+        };
+        assert_eq!(describe(&[namespaced]), "patch pods in namespace team-a");
+    }
+}
