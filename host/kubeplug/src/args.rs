@@ -334,6 +334,61 @@ pub struct RenderArgs {
     pub common: OfflineArgs,
 }
 
+/// The plugin `package` and `push` read, loaded as `inspect` loads it.
+#[derive(Args)]
+pub struct PackageSource {
+    /// The plugin (`.wasm` component).
+    pub plugin: PathBuf,
+    /// The plugin's configuration document (YAML or JSON), for plugins that
+    /// need one to load (the manifest is read from the loaded plugin).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+/// `kubeplug package`.
+#[derive(Args)]
+#[command(after_help = "\
+Writes an OCI image layout with two tags: `<version>`, the Wasm OCI artifact \
+(config application/vnd.wasm.config.v0+json, one application/wasm layer) that \
+wkg, Spin, Kubewarden and CRI-O image volumes read; and `<version>-volume`, an \
+image index of one tar-layer image per Linux architecture holding \
+`/<name>.wasm`, which containerd image volumes mount. `created` is \
+SOURCE_DATE_EPOCH when set, so a build can be reproduced.")]
+pub struct PackageArgs {
+    #[command(flatten)]
+    pub source: PackageSource,
+    /// Where to write: a directory (the layout), or `FILE.tar` (the layout
+    /// as an OCI archive, as `skopeo copy oci-archive:` takes it).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// `kubeplug push`.
+#[derive(Args)]
+#[command(after_help = "\
+Pushes the content `kubeplug package` writes: the Wasm artifact as REF's tag, \
+the image-volume index as `<tag>-volume`. Plain HTTP for localhost, \
+127.0.0.1 and ::1 (or with --insecure), HTTPS otherwise (the system's roots). \
+Anonymous, or with --username/--password (Basic, or a Bearer token from the \
+registry's token service). Not signed: sign the pushed digest with your own \
+tool (cosign, notation).")]
+pub struct PushArgs {
+    #[command(flatten)]
+    pub source: PackageSource,
+    /// `HOST[:PORT]/REPOSITORY[:TAG]`; the tag defaults to the plugin's
+    /// version.
+    pub reference: String,
+    /// Plain HTTP to a registry that is not on loopback.
+    #[arg(long)]
+    pub insecure: bool,
+    #[arg(long, env = "KUBEPLUG_REGISTRY_USERNAME")]
+    pub username: Option<String>,
+    #[arg(long, env = "KUBEPLUG_REGISTRY_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+}
+
 #[derive(Args)]
 pub struct InspectArgs {
     /// The plugin (`.wasm` component).

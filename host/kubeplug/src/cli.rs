@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser, Subcommand};
 
-use crate::args::{InspectArgs, NewArgs, RenderArgs, RunArgs, TestArgs};
+use crate::args::{InspectArgs, NewArgs, PackageArgs, PushArgs, RenderArgs, RunArgs, TestArgs};
 use crate::commands;
 
 #[derive(Parser)]
@@ -38,6 +38,11 @@ enum Command {
     Render(RenderArgs),
     /// Print a plugin's manifest, contract version, digest and size.
     Inspect(InspectArgs),
+    /// Write a plugin as OCI content (an image layout or OCI archive): a
+    /// Wasm OCI artifact, and an image for image volumes.
+    Package(PackageArgs),
+    /// Push a plugin's OCI content (as `package` writes it) to a registry.
+    Push(PushArgs),
     /// Run a plugin over its fixture files (docs/fixtures.md) and compare
     /// its answers with the expected ones. Needs no cluster.
     Test(TestArgs),
@@ -95,6 +100,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::New(args) => commands::new::run(args),
         Command::Render(args) => commands::render::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
+        Command::Package(args) => commands::package::run(args),
+        Command::Push(args) => commands::push::run(args),
         Command::Run(args) => crate::run::run(*args),
         Command::Migrate(args) => return crate::commands::migrate::migrate_cmd(args),
         Command::ReleaseFinalizers(args) => crate::commands::release_finalizers::release_cmd(args),

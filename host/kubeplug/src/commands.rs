@@ -1,5 +1,6 @@
 //! Every command but `kubeplug run` ([`crate::run`]), one module each: those
-//! that need no cluster share [`offline`]; `release-finalizers`, `migrate`
+//! that need no cluster share [`offline`]; `package` and `push` build OCI
+//! content ([`package::layout`]), `push` talks to a registry; `release-finalizers`, `migrate`
 //! and `doctor` talk to the API server, `replay` and `whatif` to a running
 //! host's admin server (in a pod: through [`forward`]).
 
@@ -9,6 +10,8 @@ pub mod inspect;
 pub mod migrate;
 pub mod new;
 pub mod offline;
+pub mod package;
+pub mod push;
 pub mod release_finalizers;
 pub mod render;
 pub mod replay;
