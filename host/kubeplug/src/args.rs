@@ -365,28 +365,73 @@ pub struct PackageArgs {
     pub output: PathBuf,
 }
 
+/// The registry `push` and `verify` talk to, and how they log in.
+#[derive(Args)]
+pub struct RegistryArgs {
+    /// Plain HTTP to a registry that is not on loopback.
+    #[arg(long)]
+    pub insecure: bool,
+    /// With --password, instead of the credentials `docker login` or
+    /// `podman login` saved.
+    #[arg(long, env = "KUBEPLUG_REGISTRY_USERNAME")]
+    pub username: Option<String>,
+    #[arg(long, env = "KUBEPLUG_REGISTRY_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+}
+
 /// `kubeplug push`.
 #[derive(Args)]
 #[command(after_help = "\
 Pushes the content `kubeplug package` writes: the Wasm artifact as REF's tag, \
 the image-volume index as `<tag>-volume`. Plain HTTP for localhost, \
-127.0.0.1 and ::1 (or with --insecure), HTTPS otherwise (the system's roots). \
-Anonymous, or with --username/--password (Basic, or a Bearer token from the \
-registry's token service). Not signed: sign the pushed digest with your own \
-tool (cosign, notation).")]
+127.0.0.1 and ::1 (or with --insecure), HTTPS otherwise (the system's roots).
+
+Credentials (Basic, or a Bearer token from the registry's token service): \
+--username/--password, else the first auth file with an entry for the \
+registry among $REGISTRY_AUTH_FILE (else $XDG_RUNTIME_DIR/containers/auth.json) \
+and $DOCKER_CONFIG/config.json (else ~/.docker/config.json), its credHelpers \
+or credsStore helper (docker-credential-NAME) asked first; anonymous otherwise.
+
+--sign-key signs both tags' digests as `cosign sign --key` does: a \
+`sha256-<hex>.sig` manifest beside them, which `kubeplug verify` and \
+`cosign verify --key KEY.pub --insecure-ignore-tlog=true` check (cosign \
+also needs --allow-http-registry for plain HTTP). The key is \
+ECDSA P-256, unencrypted PEM (`openssl genpkey -algorithm EC -pkeyopt \
+ec_paramgen_curve:P-256 -out key.pem`; `openssl pkey -in key.pem -pubout` \
+for the public key; `cosign import-key-pair --key key.pem` to use it in cosign).")]
 pub struct PushArgs {
     #[command(flatten)]
     pub source: PackageSource,
     /// `HOST[:PORT]/REPOSITORY[:TAG]`; the tag defaults to the plugin's
     /// version.
     pub reference: String,
-    /// Plain HTTP to a registry that is not on loopback.
-    #[arg(long)]
-    pub insecure: bool,
-    #[arg(long, env = "KUBEPLUG_REGISTRY_USERNAME")]
-    pub username: Option<String>,
-    #[arg(long, env = "KUBEPLUG_REGISTRY_PASSWORD", hide_env_values = true)]
-    pub password: Option<String>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+    /// Sign what is pushed with this private key (PEM: `PRIVATE KEY` or
+    /// `EC PRIVATE KEY`, ECDSA P-256), in cosign's format.
+    #[arg(long, value_name = "KEY.pem", env = "KUBEPLUG_SIGN_KEY")]
+    pub sign_key: Option<PathBuf>,
+}
+
+/// `kubeplug verify`.
+#[derive(Args)]
+#[command(after_help = "\
+Checks a cosign key-based signature, as `cosign verify --key KEY \
+--insecure-ignore-tlog=true` does: the manifest's digest, its \
+`sha256-<hex>.sig` manifest, and a signature there that the key verifies \
+over a payload naming that digest. Exit status 1, with the reason, when the \
+manifest is unsigned, signed only by other keys, or signed for another \
+digest. Verify both `TAG` and `TAG-volume`: either may be what a node pulls. \
+Credentials as for `push`.")]
+pub struct VerifyArgs {
+    /// `HOST[:PORT]/REPOSITORY:TAG` or `HOST[:PORT]/REPOSITORY@sha256:…`.
+    pub reference: String,
+    /// The public key (PEM `PUBLIC KEY`, as `cosign.pub` or `openssl pkey
+    /// -pubout` writes it).
+    #[arg(long, value_name = "PUB.pem")]
+    pub key: PathBuf,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 #[derive(Args)]

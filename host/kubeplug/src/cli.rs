@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser, Subcommand};
 
-use crate::args::{InspectArgs, NewArgs, PackageArgs, PushArgs, RenderArgs, RunArgs, TestArgs};
+use crate::args::{
+    InspectArgs, NewArgs, PackageArgs, PushArgs, RenderArgs, RunArgs, TestArgs, VerifyArgs,
+};
 use crate::commands;
 
 #[derive(Parser)]
@@ -41,8 +43,12 @@ enum Command {
     /// Write a plugin as OCI content (an image layout or OCI archive): a
     /// Wasm OCI artifact, and an image for image volumes.
     Package(PackageArgs),
-    /// Push a plugin's OCI content (as `package` writes it) to a registry.
+    /// Push a plugin's OCI content (as `package` writes it) to a registry,
+    /// optionally signed (cosign's key-based format).
     Push(PushArgs),
+    /// Check that a pushed plugin (or any image) is signed by a key, as
+    /// `cosign verify --key` checks it.
+    Verify(VerifyArgs),
     /// Run a plugin over its fixture files (docs/fixtures.md) and compare
     /// its answers with the expected ones. Needs no cluster.
     Test(TestArgs),
@@ -102,6 +108,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Package(args) => commands::package::run(args),
         Command::Push(args) => commands::push::run(args),
+        Command::Verify(args) => commands::verify::run(args),
         Command::Run(args) => crate::run::run(*args),
         Command::Migrate(args) => return crate::commands::migrate::migrate_cmd(args),
         Command::ReleaseFinalizers(args) => crate::commands::release_finalizers::release_cmd(args),

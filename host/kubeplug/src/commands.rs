@@ -1,6 +1,7 @@
 //! Every command but `kubeplug run` ([`crate::run`]), one module each: those
 //! that need no cluster share [`offline`]; `package` and `push` build OCI
-//! content ([`package::layout`]), `push` talks to a registry; `release-finalizers`, `migrate`
+//! content ([`package::layout`]), `push` and `verify` talk to a registry
+//! ([`push::client`]); `release-finalizers`, `migrate`
 //! and `doctor` talk to the API server, `replay` and `whatif` to a running
 //! host's admin server (in a pod: through [`forward`]).
 
@@ -16,4 +17,5 @@ pub mod release_finalizers;
 pub mod render;
 pub mod replay;
 pub mod test;
+pub mod verify;
 pub mod whatif;

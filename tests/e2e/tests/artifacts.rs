@@ -11,9 +11,15 @@
 //! serves. No container runtime pulls anything here (kwok's nodes run
 //! nothing), so containerd's and CRI-O's own handling of these manifests is
 //! not exercised.
+//!
+//! Signatures (`push --sign-key`, `verify`) are checked in cosign's layout
+//! and by `kubeplug verify`, with keys openssl makes; cosign itself does not
+//! run here (the README says what it was tried with). Credentials are
+//! checked against the registry with `htpasswd` auth: a docker
+//! `config.json` entry and a credential helper on PATH.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use kubeplug_e2e::*;
@@ -22,6 +28,16 @@ use serde_json::Value;
 const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 const INDEX: &str = "application/vnd.oci.image.index.v1+json";
 const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+const SIGNATURE: &str = "dev.cosignproject.cosign/signature";
+
+/// The one user of the registry with `htpasswd` auth, and its bcrypt line
+/// (`golang.org/x/crypto/bcrypt`, cost 4, of [`PASSWORD`]: fixed, since
+/// generating one would need a bcrypt crate or a Go build for a test-only
+/// secret of a loopback registry).
+const USER: &str = "kubeplug";
+const PASSWORD: &str = "registry-test-password";
+const HTPASSWD: &str = "kubeplug:$2a$04$RF.ya1GKnsvZzG5ciWAd5ez/aBuFj8RE8ni6.UgqjGI4bB.txf5um";
 
 /// A running registry, stopped when dropped.
 struct Registry {
@@ -39,6 +55,25 @@ impl Drop for Registry {
 
 impl Registry {
     fn start() -> Self {
+        Self::start_with(|_| String::new())
+    }
+
+    /// Asking for [`USER`] and [`PASSWORD`] (Basic, as Distribution's
+    /// `htpasswd` auth does).
+    fn with_htpasswd() -> Self {
+        Self::start_with(|dir| {
+            let file = dir.join("htpasswd");
+            std::fs::write(&file, format!("{HTPASSWD}\n")).unwrap();
+            format!(
+                "auth:\n  htpasswd:\n    realm: kubeplug-e2e\n    path: {}\n",
+                file.display()
+            )
+        })
+    }
+
+    /// Started with the configuration `extra` adds (given the storage
+    /// directory).
+    fn start_with(extra: impl FnOnce(&Path) -> String) -> Self {
         let bin = std::env::var("REGISTRY").expect("REGISTRY (tests/e2e/run sets it)");
         let storage = tempfile::tempdir().expect("temp dir");
         let port = free_port();
@@ -46,8 +81,9 @@ impl Registry {
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
-                storage.path().join("data").display()
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{}",
+                storage.path().join("data").display(),
+                extra(storage.path()),
             ),
         )
         .unwrap();
@@ -65,21 +101,35 @@ impl Registry {
         };
         eventually("the registry to answer", Duration::from_secs(30), || {
             let (status, _, _) = registry.get("/v2/", "*/*").ok()?;
-            (status == 200).then_some(())
+            matches!(status, 200 | 401).then_some(())
         });
         registry
     }
 
     /// GET `path`: status, content type, body.
     fn get(&self, path: &str, accept: &str) -> std::io::Result<(u16, String, Vec<u8>)> {
+        self.request("GET", path, &format!("Accept: {accept}"), &[])
+    }
+
+    /// `method` on `path` with one header line and a body: status, content
+    /// type, body.
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        header: &str,
+        body: &[u8],
+    ) -> std::io::Result<(u16, String, Vec<u8>)> {
         use std::io::{Read as _, Write as _};
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         write!(
             stream,
-            "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nAccept: {accept}\r\n\r\n",
-            self.port
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n{header}\r\nContent-Length: {}\r\n\r\n",
+            self.port,
+            body.len()
         )?;
+        stream.write_all(body)?;
         let mut answer = Vec::new();
         stream.read_to_end(&mut answer)?;
         let split = answer
@@ -239,6 +289,354 @@ fn a_pushed_plugin_is_a_wasm_artifact_and_an_image_the_host_serves_from() {
     );
     apply(&ns.name, &database("orders"));
     database_runs(&ns.name, "orders");
+}
+
+#[test]
+fn a_signed_push_is_verified_by_its_key_only_and_an_unsigned_or_copied_one_is_refused() {
+    let registry = Registry::start();
+    let repo = "plugins/database";
+    let name = format!("127.0.0.1:{}/{repo}", registry.port);
+    let dir = tempfile::tempdir().unwrap();
+    let key = Keys::pkcs8(dir.path(), "key");
+    let other = Keys::sec1(dir.path(), "other");
+
+    let out = kubeplug(dir.path())
+        .args(["push", wasm(), &format!("{name}:0.1.0"), "--sign-key"])
+        .arg(&key.private)
+        .output()
+        .unwrap();
+    let stdout = succeeded("push --sign-key", &out);
+    let digest = digest_of(&stdout, &format!("{name}:0.1.0@"));
+    let sig_tag = format!("sha256-{}.sig", &digest[7..]);
+    assert!(stdout.contains(&format!("{name}:{sig_tag}")), "{stdout}");
+
+    // The signature is where and what cosign reads.
+    let signatures = registry.json(repo, "manifests", &sig_tag, MANIFEST);
+    let layers = signatures["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 1);
+    assert_eq!(layers[0]["mediaType"], SIMPLE_SIGNING);
+    assert!(
+        layers[0]["annotations"][SIGNATURE].is_string(),
+        "{signatures}"
+    );
+    let payload = registry.json(repo, "blobs", layers[0]["digest"].as_str().unwrap(), "*/*");
+    assert_eq!(
+        payload["critical"]["image"]["docker-manifest-digest"],
+        digest.as_str()
+    );
+    assert_eq!(
+        payload["critical"]["type"],
+        "cosign container image signature"
+    );
+    assert_eq!(
+        payload["critical"]["identity"]["docker-reference"],
+        name.as_str()
+    );
+
+    // Both tags verify with the key, neither with another.
+    for tag in ["0.1.0", "0.1.0-volume"] {
+        let reference = format!("{name}:{tag}");
+        let stdout = succeeded("verify", &verify(dir.path(), &reference, &key.public));
+        assert!(stdout.contains("signed by"), "{stdout}");
+        let stderr = failed(
+            "verify with another key",
+            &verify(dir.path(), &reference, &other.public),
+        );
+        assert!(
+            stderr.contains("none of its 1 signature(s) is by this key"),
+            "{stderr}"
+        );
+    }
+
+    // Signing again with the key adds nothing; another key's signature
+    // joins the first, and each key verifies its own.
+    let push_signed = |key: &Path| {
+        let out = kubeplug(dir.path())
+            .args(["push", wasm(), &format!("{name}:0.1.0"), "--sign-key"])
+            .arg(key)
+            .output()
+            .unwrap();
+        succeeded("push --sign-key", &out);
+        let signatures = registry.json(repo, "manifests", &sig_tag, MANIFEST);
+        signatures["layers"].as_array().map_or(0, Vec::len)
+    };
+    assert_eq!(push_signed(&key.private), 1);
+    assert_eq!(push_signed(&other.private), 2);
+    for keys in [&key, &other] {
+        succeeded(
+            "verify",
+            &verify(dir.path(), &format!("{name}:0.1.0"), &keys.public),
+        );
+    }
+    // By digest too.
+    succeeded(
+        "verify by digest",
+        &verify(dir.path(), &format!("{name}@{digest}"), &key.public),
+    );
+
+    // An unsigned push (another time, so other digests) is refused.
+    let out = kubeplug(dir.path())
+        .env("SOURCE_DATE_EPOCH", "1")
+        .args(["push", wasm(), &format!("{name}:0.2.0")])
+        .output()
+        .unwrap();
+    let unsigned = digest_of(&succeeded("push", &out), &format!("{name}:0.2.0@"));
+    assert_ne!(unsigned, digest);
+    let stderr = failed(
+        "verify unsigned",
+        &verify(dir.path(), &format!("{name}:0.2.0"), &key.public),
+    );
+    assert!(stderr.contains("it is not signed"), "{stderr}");
+
+    // A signature copied from the signed manifest names that manifest.
+    let (_, copied) = registry.fetch(repo, "manifests", &sig_tag, MANIFEST);
+    let path = format!("/v2/{repo}/manifests/sha256-{}.sig", &unsigned[7..]);
+    let (status, _, body) = registry
+        .request("PUT", &path, &format!("Content-Type: {MANIFEST}"), &copied)
+        .unwrap();
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+    let stderr = failed(
+        "verify a copied signature",
+        &verify(dir.path(), &format!("{name}:0.2.0"), &key.public),
+    );
+    assert!(
+        stderr.contains(&format!(
+            "a signature by this key names {digest}, not this manifest"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_registry_asking_for_credentials_gets_them_from_docker_config_or_a_credential_helper() {
+    use base64::Engine as _;
+    let registry = Registry::with_htpasswd();
+    let name = format!("127.0.0.1:{}/plugins/database", registry.port);
+    let reference = format!("{name}:0.1.0");
+    let dir = tempfile::tempdir().unwrap();
+    let key = Keys::pkcs8(dir.path(), "key");
+    let push = |config: &Path, path: Option<&std::ffi::OsStr>| {
+        let mut command = kubeplug(config);
+        if let Some(path) = path {
+            command.env("PATH", path);
+        }
+        command
+            .args(["push", wasm(), &reference, "--sign-key"])
+            .arg(&key.private)
+            .output()
+            .unwrap()
+    };
+    let config = |name: &str, json: String| {
+        let config = dir.path().join(name);
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("config.json"), json).unwrap();
+        config
+    };
+    let host = format!("127.0.0.1:{}", registry.port);
+    let auth = |password: &str| {
+        base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}"))
+    };
+
+    // Anonymous: refused, saying what would do.
+    let anonymous = dir.path().join("anonymous");
+    std::fs::create_dir_all(&anonymous).unwrap();
+    let stderr = failed("an anonymous push", &push(&anonymous, None));
+    assert!(stderr.contains("asks for credentials"), "{stderr}");
+
+    // A wrong password: refused, and not shown.
+    let wrong = config(
+        "wrong",
+        format!(
+            r#"{{"auths": {{"{host}": {{"auth": "{}"}}}}}}"#,
+            auth("not-the-password")
+        ),
+    );
+    let stderr = failed("a push with a wrong password", &push(&wrong, None));
+    assert!(stderr.contains("401"), "{stderr}");
+    assert!(
+        !stderr.contains("not-the-password") && !stderr.contains(&auth("not-the-password")),
+        "{stderr}"
+    );
+
+    // `docker login`'s entry, under a key with a scheme and a path.
+    let docker = config(
+        "docker",
+        format!(
+            r#"{{"auths": {{"http://{host}/v1/": {{"auth": "{}"}}}}}}"#,
+            auth(PASSWORD)
+        ),
+    );
+    let out = push(&docker, None);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(PASSWORD));
+    succeeded("a push with config.json credentials", &out);
+    succeeded(
+        "verify with config.json credentials",
+        &verify(&docker, &reference, &key.public),
+    );
+
+    // A credential helper named for the registry, found on PATH.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let asked = dir.path().join("asked");
+    let helper = bin.join("docker-credential-e2e");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = get ] || exit 2\nread -r server\necho \"$server\" >> {asked}\n\
+             if [ \"$server\" = {host} ]; then\n  printf '{{\"ServerURL\":\"%s\",\"Username\":\"{USER}\",\"Secret\":\"{PASSWORD}\"}}' \"$server\"\n\
+             else\n  echo 'credentials not found in native keychain'; exit 1\nfi\n",
+            asked = asked.display(),
+        ),
+    )
+    .unwrap();
+    let mut permissions = std::fs::metadata(&helper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&helper, permissions).unwrap();
+    let helped = config(
+        "helped",
+        format!(r#"{{"auths": {{"{host}": {{}}}}, "credHelpers": {{"{host}": "e2e"}}}}"#),
+    );
+    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    let out = push(&helped, Some(&path));
+    succeeded("a push with a credential helper", &out);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(PASSWORD));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(PASSWORD));
+    let asked = std::fs::read_to_string(&asked).unwrap();
+    assert!(
+        asked.lines().all(|l| l == host) && !asked.is_empty(),
+        "{asked}"
+    );
+}
+
+/// An ECDSA P-256 key pair made by openssl, as a user would make one.
+struct Keys {
+    private: PathBuf,
+    public: PathBuf,
+}
+
+impl Keys {
+    /// `-----BEGIN PRIVATE KEY-----` (PKCS#8).
+    fn pkcs8(dir: &Path, name: &str) -> Self {
+        let keys = Keys::named(dir, name);
+        openssl(
+            &[
+                "genpkey",
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-out",
+            ],
+            &keys.private,
+        );
+        keys.public_from_private()
+    }
+
+    /// `-----BEGIN EC PRIVATE KEY-----` (SEC1).
+    fn sec1(dir: &Path, name: &str) -> Self {
+        let keys = Keys::named(dir, name);
+        openssl(
+            &[
+                "ecparam",
+                "-name",
+                "prime256v1",
+                "-genkey",
+                "-noout",
+                "-out",
+            ],
+            &keys.private,
+        );
+        keys.public_from_private()
+    }
+
+    fn named(dir: &Path, name: &str) -> Self {
+        Keys {
+            private: dir.join(format!("{name}.pem")),
+            public: dir.join(format!("{name}.pub")),
+        }
+    }
+
+    fn public_from_private(self) -> Self {
+        let out = Command::new("openssl")
+            .args(["pkey", "-pubout", "-in"])
+            .arg(&self.private)
+            .arg("-out")
+            .arg(&self.public)
+            .output()
+            .expect("run openssl");
+        succeeded("openssl pkey -pubout", &out);
+        self
+    }
+}
+
+fn openssl(args: &[&str], out: &Path) {
+    let output = Command::new("openssl")
+        .args(args)
+        .arg(out)
+        .output()
+        .expect("run openssl");
+    succeeded("openssl", &output);
+}
+
+fn wasm() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| built("database").to_str().unwrap().to_string())
+}
+
+/// `kubeplug`, with `auth` as the only place credentials come from (not the
+/// user's own files or variables).
+fn kubeplug(auth: &Path) -> Command {
+    let mut command = Command::new(host_binary());
+    command
+        .env("SOURCE_DATE_EPOCH", "0")
+        .env("DOCKER_CONFIG", auth)
+        .env("XDG_RUNTIME_DIR", auth)
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env_remove("KUBEPLUG_REGISTRY_USERNAME")
+        .env_remove("KUBEPLUG_REGISTRY_PASSWORD")
+        .env_remove("KUBEPLUG_SIGN_KEY");
+    command
+}
+
+fn verify(auth: &Path, reference: &str, key: &Path) -> Output {
+    kubeplug(auth)
+        .args(["verify", reference, "--key"])
+        .arg(key)
+        .output()
+        .expect("run kubeplug verify")
+}
+
+/// Its stdout, after checking it succeeded.
+fn succeeded(what: &str, out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Its stderr, after checking it failed.
+fn failed(what: &str, out: &Output) -> String {
+    assert!(
+        !out.status.success(),
+        "{what} succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The digest `push` printed after `prefix`.
+fn digest_of(stdout: &str, prefix: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} in {stdout}"))
+        .to_string()
 }
 
 fn repo_path(rel: &str) -> std::path::PathBuf {
