@@ -22,11 +22,12 @@ BIN          := target/bin/kubeplug
 # Builds with the workspace's toolchain (rust-version in Cargo.toml).
 CARGO_DENY_VERSION := 0.20.2
 
-.PHONY: help toolchain plugins polyglot-plugins host image plugin-images image-check lint chart-check audit unit cluster-check e2e test demo demo-down bench clean
+.PHONY: help toolchain plugins polyglot-plugins host host-otel image plugin-images image-check lint chart-check audit unit cluster-check e2e test demo demo-down bench clean
 
 help:
 	@echo "make plugins       build target/plugins/*.wasm (and test guests in target/test-plugins/)"
 	@echo "make host          build target/bin/kubeplug"
+	@echo "make host-otel     build target/bin/kubeplug-otel (OpenTelemetry traces: --features otel)"
 	@echo "make test          every test: lint, unit, plugin fixtures, chart, control-plane checks, e2e"
 	@echo "make chart-check   the Helm chart renders what the kustomization renders (deploy/chart/check)"
 	@echo "make e2e           acceptance tests against a fresh local control plane"
@@ -86,6 +87,13 @@ host: toolchain
 	@# kubectl finds plugins by name on PATH: `kubectl kubeplug ...`.
 	@ln -sf kubeplug target/bin/kubectl-kubeplug
 
+# The host with OpenTelemetry traces (README, "Traces"), beside the default
+# one: the trace test (tests/e2e/tests/traces.rs) runs it. Its dependencies
+# are built apart from the default build's (other features), once.
+host-otel: toolchain
+	cargo build --release -p kubeplug --features otel
+	@mkdir -p target/bin && cp "$(CARGO_TARGET_DIR)/release/kubeplug" $(BIN)-otel.tmp && mv -f $(BIN)-otel.tmp $(BIN)-otel
+
 # The host as a static binary in a FROM-scratch OCI image, built with umoci
 # (no container engine, nothing pulled): target/images/kubeplug-<v>.oci.tar.
 image: toolchain
@@ -104,6 +112,8 @@ lint: toolchain
 	@# Each host crate within its layer (docs/architecture.md).
 	host/layers
 	cargo clippy --release --workspace --all-targets -- -D warnings
+	@# The traces feature's code, off in the workspace build.
+	cargo clippy --release -p kubeplug --features otel --all-targets -- -D warnings
 	cargo deny check bans licenses sources
 	@# The Helm chart (Helm built once from its Go module, tests/helm/build):
 	@# lints and renders with its defaults (chart-check compares each choice).
@@ -140,7 +150,7 @@ cluster-check:
 # Acceptance tests: the built host and plugins against a fresh local control
 # plane. One test at a time: each starts its own host, and two hosts on one
 # cluster would both reconcile every parent.
-e2e: plugins host
+e2e: plugins host host-otel
 	tests/e2e/run
 
 test: lint unit chart-check cluster-check image-check e2e

@@ -18,6 +18,7 @@ use kube::api::{
 };
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 use self::events::Events;
 use self::metrics::ApplyMetrics;
@@ -169,6 +170,20 @@ impl Gate {
             result = request => Ok(result),
         }
     }
+
+    /// [`Gate::send`] one of the writer's own writes, in a `write` span
+    /// (the verb and the object): a step of the reconcile's trace. At debug
+    /// level, so that log lines at the default level keep the reconcile's
+    /// fields. Events, posted off the reconcile's path, go without one.
+    async fn write<T>(
+        &self,
+        verb: &str,
+        what: &str,
+        request: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<Result<T, kube::Error>, WriteError> {
+        let span = tracing::debug_span!("write", verb, object = what);
+        self.send(verb, what, request).instrument(span).await
+    }
 }
 
 fn api(client: &Client, ty: &ApiResource, namespace: &str) -> Api<DynamicObject> {
@@ -249,7 +264,7 @@ impl Writer {
         params.force = force;
         let api = api(&self.client, ty, ns);
         self.gate
-            .send(
+            .write(
                 "apply",
                 &what,
                 api.patch(name, &params, &Patch::Apply(child)),
@@ -278,7 +293,7 @@ impl Writer {
         let api = api(&self.client, ty, ns);
         match self
             .gate
-            .send("create", &what, api.create(&PostParams::default(), &object))
+            .write("create", &what, api.create(&PostParams::default(), &object))
             .await?
         {
             Ok(created) => Ok(Some(created)),
@@ -320,7 +335,7 @@ impl Writer {
         let api = api(&self.client, ty, ns);
         match self
             .gate
-            .send("delete", &what, api.delete(name, &params))
+            .write("delete", &what, api.delete(name, &params))
             .await?
         {
             Ok(_) => Ok(()),
@@ -349,7 +364,7 @@ impl Writer {
         let params = PatchParams::apply(&self.field_manager).force();
         let api = api(&self.client, ty, ns);
         self.gate
-            .send(
+            .write(
                 "status",
                 &what,
                 api.patch_status(name, &params, &Patch::Apply(&body)),
@@ -372,7 +387,7 @@ impl Writer {
         let what = describe(ty, ns, name);
         let api = api(&self.client, ty, ns);
         self.gate
-            .send(
+            .write(
                 "patch",
                 &what,
                 api.patch(name, &PatchParams::default(), &Patch::Merge(patch)),

@@ -34,6 +34,7 @@ use http_body_util::{BodyExt as _, Full, combinators::BoxBody};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use authorize::{Attributes, Authorizer};
 use requestheader::{RequestHeader, UserInfo};
@@ -126,11 +127,19 @@ pub async fn serve(
                 .and_then(|c| der::subject_common_name(c));
             let service = hyper::service::service_fn(move |req| {
                 let (server, proxy_name) = (server.clone(), proxy_name.clone());
+                // A trace of its own (until the answer's head is sent); at
+                // debug level, as the log has no use for it.
+                let span = tracing::debug_span!(
+                    "api",
+                    method = %req.method(),
+                    path = req.uri().path(),
+                );
                 async move {
                     Ok::<_, std::convert::Infallible>(
                         server.handle(proxy_name.as_deref(), req).await,
                     )
                 }
+                .instrument(span)
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())

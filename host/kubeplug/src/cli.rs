@@ -90,14 +90,26 @@ enum Command {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    crate::logging::init_tracing(cli.log_format);
-    match run(cli) {
+    // Only a running host exports traces: the other commands are over in
+    // seconds, and `__compile` is a child of the host.
+    let export = matches!(cli.command, Command::Run(_));
+    let traces = match crate::logging::init_tracing(cli.log_format, export) {
+        Ok(traces) => traces,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = match run(cli) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // After `run` returns (SIGTERM included): the last spans are sent.
+    traces.shutdown();
+    code
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -710,6 +710,9 @@ async fn worker(shared: Arc<Shared>) {
             namespace = %key.namespace,
             // Not `name`: JSON logs put the span's own name under that key.
             object = %key,
+            // How it ended (see `error_policy::settle`).
+            result = tracing::field::Empty,
+            "otel.status_code" = tracing::field::Empty,
         );
         span.in_scope(|| tracing::debug!("reconcile started"));
         let started = Instant::now();

@@ -13,6 +13,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 use crate::metrics::OperatorMetrics;
 use crate::shadow::Shadow;
@@ -194,6 +195,12 @@ fn finalizers(parent: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The span of a change (`add`, `remove`) to the plugin's finalizer on the
+/// parent, around its write: in a trace it says why the parent was patched.
+fn finalizer_span(change: &'static str) -> tracing::Span {
+    tracing::debug_span!("finalizer", change)
+}
+
 /// A merge patch setting the finalizer list, guarded by resourceVersion so a
 /// concurrent change to the list is never lost.
 fn finalizers_patch(parent: &Value, list: Vec<String>) -> Value {
@@ -324,10 +331,19 @@ impl Sources {
     }
 }
 
+/// Call the plugin's `function` (`f`) on a blocking thread, in a `call`
+/// span: a step of the reconcile's trace, in which the plugin's own log
+/// lines (written on that thread) fall too. At debug level, so that log
+/// lines at the default level keep the reconcile's fields.
 pub(crate) async fn call_blocking<T: Send + 'static>(
+    function: &'static str,
     f: impl FnOnce() -> Result<T, CallError> + Send + 'static,
 ) -> Result<T, ReconcileError> {
-    Ok(tokio::task::spawn_blocking(f).await??)
+    let span = tracing::debug_span!("call", function);
+    let inside = span.clone();
+    Ok(tokio::task::spawn_blocking(move || inside.in_scope(f))
+        .instrument(span)
+        .await??)
 }
 
 /// What the plugin is handed for a parent.
@@ -436,7 +452,7 @@ async fn referenced(
         None => {
             let asked = {
                 let (plugin, parent) = (plugin.clone(), parent_obj.json().clone());
-                call_blocking(move || plugin.references(&parent)).await?
+                call_blocking("references", move || plugin.references(&parent)).await?
             };
             let namespace = parent_obj
                 .metadata
@@ -490,7 +506,7 @@ pub(crate) async fn decide(
 ) -> Result<Plan, ReconcileError> {
     let desired = {
         let plugin = plugin.clone();
-        call_blocking(move || plugin.reconcile(&request)).await?
+        call_blocking("reconcile", move || plugin.reconcile(&request)).await?
     };
     Ok(plan::decide(
         plugin.manifest(),
@@ -549,6 +565,7 @@ pub async fn reconcile(
             list.push(finalizer.clone());
             writer
                 .patch_parent(&manifest.parent, &parent, &finalizers_patch(&parent, list))
+                .instrument(finalizer_span("add"))
                 .await?;
             // The update comes back through the watch and reconciles again.
             return Ok(Outcome::default());
@@ -727,7 +744,7 @@ async fn finalize(
     }
     let finalized = {
         let plugin = plugin.clone();
-        call_blocking(move || plugin.finalize(&request)).await?
+        call_blocking("finalize", move || plugin.finalize(&request)).await?
     };
     let grant = &fence.grant;
     plan::fence_finalize(manifest, grant, &finalized)?;
@@ -741,6 +758,7 @@ async fn finalize(
     let rest: Vec<String> = list.into_iter().filter(|f| f != finalizer).collect();
     writer
         .patch_parent(&manifest.parent, parent, &finalizers_patch(parent, rest))
+        .instrument(finalizer_span("remove"))
         .await?;
     Ok(Outcome::default())
 }

@@ -283,10 +283,20 @@ pub struct Host {
 
 /// The built host binary.
 pub fn host_binary() -> PathBuf {
-    let bin = repo().join("target/bin/kubeplug");
+    built_host("kubeplug", "host")
+}
+
+/// The host built with OpenTelemetry traces (`--features otel`).
+pub fn otel_host_binary() -> PathBuf {
+    built_host("kubeplug-otel", "host-otel")
+}
+
+/// `target/bin/<name>`, which `make <target>` builds.
+fn built_host(name: &str, target: &str) -> PathBuf {
+    let bin = repo().join("target/bin").join(name);
     assert!(
         bin.exists(),
-        "{} missing: run `make host` first",
+        "{} missing: run `make {target}` first",
         bin.display()
     );
     bin
@@ -305,7 +315,21 @@ impl Host {
     /// Start a host that authenticates with `kubeconfig` (e.g. a
     /// ServiceAccount token) instead of the admin one.
     pub fn start_as(dir: &PluginDir, extra: &[&str], kubeconfig: &Path) -> Self {
-        Self::spawn(dir, extra, kubeconfig, None)
+        Self::spawn(dir, extra, kubeconfig, None, &host_binary(), &[])
+    }
+
+    /// Start the host built with traces ([`otel_host_binary`]) with `env`
+    /// (the `OTEL_*` variables) added to its environment.
+    pub fn start_otel(dir: &PluginDir, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let kubeconfig = required_env("KUBECONFIG");
+        Self::spawn(
+            dir,
+            extra,
+            Path::new(&kubeconfig),
+            None,
+            &otel_host_binary(),
+            env,
+        )
     }
 
     /// Start a host that enters the cgroup whose `cgroup.procs` is `procs`
@@ -317,10 +341,19 @@ impl Host {
             extra,
             Path::new(&required_env("KUBECONFIG")),
             Some(procs),
+            &host_binary(),
+            &[],
         )
     }
 
-    fn spawn(dir: &PluginDir, extra: &[&str], kubeconfig: &Path, procs: Option<&Path>) -> Self {
+    fn spawn(
+        dir: &PluginDir,
+        extra: &[&str],
+        kubeconfig: &Path,
+        procs: Option<&Path>,
+        binary: &Path,
+        env: &[(&str, &str)],
+    ) -> Self {
         let port = free_port();
         let log = dir.path.with_extension(format!("host-{port}.log"));
         let file = std::fs::File::create(&log).expect("create host log");
@@ -330,13 +363,13 @@ impl Host {
             vec!["--policy".to_string(), default_policy()]
         };
         let mut command = match procs {
-            None => Command::new(host_binary()),
+            None => Command::new(binary),
             Some(procs) => {
                 let mut sh = Command::new("sh");
                 sh.arg("-c")
                     .arg(r#"echo $$ > "$0" && exec "$@""#)
                     .arg(procs)
-                    .arg(host_binary());
+                    .arg(binary);
                 sh
             }
         };
@@ -348,6 +381,7 @@ impl Host {
             .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env("KUBEPLUG_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()

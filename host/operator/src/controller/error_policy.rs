@@ -32,6 +32,7 @@ pub(super) async fn settle(
     span: &Span,
 ) {
     let name = plugin.name();
+    ended(span, &result);
     if let Ok(outcome) = &result
         && outcome.skipped
     {
@@ -78,6 +79,22 @@ pub(super) async fn settle(
         }
         Err(error) => failed(shared, plugin, key, &error, handed, took, span).await,
     }
+}
+
+/// How the reconcile ended, on its span: `result` as the metrics label it
+/// (`ok`, `skipped`, `not_leader` or the error's label), and a failure as
+/// the error status a trace shows.
+fn ended(span: &Span, result: &Result<Outcome, ReconcileError>) {
+    let label = match result {
+        Ok(outcome) if outcome.skipped => "skipped",
+        Ok(_) => "ok",
+        Err(error) if error.not_leader() => "not_leader",
+        Err(error) => {
+            span.record("otel.status_code", "error");
+            error.label()
+        }
+    };
+    span.record("result", label);
 }
 
 /// A failed reconcile: back off, keep it for replay, log it, tell the parent.
