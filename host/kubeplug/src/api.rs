@@ -12,16 +12,24 @@
 //! No generic Rust API-server library fits: kube-rs is a client, and the
 //! crates that serve Kubernetes-style APIs target CRD-like storage, not a
 //! read-only view of process state. hyper and rustls (both already in the
-//! tree through kube) carry it; the Kubernetes-specific parts (discovery,
-//! Table, watch framing, Status errors, delegated auth) are small and here.
+//! tree through kube) carry it. What is served is typed: discovery, Status
+//! errors and watch events are k8s-openapi's types; `Plugin` and `Preview`
+//! are ours ([`plugin`]), and the OpenAPI documents are generated from them
+//! ([`openapi`]). The Table, watch framing and delegated auth are small and
+//! here.
 
 mod authorize;
 pub(crate) mod der;
+#[cfg(test)]
+mod fixtures;
 pub mod limits;
+mod openapi;
+mod plugin;
 mod previews;
 pub(crate) mod requestheader;
 mod resources;
 mod selectors;
+mod table;
 pub mod tracker;
 
 use std::net::SocketAddr;
@@ -33,7 +41,8 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, combinators::BoxBody};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use serde_json::Value;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusDetails;
+use serde::Serialize;
 use tracing::Instrument as _;
 
 use authorize::{Attributes, Authorizer};
@@ -43,6 +52,8 @@ pub use tracker::Tracker;
 
 pub const GROUP: &str = "kubeplug.io";
 pub const VERSION: &str = "v1alpha1";
+/// `GROUP/VERSION`, as the group's objects carry it.
+pub const API_VERSION: &str = "kubeplug.io/v1alpha1";
 
 /// How the API is served.
 #[derive(Debug, Clone)]
@@ -204,16 +215,43 @@ async fn reload(server: Arc<Server>, settings: ApiSettings, client: kube::Client
     }
 }
 
-fn json_response(code: StatusCode, body: &Value) -> Response<Body> {
+fn json_response(code: StatusCode, body: &impl Serialize) -> Response<Body> {
+    let (code, body) = match serde_json::to_vec(body) {
+        Ok(body) => (code, Bytes::from(body)),
+        Err(error) => {
+            // Only a bug gets here: every type served serializes.
+            tracing::error!(%error, "cannot serialize an API response");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Bytes::from_static(UNSERIALIZABLE),
+            )
+        }
+    };
     Response::builder()
         .status(code)
         .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())).boxed())
+        .body(Full::new(body).boxed())
         .expect("static response parts are valid")
 }
 
+/// The answer when an answer cannot be serialized.
+const UNSERIALIZABLE: &[u8] = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the response could not be serialized","reason":"InternalError","code":500}"#;
+
 fn failure(code: StatusCode, reason: &str, message: String) -> Response<Body> {
-    json_response(code, &resources::error(code.as_u16(), reason, &message))
+    json_response(code, &resources::failure(code, reason, message, None))
+}
+
+/// A failure about one object (or collection), named in `details`.
+fn failure_about(
+    code: StatusCode,
+    reason: &str,
+    message: String,
+    details: StatusDetails,
+) -> Response<Body> {
+    json_response(
+        code,
+        &resources::failure(code, reason, message, Some(details)),
+    )
 }
 
 /// What a request asks for.
@@ -331,7 +369,7 @@ impl Server {
             Route::Preview { namespace } => Some(Attributes {
                 group: GROUP.into(),
                 verb: "create".into(),
-                resource: "previews".into(),
+                resource: previews::RESOURCE.into(),
                 subresource: None,
                 namespace: Some(namespace.clone()),
                 name: None,
@@ -339,7 +377,7 @@ impl Server {
             Route::List { watch } => Some(Attributes {
                 group: GROUP.into(),
                 verb: if *watch { "watch" } else { "list" }.into(),
-                resource: resources::RESOURCE.into(),
+                resource: plugin::RESOURCE.into(),
                 subresource: None,
                 namespace: None,
                 name: None,
@@ -347,7 +385,7 @@ impl Server {
             Route::Get(name) => Some(Attributes {
                 group: GROUP.into(),
                 verb: "get".into(),
-                resource: resources::RESOURCE.into(),
+                resource: plugin::RESOURCE.into(),
                 subresource: None,
                 namespace: None,
                 name: Some(name.clone()),
@@ -441,46 +479,43 @@ impl Server {
                 };
                 self.preview(&user, &namespace, &body).await
             }
-            Route::Health => json_response(StatusCode::OK, &serde_json::json!("ok")),
-            Route::Discovery(which) => json_response(
-                StatusCode::OK,
-                &match which {
-                    Discovery::Groups => resources::group_list(),
-                    Discovery::Group => resources::group(),
-                    Discovery::Resources => resources::resource_list(),
-                    Discovery::OpenApiIndex => resources::openapi_index(),
-                    Discovery::OpenApi => resources::openapi(),
-                    Discovery::OpenApiV2 => resources::openapi_v2(),
-                },
-            ),
+            Route::Health => json_response(StatusCode::OK, &"ok"),
+            Route::Discovery(which) => match which {
+                Discovery::Groups => json_response(StatusCode::OK, &resources::group_list()),
+                Discovery::Group => json_response(StatusCode::OK, &resources::group()),
+                Discovery::Resources => json_response(StatusCode::OK, &resources::resource_list()),
+                Discovery::OpenApiIndex => json_response(StatusCode::OK, &openapi::index()),
+                Discovery::OpenApi => json_response(StatusCode::OK, openapi::v3()),
+                Discovery::OpenApiV2 => json_response(StatusCode::OK, openapi::v2()),
+            },
             Route::Get(name) | Route::Details(name) => match self
                 .tracker
                 .get(&name)
-                .map(|o| if redact { resources::redacted(o) } else { o })
+                .map(|o| if redact { o.redacted() } else { o })
             {
                 Some(object) if table => json_response(
                     StatusCode::OK,
-                    &resources::table(std::slice::from_ref(&object), self.tracker.version()),
+                    &table::table(std::slice::from_ref(&object), self.tracker.version()),
                 ),
                 Some(object) => json_response(StatusCode::OK, &object),
-                None => failure(
+                None => failure_about(
                     StatusCode::NOT_FOUND,
                     "NotFound",
                     format!("plugins.{GROUP} \"{name}\" not found"),
+                    resources::about(GROUP, plugin::RESOURCE, Some(&name)),
                 ),
             },
             Route::List { watch: false } => {
                 let (mut objects, version) = self.tracker.list();
-                objects.retain(|o| selector.matches(o));
+                objects.retain(|o| selector.matches(&o.metadata));
                 if redact {
-                    objects = objects.into_iter().map(resources::redacted).collect();
+                    objects = objects.into_iter().map(plugin::Plugin::redacted).collect();
                 }
-                let body = if table {
-                    resources::table(&objects, version)
+                if table {
+                    json_response(StatusCode::OK, &table::table(&objects, version))
                 } else {
-                    resources::list(objects, version)
-                };
-                json_response(StatusCode::OK, &body)
+                    json_response(StatusCode::OK, &plugin::PluginList::new(objects, version))
+                }
             }
             Route::List { watch: true } => {
                 let since = query_param(&query, "resourceVersion")
@@ -501,7 +536,7 @@ fn details_attributes(name: Option<&str>) -> Attributes {
     Attributes {
         group: GROUP.into(),
         verb: "get".into(),
-        resource: resources::RESOURCE.into(),
+        resource: plugin::RESOURCE.into(),
         subresource: Some(DETAILS.into()),
         namespace: None,
         name: name.map(String::from),
@@ -510,15 +545,19 @@ fn details_attributes(name: Option<&str>) -> Attributes {
 
 /// 429 with `Retry-After`, as kube-apiserver's flow control answers.
 fn too_many(refused: &limits::Refused) -> Response<Body> {
-    let mut response = failure(
+    let seconds = refused.retry_after.as_secs().max(1);
+    let mut response = failure_about(
         StatusCode::TOO_MANY_REQUESTS,
         "TooManyRequests",
         format!("too many previews: {}", refused.why),
+        StatusDetails {
+            retry_after_seconds: Some(i32::try_from(seconds).unwrap_or(i32::MAX)),
+            ..StatusDetails::default()
+        },
     );
-    response.headers_mut().insert(
-        http::header::RETRY_AFTER,
-        http::HeaderValue::from(refused.retry_after.as_secs().max(1)),
-    );
+    response
+        .headers_mut()
+        .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
     response
 }
 
@@ -532,6 +571,9 @@ fn forbidden(user: &UserInfo, attributes: &Attributes) -> Response<Body> {
         namespace,
         name,
     } = attributes;
+    // kube-apiserver names the resource in the details, the subresource in
+    // the message.
+    let details = resources::about(group, resource, name.as_deref());
     let resource = match subresource {
         Some(sub) => format!("{resource}/{sub}"),
         None => resource.clone(),
@@ -552,12 +594,17 @@ fn forbidden(user: &UserInfo, attributes: &Attributes) -> Response<Body> {
             .unwrap_or_default(),
         user.name,
     );
-    failure(StatusCode::FORBIDDEN, "Forbidden", message)
+    failure_about(StatusCode::FORBIDDEN, "Forbidden", message, details)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_api_version_is_the_group_and_version() {
+        assert_eq!(API_VERSION, format!("{GROUP}/{VERSION}"));
+    }
 
     #[test]
     fn routes() {

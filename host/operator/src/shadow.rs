@@ -205,7 +205,7 @@ struct Stats {
 }
 
 /// What a shadow reports on `/plugins` and in the aggregated API.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ShadowStatus {
     pub file: String,

@@ -44,7 +44,7 @@ pub enum Phase {
 }
 
 /// What a what-if found, so far or in all.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     pub phase: Phase,

@@ -310,6 +310,28 @@ fn kubectl_gets_explains_and_watches_plugins_through_the_aggregator() {
     });
     assert!(explained.contains("KIND:       Plugin"), "{explained}");
     assert!(explained.contains("leader"), "{explained}");
+    // Through the schemas it refers to: ObjectMeta's (k8s-openapi's) and
+    // the manifest's; and from the Swagger 2.0 document older clients read.
+    let labels = kubectl_ok(&["explain", "plugins.metadata.labels"], None);
+    assert!(labels.contains("map[string]string"), "{labels}");
+    let manifest = kubectl_ok(&["explain", "plugins.spec.manifest"], None);
+    assert!(manifest.contains("resyncSeconds"), "{manifest}");
+    let v2 = eventually("kubectl explain from OpenAPI v2", TIMEOUT, || {
+        let out = kubectl(
+            &["explain", "--output=plaintext-openapiv2", "plugins.status"],
+            None,
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.success() && text.contains("leader")).then_some(text)
+    });
+    assert!(v2.contains("KIND:     Plugin"), "{v2}");
+    // Errors are a Status naming what they are about.
+    let missing = kubectl(&["get", "plugin", "nothing", "-o", "json"], None);
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("NotFound") && stderr.contains("plugins.kubeplug.io \"nothing\" not found"),
+        "{stderr}"
+    );
 
     // `kubectl get plugins -w` streams a swap.
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG");

@@ -17,15 +17,102 @@
 //! children.
 
 use http::{Response, StatusCode};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    ObjectMeta, StatusCause, StatusDetails, Time,
+};
 use kube::core::DynamicObject;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use kubeplug_core::manifest::ApiResource;
 use kubeplug_kube::informers::Object;
 use serde_json::{Value, json};
 
 use super::authorize::Attributes;
+use super::openapi::free_form;
 use super::requestheader::UserInfo;
-use super::{Body, GROUP, Server, VERSION, failure, forbidden, json_response};
+use super::resources::about;
+use super::{
+    API_VERSION, Body, GROUP, Server, VERSION, failure, failure_about, forbidden, json_response,
+};
+
+pub const KIND: &str = "Preview";
+pub const RESOURCE: &str = "previews";
+
+/// A dry run: what a plugin would do to a parent right now against the live
+/// cluster (children to create, update with a field-level diff, or prune;
+/// the status, parent patch and events), with nothing written. Create only.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(
+    rename = "io.kubeplug.v1alpha1.Preview",
+    extend("x-kubernetes-group-version-kind" = [{"group": GROUP, "version": VERSION, "kind": KIND}])
+)]
+pub struct Preview {
+    /// APIVersion: kubeplug.io/v1alpha1.
+    pub api_version: &'static str,
+    /// Kind: Preview.
+    pub kind: &'static str,
+    /// The preview's namespace (the parent's), its name if one was given,
+    /// and when it ran (creationTimestamp).
+    pub metadata: ObjectMeta,
+    /// What to preview.
+    pub spec: PreviewSpec,
+    /// children (action create/update/unchanged/prune, kind, name, diff of
+    /// path/live/desired), status (changes, desired, diff), parentPatch,
+    /// events; or error, the plugin's or the fence's refusal.
+    #[schemars(schema_with = "free_form")]
+    pub status: Value,
+}
+
+/// PreviewSpec names the plugin to run and the parent to run it on:
+/// parentName or parent.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "io.kubeplug.v1alpha1.PreviewSpec")]
+pub struct PreviewSpec {
+    /// The plugin to run.
+    pub plugin: String,
+    /// A live parent in this namespace, as the plugin's cache holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_name: Option<String>,
+    /// Run the candidate version <plugin>.next.wasm beside the serving file
+    /// instead of the serving version: what the upgrade would change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<bool>,
+    /// Or a parent object (e.g. a live one with a changed spec); its
+    /// namespace is the preview's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form")]
+    pub parent: Option<Value>,
+}
+
+/// A 422 `Invalid`, naming the field at fault as kube-apiserver does
+/// (`reason`: `FieldValueRequired`, `FieldValueInvalid`, ...).
+fn invalid_preview(
+    name: Option<&str>,
+    field: &str,
+    reason: &str,
+    message: String,
+) -> Response<Body> {
+    let details = StatusDetails {
+        group: Some(GROUP.into()),
+        kind: Some(KIND.into()),
+        name: name.map(String::from),
+        causes: Some(vec![StatusCause {
+            field: Some(field.into()),
+            message: Some(message.clone()),
+            reason: Some(reason.into()),
+        }]),
+        ..StatusDetails::default()
+    };
+    failure_about(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid",
+        message,
+        details,
+    )
+}
 
 impl Server {
     pub(super) async fn preview(
@@ -34,8 +121,6 @@ impl Server {
         namespace: &str,
         body: &[u8],
     ) -> Response<Body> {
-        let invalid =
-            |message: String| failure(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message);
         let request: Value = match serde_json::from_slice(body) {
             Ok(request) => request,
             Err(error) => {
@@ -46,26 +131,43 @@ impl Server {
                 );
             }
         };
-        if !request["kind"].is_null() && request["kind"] != "Preview" {
-            return invalid(format!("kind {} is not Preview", request["kind"]));
+        let name = request["metadata"]["name"].as_str();
+        let invalid = |field: &str, reason: &str, message: String| {
+            invalid_preview(name, field, reason, message)
+        };
+        if !request["kind"].is_null() && request["kind"] != KIND {
+            return invalid(
+                "kind",
+                "FieldValueNotSupported",
+                format!("kind {} is not Preview", request["kind"]),
+            );
         }
         let spec = &request["spec"];
         let Some(plugin) = spec["plugin"].as_str() else {
-            return invalid("spec.plugin: Required value: the plugin to preview".into());
+            return invalid(
+                "spec.plugin",
+                "FieldValueRequired",
+                "spec.plugin: Required value: the plugin to preview".into(),
+            );
         };
         let Some(handle) = self.registry.preview_handle(plugin) else {
-            return failure(
+            return failure_about(
                 StatusCode::NOT_FOUND,
                 "NotFound",
                 format!("plugins.{GROUP} \"{plugin}\" is not loaded"),
+                about(GROUP, super::plugin::RESOURCE, Some(plugin)),
             );
         };
         let kind = handle.parent_kind();
         if !kind.namespaced {
-            return invalid(format!(
-                "{} is cluster-scoped; previews take namespaced parents",
-                kind.kind
-            ));
+            return invalid(
+                "spec.plugin",
+                "FieldValueInvalid",
+                format!(
+                    "{} is cluster-scoped; previews take namespaced parents",
+                    kind.kind
+                ),
+            );
         }
         let parent_name = spec["parentName"].as_str();
         // The caller must be able to read what the preview is about.
@@ -92,20 +194,25 @@ impl Server {
             (Some(name), Value::Null) => match handle.live_parent(namespace, name) {
                 Some(parent) => (*parent).clone(),
                 None => {
-                    return failure(
+                    return failure_about(
                         StatusCode::NOT_FOUND,
                         "NotFound",
                         format!("{} \"{name}\" not found in {namespace}", kind.kind),
+                        about(&kind.group, &kind.plural, Some(name)),
                     );
                 }
             },
             (None, parent @ Value::Object(_)) => {
                 let mut parent = parent.clone();
                 if parent["kind"] != kind.kind.as_str() {
-                    return invalid(format!(
-                        "spec.parent: kind {} is not {}, the parent kind of {plugin}",
-                        parent["kind"], kind.kind
-                    ));
+                    return invalid(
+                        "spec.parent.kind",
+                        "FieldValueInvalid",
+                        format!(
+                            "spec.parent: kind {} is not {}, the parent kind of {plugin}",
+                            parent["kind"], kind.kind
+                        ),
+                    );
                 }
                 parent["metadata"]["namespace"] = json!(namespace);
                 // Children are found by the parent's uid: only the live
@@ -122,10 +229,22 @@ impl Server {
                 }
                 match serde_json::from_value::<DynamicObject>(parent) {
                     Ok(parent) => Object::new(parent),
-                    Err(error) => return invalid(format!("spec.parent: {error}")),
+                    Err(error) => {
+                        return invalid(
+                            "spec.parent",
+                            "FieldValueInvalid",
+                            format!("spec.parent: {error}"),
+                        );
+                    }
                 }
             }
-            _ => return invalid("spec: give exactly one of parentName and parent".into()),
+            _ => {
+                return invalid(
+                    "spec",
+                    "FieldValueInvalid",
+                    "spec: give exactly one of parentName and parent".into(),
+                );
+            }
         };
         // What the caller may not read, of what the plugin is handed: shown
         // without values.
@@ -140,7 +259,13 @@ impl Server {
         let candidate = match spec["candidate"].as_bool() {
             Some(true) => match self.registry.candidate(plugin).await {
                 Ok(candidate) => Some(candidate),
-                Err(error) => return invalid(format!("spec.candidate: {error}")),
+                Err(error) => {
+                    return invalid(
+                        "spec.candidate",
+                        "FieldValueInvalid",
+                        format!("spec.candidate: {error}"),
+                    );
+                }
             },
             _ => None,
         };
@@ -152,23 +277,24 @@ impl Server {
                 "withheld": kubeplug_operator::preview::withheld_note(&withheld, namespace),
             }),
         };
-        let mut metadata = json!({
-            "namespace": namespace,
-            "creationTimestamp": format!("{:.0}", jiff::Timestamp::now()),
-        });
-        if let Some(name) = request["metadata"]["name"].as_str() {
-            metadata["name"] = json!(name);
-        }
-        json_response(
-            StatusCode::CREATED,
-            &json!({
-                "apiVersion": format!("{GROUP}/{VERSION}"),
-                "kind": "Preview",
-                "metadata": metadata,
-                "spec": spec,
-                "status": status,
-            }),
-        )
+        let preview = Preview {
+            api_version: API_VERSION,
+            kind: KIND,
+            metadata: ObjectMeta {
+                name: name.map(String::from),
+                namespace: Some(namespace.into()),
+                creation_timestamp: Some(Time(jiff::Timestamp::now())),
+                ..ObjectMeta::default()
+            },
+            spec: PreviewSpec {
+                plugin: plugin.into(),
+                parent_name: parent_name.map(String::from),
+                candidate: spec["candidate"].as_bool(),
+                parent: Some(spec["parent"].clone()).filter(|p| !p.is_null()),
+            },
+            status,
+        };
+        json_response(StatusCode::CREATED, &preview)
     }
 
     /// The plugin's child kinds the caller may not `get`, and related and

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// What a list or watch selects: every requirement must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -75,14 +75,15 @@ enum Field {
 }
 
 impl Field {
-    /// The field's value in `object` (empty when absent, as for the
-    /// namespace of a cluster-scoped object).
-    fn of(self, object: &Value) -> &str {
-        let key = match self {
-            Field::Name => "name",
-            Field::Namespace => "namespace",
-        };
-        object["metadata"][key].as_str().unwrap_or("")
+    /// The field's value in an object's `metadata` (empty when absent, as
+    /// for the namespace of a cluster-scoped object).
+    fn of(self, metadata: &ObjectMeta) -> &str {
+        match self {
+            Field::Name => &metadata.name,
+            Field::Namespace => &metadata.namespace,
+        }
+        .as_deref()
+        .unwrap_or("")
     }
 }
 
@@ -118,15 +119,15 @@ impl Selector {
         Ok(Selector { labels, fields })
     }
 
-    /// Whether `object` (a `Plugin`) is selected.
-    pub fn matches(&self, object: &Value) -> bool {
-        let labels = object["metadata"]["labels"].as_object();
-        let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+    /// Whether the object with `metadata` (a `Plugin`'s) is selected.
+    pub fn matches(&self, metadata: &ObjectMeta) -> bool {
+        let labels = metadata.labels.as_ref();
+        let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
         self.labels.iter().all(|r| r.matches(label))
             && self
                 .fields
                 .iter()
-                .all(|f| (f.field.of(object) == f.value) == f.equal)
+                .all(|f| (f.field.of(metadata) == f.value) == f.equal)
     }
 }
 
@@ -480,7 +481,7 @@ fn unescape(value: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn labels(selector: &str) -> Vec<Requirement> {
         parse_labels(selector).unwrap_or_else(|why| panic!("{selector}: {why}"))
@@ -490,8 +491,8 @@ mod tests {
         values.iter().map(|v| v.to_string()).collect()
     }
 
-    fn plugin(name: &str, labels: Value) -> Value {
-        json!({"metadata": {"name": name, "labels": labels}})
+    fn plugin(name: &str, labels: Value) -> ObjectMeta {
+        serde_json::from_value(json!({"name": name, "labels": labels})).expect("metadata")
     }
 
     #[test]
@@ -611,7 +612,10 @@ mod tests {
             assert!(!selects(no), "{no}");
         }
         // An object without labels: only negative requirements hold.
-        let bare = json!({"metadata": {"name": "x"}});
+        let bare = ObjectMeta {
+            name: Some("x".into()),
+            ..ObjectMeta::default()
+        };
         let selector = Selector::parse(Some("!a,b!=c,d notin (e)"), None).expect("valid");
         assert!(selector.matches(&bare));
         assert!(

@@ -23,51 +23,74 @@ use std::time::Duration;
 use http::{Response, StatusCode};
 use http_body_util::BodyExt as _;
 use hyper::body::Bytes;
-use serde_json::{Value, json};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::WatchEvent;
+use serde::Serialize;
 use tokio::sync::broadcast;
 
 use super::Body;
+use super::plugin::Plugin;
 use super::resources;
 use super::selectors::Selector;
+use super::table;
 use kubeplug_operator::registry::Registry;
 
 /// How often the registry is looked at.
 const PERIOD: Duration = Duration::from_secs(1);
 
+/// What happened to an object: a watch event's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl Change {
+    /// The watch event of this change to `object`.
+    fn event<T>(self, object: T) -> WatchEvent<T> {
+        match self {
+            Change::Added => WatchEvent::Added(object),
+            Change::Modified => WatchEvent::Modified(object),
+            Change::Deleted => WatchEvent::Deleted(object),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Event {
-    kind: &'static str,
+    change: Change,
     version: u64,
-    /// The object at `version` (for DELETED, as it was last, at `version`).
-    object: Value,
-    /// The object before this change: none for ADDED.
-    previous: Option<Value>,
+    /// The object at `version` (for a deletion, as it was last, at
+    /// `version`).
+    object: Plugin,
+    /// The object before this change: none for an addition.
+    previous: Option<Plugin>,
 }
 
 impl Event {
     /// This event as a watch with `selector` sees it, or nothing; the same
     /// event for a selector that selects everything.
     fn selected(self, selector: &Selector) -> Option<Event> {
-        let now = self.kind != "DELETED" && selector.matches(&self.object);
-        let before = self.previous.as_ref().is_some_and(|p| selector.matches(p));
-        let kind = match (before, now) {
+        let now = self.change != Change::Deleted && selector.matches(&self.object.metadata);
+        let before = self
+            .previous
+            .as_ref()
+            .is_some_and(|p| selector.matches(&p.metadata));
+        let change = match (before, now) {
             (false, false) => return None,
-            (false, true) => "ADDED",
-            (true, true) => "MODIFIED",
-            (true, false) => "DELETED",
+            (false, true) => Change::Added,
+            (true, true) => Change::Modified,
+            (true, false) => Change::Deleted,
         };
         let object = match (now, self.previous) {
             (true, _) | (false, None) => self.object,
             // Its last state that matched, at this event's version (as
             // kube-apiserver's cacheWatcher sends it): a client resumes
             // from the version of the last object it was sent.
-            (false, Some(mut last)) => {
-                last["metadata"]["resourceVersion"] = json!(self.version.to_string());
-                last
-            }
+            (false, Some(last)) => at_version(last, self.version),
         };
         Some(Event {
-            kind,
+            change,
             version: self.version,
             object,
             previous: None,
@@ -78,7 +101,7 @@ impl Event {
 #[derive(Default)]
 struct State {
     /// name → (resourceVersion, object with that version).
-    objects: BTreeMap<String, (u64, Value)>,
+    objects: BTreeMap<String, (u64, Plugin)>,
     version: u64,
 }
 
@@ -131,7 +154,7 @@ impl Tracker {
         }
     }
 
-    fn update(&self, mut fresh: BTreeMap<String, Value>) {
+    fn update(&self, mut fresh: BTreeMap<String, Plugin>) {
         let mut state = self.state.lock().expect("tracker lock");
         let mut events = Vec::new();
         let gone: Vec<String> = state
@@ -145,30 +168,29 @@ impl Tracker {
             let (_, previous) = state.objects.remove(&name).expect("present");
             // At the deletion's version, as kube-apiserver sends it: a
             // client resumes from the version of the last object it saw.
-            let mut object = previous.clone();
-            object["metadata"]["resourceVersion"] = json!(state.version.to_string());
+            let object = at_version(previous.clone(), state.version);
             events.push(Event {
-                kind: "DELETED",
+                change: Change::Deleted,
                 version: state.version,
                 object,
                 previous: Some(previous),
             });
         }
-        for (name, mut object) in std::mem::take(&mut fresh) {
-            let kind = match state.objects.get(&name) {
-                None => "ADDED",
+        for (name, object) in std::mem::take(&mut fresh) {
+            let change = match state.objects.get(&name) {
+                None => Change::Added,
                 Some((_, old)) if without_version(old) == object => continue,
-                Some(_) => "MODIFIED",
+                Some(_) => Change::Modified,
             };
             state.version += 1;
             let version = state.version;
-            object["metadata"]["resourceVersion"] = json!(version.to_string());
+            let object = at_version(object, version);
             let previous = state
                 .objects
                 .insert(name, (version, object.clone()))
                 .map(|(_, old)| old);
             events.push(Event {
-                kind,
+                change,
                 version,
                 object,
                 previous,
@@ -180,13 +202,13 @@ impl Tracker {
         }
     }
 
-    pub fn get(&self, name: &str) -> Option<Value> {
+    pub fn get(&self, name: &str) -> Option<Plugin> {
         let state = self.state.lock().expect("tracker lock");
         state.objects.get(name).map(|(_, o)| o.clone())
     }
 
     /// Every object, and the version of the whole list.
-    pub fn list(&self) -> (Vec<Value>, u64) {
+    pub fn list(&self) -> (Vec<Plugin>, u64) {
         let state = self.state.lock().expect("tracker lock");
         (
             state.objects.values().map(|(_, o)| o.clone()).collect(),
@@ -200,7 +222,7 @@ impl Tracker {
 
     /// A watch response: from `since` (a list's version) on, or the current
     /// objects as ADDED first; newline-delimited JSON events, each object a
-    /// one-row Table if `table`, each [`resources::redacted`] if `redact`,
+    /// one-row Table if `table`, each [`Plugin::redacted`] if `redact`,
     /// only what `selector` selects (see the module's doc). Ends after
     /// `timeout` (the client watches again), or when the watcher falls too
     /// far behind.
@@ -221,9 +243,9 @@ impl Tracker {
                 let initial = state
                     .objects
                     .values()
-                    .filter(|(_, o)| selector.matches(o))
+                    .filter(|(_, o)| selector.matches(&o.metadata))
                     .map(|(v, o)| Event {
-                        kind: "ADDED",
+                        change: Change::Added,
                         version: *v,
                         object: o.clone(),
                         previous: None,
@@ -237,19 +259,20 @@ impl Tracker {
         tokio::spawn(async move {
             let frame = |event: &Event| {
                 let object = if redact {
-                    resources::redacted(event.object.clone())
+                    event.object.clone().redacted()
                 } else {
                     event.object.clone()
                 };
-                let object = if table {
-                    resources::table(std::slice::from_ref(&object), event.version)
+                if table {
+                    let table = table::table(std::slice::from_ref(&object), event.version);
+                    line(&event.change.event(table))
                 } else {
-                    object
-                };
-                Bytes::from(json!({"type": event.kind, "object": object}).to_string() + "\n")
+                    line(&event.change.event(object))
+                }
             };
             for event in &initial {
-                if sender.send_data(frame(event)).await.is_err() {
+                let Some(frame) = frame(event) else { return };
+                if sender.send_data(frame).await.is_err() {
                     return;
                 }
             }
@@ -266,7 +289,8 @@ impl Tracker {
                         let Some(event) = event.selected(&selector) else {
                             continue;
                         };
-                        if sender.send_data(frame(&event)).await.is_err() {
+                        let Some(frame) = frame(&event) else { return };
+                        if sender.send_data(frame).await.is_err() {
                             return;
                         }
                     }
@@ -284,11 +308,29 @@ impl Tracker {
     }
 }
 
-fn without_version(object: &Value) -> Value {
-    let mut object = object.clone();
-    if let Some(metadata) = object["metadata"].as_object_mut() {
-        metadata.remove("resourceVersion");
+/// One line of a watch response, or nothing (and the watch ends: the client
+/// watches again) if the event cannot be serialized, which only a bug does.
+fn line(event: &impl Serialize) -> Option<Bytes> {
+    match serde_json::to_vec(event) {
+        Ok(mut line) => {
+            line.push(b'\n');
+            Some(Bytes::from(line))
+        }
+        Err(error) => {
+            tracing::error!(%error, "cannot serialize a watch event");
+            None
+        }
     }
+}
+
+fn at_version(mut object: Plugin, version: u64) -> Plugin {
+    object.metadata.resource_version = Some(version.to_string());
+    object
+}
+
+fn without_version(object: &Plugin) -> Plugin {
+    let mut object = object.clone();
+    object.metadata.resource_version = None;
     object
 }
 
@@ -313,21 +355,33 @@ async fn lease_holders(leases: &Leases) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::fixtures::row;
+    use crate::api::plugin::STATE_LABEL;
+    use crate::api::resources::Owners;
+    use kubeplug_core::manifest::Mode;
+    use kubeplug_core::rollout::State;
+    use serde_json::Value;
 
-    fn plugin(name: &str, state: &str) -> Value {
-        json!({"metadata": {"name": name}, "status": {"state": state}})
+    fn state(state: &str) -> State {
+        match state {
+            "running" => State::Running,
+            "degraded" => State::Degraded,
+            "failed" => State::Failed,
+            other => panic!("no state {other} in these tests"),
+        }
     }
 
-    /// A plugin labelled with its state, with `reconciles` to change it
-    /// without changing its state.
-    fn labelled(name: &str, state: &str, reconciles: u64) -> (String, Value) {
-        (
-            name.into(),
-            json!({
-                "metadata": {"name": name, "labels": {resources::STATE_LABEL: state}},
-                "status": {"state": state, "reconciles": reconciles},
-            }),
-        )
+    fn plugin(name: &str, state_: &str) -> Plugin {
+        labelled(name, state_, 0).1
+    }
+
+    /// A plugin (labelled with its state, as every one is), with
+    /// `reconciles` to change it without changing its state.
+    fn labelled(name: &str, state_: &str, reconciles: u64) -> (String, Plugin) {
+        let mut row = row(state(state_), Some(Mode::Composite));
+        row.name = Some(name.into());
+        row.detail.as_mut().expect("serving").reconciles = reconciles;
+        (name.into(), resources::plugin(&row, &Owners::default()))
     }
 
     /// The next `n` events of a watch: (type, name, state, resourceVersion).
@@ -373,7 +427,7 @@ mod tests {
     }
 
     fn running() -> Selector {
-        Selector::parse(Some(&format!("{}=running", resources::STATE_LABEL)), None).expect("valid")
+        Selector::parse(Some(&format!("{STATE_LABEL}=running")), None).expect("valid")
     }
 
     #[test]
@@ -386,20 +440,15 @@ mod tests {
         tracker.update(BTreeMap::from([("a".into(), plugin("a", "degraded"))]));
         tracker.update(BTreeMap::new());
         let kinds: Vec<_> = std::iter::from_fn(|| events.try_recv().ok())
-            .map(|e| {
-                (
-                    e.kind,
-                    e.version,
-                    e.object["metadata"]["resourceVersion"].clone(),
-                )
-            })
+            .map(|e| (e.change, e.version, e.object.metadata.resource_version))
             .collect();
+        let at = |version: &str| Some(version.to_string());
         assert_eq!(
             kinds,
             vec![
-                ("ADDED", 1, json!("1")),
-                ("MODIFIED", 2, json!("2")),
-                ("DELETED", 3, json!("3")),
+                (Change::Added, 1, at("1")),
+                (Change::Modified, 2, at("2")),
+                (Change::Deleted, 3, at("3")),
             ]
         );
         assert!(tracker.get("a").is_none());
@@ -457,7 +506,13 @@ mod tests {
         // `kubectl get -w`: a list at version 2, then a watch from there,
         // which lists nothing itself.
         let (listed, version) = tracker.list();
-        assert_eq!(listed.iter().filter(|o| running().matches(o)).count(), 1);
+        assert_eq!(
+            listed
+                .iter()
+                .filter(|o| running().matches(&o.metadata))
+                .count(),
+            1
+        );
         let mut body = tracker
             .watch(
                 Some(version),

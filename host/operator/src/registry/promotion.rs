@@ -23,7 +23,7 @@ use kubeplug_core::rollout::{ROLLBACK_EVENTS, State};
 use kubeplug_runtime::Plugin;
 
 /// A new version the gate keeps out of service.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Promotion {
     /// Each rule the what-if breaks, joined.
