@@ -69,7 +69,7 @@ impl Client {
             _ => bail!("--username and --password go together"),
         };
         Ok(Client {
-            base: format!("{scheme}://{}", reference.registry),
+            base: format!("{scheme}://{}", api_host(&reference.registry)),
             repository: reference.repository.clone(),
             login: Login::new(&reference.registry, explicit),
             authorization: None,
@@ -414,9 +414,27 @@ fn parse_challenge(params: &str) -> Vec<(String, String)> {
     out
 }
 
+/// Where a registry's API answers: Docker Hub serves images named
+/// `docker.io/...` (or `index.docker.io/...`) from `registry-1.docker.io`,
+/// as docker and containerd resolve it; every other name is its own host.
+fn api_host(registry: &str) -> &str {
+    match registry {
+        "docker.io" | "index.docker.io" => "registry-1.docker.io",
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn docker_hub_names_are_sent_to_its_registry_host() {
+        assert_eq!(api_host("docker.io"), "registry-1.docker.io");
+        assert_eq!(api_host("index.docker.io"), "registry-1.docker.io");
+        assert_eq!(api_host("ghcr.io"), "ghcr.io");
+        assert_eq!(api_host("localhost:5000"), "localhost:5000");
+    }
 
     #[test]
     fn bearer_challenges_give_their_parameters() {
