@@ -2,9 +2,13 @@
 //! every second, each object versioned when it changes, and the changes
 //! broadcast to watchers (`kubectl get plugins -w`).
 //!
-//! resourceVersions are this replica's own counter: a watch resumes only on
-//! the replica that issued the version (the APIService's Service may route
-//! elsewhere; a client then relists, as after any expired version).
+//! resourceVersions are this process's own counter, started at its start
+//! time in microseconds, so that a version another replica or an earlier
+//! process issued is not one of ours. A watch resumes from a version only
+//! if every change since is still in the last [`HISTORY`] changes; any other
+//! version (too old, another replica's, a restarted host's) is answered
+//! with a 410 `Expired` ERROR event, as kube-apiserver answers it, and the
+//! client lists again. Nothing between a list and its watch is lost.
 //!
 //! A watch with a [`Selector`] sees what kube-apiserver's watch cache would
 //! send it: each change is judged on the object before and after it, so an
@@ -16,7 +20,7 @@
 //! -w` lists, then watches from there) learn that an object it listed
 //! stopped matching.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,6 +29,7 @@ use http_body_util::BodyExt as _;
 use hyper::body::Bytes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::WatchEvent;
 use serde::Serialize;
+use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
 
 use super::Body;
@@ -36,6 +41,11 @@ use kubeplug_operator::registry::Registry;
 
 /// How often the registry is looked at.
 const PERIOD: Duration = Duration::from_secs(1);
+
+/// How many changes are kept for watches that resume from a version: a
+/// `kubectl get -w` lists, then watches from the list's version a moment
+/// later; a busy plugin changes about once a second (its counters).
+pub const HISTORY: usize = 256;
 
 /// What happened to an object: a watch event's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,11 +108,32 @@ impl Event {
     }
 }
 
-#[derive(Default)]
 struct State {
     /// name → (resourceVersion, object with that version).
     objects: BTreeMap<String, (u64, Plugin)>,
     version: u64,
+    /// The last [`HISTORY`] changes, oldest first (versions consecutive).
+    history: VecDeque<Event>,
+}
+
+impl State {
+    /// Every change after `version`, if all of them are still kept.
+    fn since(&self, version: u64) -> Option<Vec<Event>> {
+        if version > self.version {
+            return None;
+        }
+        let oldest = self.history.front().map_or(self.version + 1, |e| e.version);
+        if version + 1 < oldest {
+            return None;
+        }
+        Some(
+            self.history
+                .iter()
+                .filter(|e| e.version > version)
+                .cloned()
+                .collect(),
+        )
+    }
 }
 
 pub struct Tracker {
@@ -117,10 +148,23 @@ pub struct Leases {
 }
 
 impl Tracker {
+    /// A tracker whose versions start at this moment in microseconds.
     pub fn new() -> Arc<Self> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_micros() as u64);
+        Self::starting_at(now)
+    }
+
+    /// A tracker whose list is at `version` until the first change.
+    fn starting_at(version: u64) -> Arc<Self> {
         Arc::new(Tracker {
-            state: Mutex::new(State::default()),
-            events: broadcast::channel(256).0,
+            state: Mutex::new(State {
+                objects: BTreeMap::new(),
+                version,
+                history: VecDeque::with_capacity(HISTORY),
+            }),
+            events: broadcast::channel(HISTORY).0,
         })
     }
 
@@ -196,7 +240,13 @@ impl Tracker {
                 previous,
             });
         }
+        // Sent under the lock, as kept: a watch subscribes and reads the
+        // history under it too, so it sees each change exactly once.
         for event in events {
+            if state.history.len() == HISTORY {
+                state.history.pop_front();
+            }
+            state.history.push_back(event.clone());
             // No watcher is not an error.
             let _ = self.events.send(event);
         }
@@ -220,12 +270,13 @@ impl Tracker {
         self.state.lock().expect("tracker lock").version
     }
 
-    /// A watch response: from `since` (a list's version) on, or the current
-    /// objects as ADDED first; newline-delimited JSON events, each object a
-    /// one-row Table if `table`, each [`Plugin::redacted`] if `redact`,
-    /// only what `selector` selects (see the module's doc). Ends after
-    /// `timeout` (the client watches again), or when the watcher falls too
-    /// far behind.
+    /// A watch response: the changes after `since` (a list's version), or
+    /// the current objects as ADDED first; newline-delimited JSON events,
+    /// each object a one-row Table if `table`, each [`Plugin::redacted`] if
+    /// `redact`, only what `selector` selects (see the module's doc). Ends
+    /// after `timeout` (the client watches again), or when the watcher falls
+    /// too far behind; a `since` whose changes are not all kept gets one
+    /// 410 `Expired` ERROR event (the client lists again).
     pub fn watch(
         self: &Arc<Self>,
         since: Option<u64>,
@@ -234,12 +285,21 @@ impl Tracker {
         redact: bool,
         selector: Selector,
     ) -> Response<Body> {
-        // Subscribe before reading the state, so no change falls between.
+        // Subscribe and read the state under the lock changes are sent
+        // under, so no change falls between.
+        let state = self.state.lock().expect("tracker lock");
         let mut events = self.events.subscribe();
-        let (start, initial) = match since {
-            Some(version) => (version, Vec::new()),
+        let (start, initial): (u64, Vec<Event>) = match since {
+            Some(version) => match state.since(version) {
+                Some(kept) => (
+                    state.version,
+                    kept.into_iter()
+                        .filter_map(|e| e.selected(&selector))
+                        .collect(),
+                ),
+                None => return expired(version, &state),
+            },
             None => {
-                let state = self.state.lock().expect("tracker lock");
                 let initial = state
                     .objects
                     .values()
@@ -254,6 +314,7 @@ impl Tracker {
                 (state.version, initial)
             }
         };
+        drop(state);
         let (mut sender, body) =
             http_body_util::channel::Channel::<Bytes, std::convert::Infallible>::new(16);
         tokio::spawn(async move {
@@ -306,6 +367,24 @@ impl Tracker {
             .body(body.boxed())
             .expect("static response parts are valid")
     }
+}
+
+/// The answer to a watch from a version whose changes are not all kept:
+/// one ERROR event, as kube-apiserver sends it ("too old resource version").
+fn expired(version: u64, state: &State) -> Response<Body> {
+    let oldest = state.history.front().map_or(state.version, |e| e.version);
+    let status = resources::failure(
+        StatusCode::GONE,
+        "Expired",
+        format!("too old resource version: {version} ({oldest})"),
+        None,
+    );
+    let body = line(&WatchEvent::<Plugin>::ErrorStatus(status)).unwrap_or_default();
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(body).boxed())
+        .expect("static response parts are valid")
 }
 
 /// One line of a watch response, or nothing (and the watch ends: the client
@@ -432,7 +511,7 @@ mod tests {
 
     #[test]
     fn versions_change_only_with_content_and_removals_are_deleted_events() {
-        let tracker = Tracker::new();
+        let tracker = Tracker::starting_at(0);
         let mut events = tracker.events.subscribe();
         tracker.update(BTreeMap::from([("a".into(), plugin("a", "running"))]));
         tracker.update(BTreeMap::from([("a".into(), plugin("a", "running"))]));
@@ -456,7 +535,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_selected_watch_sees_objects_come_and_go_as_they_match() {
-        let tracker = Tracker::new();
+        let tracker = Tracker::starting_at(0);
         // 1: a running, 2: b failed.
         tracker.update(BTreeMap::from([
             labelled("a", "running", 0),
@@ -498,7 +577,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_selected_watch_resumed_from_a_list_learns_what_stopped_matching() {
-        let tracker = Tracker::new();
+        let tracker = Tracker::starting_at(0);
         tracker.update(BTreeMap::from([
             labelled("a", "running", 0),
             labelled("b", "failed", 0),
@@ -541,7 +620,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_watch_without_selector_sees_every_change_as_it_happened() {
-        let tracker = Tracker::new();
+        let tracker = Tracker::starting_at(0);
         tracker.update(BTreeMap::from([labelled("a", "running", 0)]));
         let mut body = tracker
             .watch(
@@ -566,6 +645,89 @@ mod tests {
                 event("DELETED", "a", "failed", 4),
                 event("DELETED", "b", "failed", 5),
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_a_list_sees_the_changes_made_before_it_began() {
+        let tracker = Tracker::starting_at(0);
+        tracker.update(BTreeMap::from([labelled("a", "running", 0)]));
+        let (_, version) = tracker.list();
+        // Between the list and the watch: a fails, b appears.
+        tracker.update(BTreeMap::from([
+            labelled("a", "failed", 0),
+            labelled("b", "running", 0),
+        ]));
+        let mut body = tracker
+            .watch(
+                Some(version),
+                Duration::from_secs(60),
+                false,
+                false,
+                Selector::default(),
+            )
+            .into_body();
+        tracker.update(BTreeMap::from([labelled("b", "running", 0)]));
+        assert_eq!(
+            next_events(&mut body, 3).await,
+            [
+                event("MODIFIED", "a", "failed", 2),
+                event("ADDED", "b", "running", 3),
+                event("DELETED", "a", "failed", 4),
+            ]
+        );
+    }
+
+    /// The one event of a watch: its type and its object.
+    async fn only_event(body: &mut Body) -> Value {
+        let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+            .await
+            .expect("an answer")
+            .expect("one frame")
+            .expect("infallible");
+        let event: Value = serde_json::from_slice(&frame.into_data().expect("data")).expect("JSON");
+        assert!(body.frame().await.is_none(), "the watch ends after it");
+        event
+    }
+
+    #[tokio::test]
+    async fn a_version_whose_changes_are_gone_or_not_ours_is_expired() {
+        let tracker = Tracker::starting_at(1000);
+        tracker.update(BTreeMap::from([labelled("a", "running", 0)]));
+        for reconciles in 1..=HISTORY as u64 {
+            tracker.update(BTreeMap::from([labelled("a", "running", reconciles)]));
+        }
+        let now = tracker.version();
+        assert_eq!(now, 1000 + 1 + HISTORY as u64);
+        let watch = |since| {
+            tracker.watch(
+                Some(since),
+                Duration::from_secs(60),
+                false,
+                false,
+                Selector::default(),
+            )
+        };
+        // The oldest kept change is 1002: from 1001 on is whole; 1000 is
+        // not (1001 was dropped), nor is a version above ours (another
+        // replica's) or below where we started (an earlier process's).
+        for since in [1000, 999, 5, now + 1, now + 1_000_000] {
+            let event = only_event(watch(since).body_mut()).await;
+            assert_eq!(event["type"], "ERROR", "{since}: {event}");
+            assert_eq!(event["object"]["kind"], "Status");
+            assert_eq!(event["object"]["code"], 410);
+            assert_eq!(event["object"]["reason"], "Expired");
+        }
+        let mut body = watch(1001).into_body();
+        let replayed = next_events(&mut body, HISTORY).await;
+        assert_eq!(replayed.first().map(|e| e.3.as_str()), Some("1002"));
+        assert_eq!(replayed.last().map(|e| e.3.clone()), Some(now.to_string()));
+        // Up to date: nothing to replay, the watch goes on.
+        let mut body = watch(now).into_body();
+        tracker.update(BTreeMap::new());
+        assert_eq!(
+            next_events(&mut body, 1).await,
+            [event("DELETED", "a", "running", now + 1)]
         );
     }
 }
