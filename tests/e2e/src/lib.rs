@@ -928,6 +928,49 @@ impl Drop for Registration {
     }
 }
 
+/// A host serving the aggregated API on a free port with fresh
+/// certificates, registered as the APIService for the test.
+pub struct ApiHost {
+    // Dropped first: the APIService goes before its server.
+    _registration: Option<Registration>,
+    pub host: Host,
+    pub port: u16,
+    /// `ca.crt`, `tls.crt`, `tls.key` ([`certificates`]).
+    pub certs: PathBuf,
+}
+
+impl ApiHost {
+    pub fn start(dir: &PluginDir, extra: &[&str]) -> Self {
+        let mut api = Self::unregistered(dir, extra);
+        api._registration = Some(Registration::new(api.port, &api.certs.join("ca.crt")));
+        api
+    }
+
+    /// The same, not registered: reached only straight at its port.
+    pub fn unregistered(dir: &PluginDir, extra: &[&str]) -> Self {
+        let certs = certificates(&dir.path);
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let (cert, key) = (certs.join("tls.crt"), certs.join("tls.key"));
+        let mut args = vec![
+            "--api-listen",
+            &listen,
+            "--api-cert",
+            cert.to_str().expect("utf-8 path"),
+            "--api-key",
+            key.to_str().expect("utf-8 path"),
+        ];
+        args.extend_from_slice(extra);
+        let host = Host::start_with(dir, &args);
+        ApiHost {
+            _registration: None,
+            host,
+            port,
+            certs,
+        }
+    }
+}
+
 /// A CA and a serving certificate (deploy/apiservice/gen-cert) in
 /// `dir/api-certs`.
 pub fn certificates(dir: &Path) -> PathBuf {

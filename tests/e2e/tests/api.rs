@@ -14,23 +14,6 @@ use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
-/// The host with the seed plugins and the aggregated API on `port`.
-fn host_with_api(dir: &PluginDir, certs: &Path, port: u16) -> Host {
-    let listen = format!("127.0.0.1:{port}");
-    let (cert, key) = (certs.join("tls.crt"), certs.join("tls.key"));
-    Host::start_with(
-        dir,
-        &[
-            "--api-listen",
-            &listen,
-            "--api-cert",
-            cert.to_str().unwrap(),
-            "--api-key",
-            key.to_str().unwrap(),
-        ],
-    )
-}
-
 fn plugins_table() -> String {
     kubectl_ok(&["get", "plugins"], None)
 }
@@ -221,10 +204,8 @@ fn kubectl_gets_explains_and_watches_plugins_through_the_aggregator() {
         "pod-annotator",
         &format!("config:\n  namespaces: [{}]\n", ns.name),
     );
-    let certs = certificates(&dir.path);
-    let port = free_port();
-    let host = host_with_api(&dir, &certs, port);
-    let _registration = Registration::new(port, &certs.join("ca.crt"));
+    let api = ApiHost::start(&dir, &[]);
+    let host = &api.host;
 
     // Discovery: the group and its resource.
     eventually("kubectl to discover plugins", TIMEOUT, || {
@@ -333,6 +314,41 @@ fn kubectl_gets_explains_and_watches_plugins_through_the_aggregator() {
         "{stderr}"
     );
 
+    // A watch from a version this host did not issue (an earlier process's,
+    // another replica's) is told to relist, through the aggregator.
+    let expired = kubectl_ok(
+        &[
+            "get",
+            "--raw",
+            "/apis/kubeplug.io/v1alpha1/plugins?watch=1&resourceVersion=5&timeoutSeconds=5",
+        ],
+        None,
+    );
+    let event: Value = serde_json::from_str(expired.trim()).expect("one JSON event");
+    assert_eq!(event["type"], "ERROR", "{expired}");
+    assert_eq!(event["object"]["code"], 410, "{expired}");
+    assert_eq!(event["object"]["reason"], "Expired", "{expired}");
+    // One from the version of a list sees what changed after it.
+    let list: Value = serde_json::from_str(&kubectl_ok(
+        &["get", "--raw", "/apis/kubeplug.io/v1alpha1/plugins"],
+        None,
+    ))
+    .expect("a list");
+    let version = list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("version");
+    let resumed = kubectl_ok(
+        &[
+            "get",
+            "--raw",
+            &format!(
+                "/apis/kubeplug.io/v1alpha1/plugins?watch=1&resourceVersion={version}&timeoutSeconds=3"
+            ),
+        ],
+        None,
+    );
+    assert!(!resumed.contains("\"ERROR\""), "{resumed}");
+
     // `kubectl get plugins -w` streams a swap.
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG");
     let mut watch = Command::new(std::env::var("KUBECTL").expect("KUBECTL"))
@@ -388,7 +404,7 @@ fn kubectl_gets_explains_and_watches_plugins_through_the_aggregator() {
     let _ = watch.kill();
     let _ = watch.wait();
 
-    drop(host);
+    drop(api);
 }
 
 #[test]
@@ -400,10 +416,7 @@ fn label_and_field_selectors_pick_plugins_and_a_named_watch_sees_only_its_plugin
         "pod-annotator",
         &format!("config:\n  namespaces: [{}]\n", ns.name),
     );
-    let certs = certificates(&dir.path);
-    let port = free_port();
-    let _host = host_with_api(&dir, &certs, port);
-    let _registration = Registration::new(port, &certs.join("ca.crt"));
+    let _api = ApiHost::start(&dir, &[]);
     eventually("the three plugins running", TIMEOUT, || {
         let out = kubectl(&["get", "plugins", "-l", "kubeplug.io/state=running"], None);
         let mut running = names(&String::from_utf8_lossy(&out.stdout));
@@ -503,10 +516,8 @@ fn label_and_field_selectors_pick_plugins_and_a_named_watch_sees_only_its_plugin
 fn rbac_decides_and_only_the_front_proxy_gets_in() {
     install_crds();
     let dir = PluginDir::with(&["myapp"]);
-    let certs = certificates(&dir.path);
-    let port = free_port();
-    let _host = host_with_api(&dir, &certs, port);
-    let _registration = Registration::new(port, &certs.join("ca.crt"));
+    let api = ApiHost::start(&dir, &[]);
+    let (certs, port) = (&api.certs, api.port);
     eventually("kubectl get plugins as admin", TIMEOUT, || {
         plugins_table().contains("myapp").then_some(())
     });
@@ -626,10 +637,7 @@ fn a_preview_shows_what_a_change_would_do_and_writes_nothing() {
     install_crds();
     let ns = Namespace::new("preview");
     let dir = PluginDir::with(&["database"]);
-    let certs = certificates(&dir.path);
-    let port = free_port();
-    let _host = host_with_api(&dir, &certs, port);
-    let _registration = Registration::new(port, &certs.join("ca.crt"));
+    let _api = ApiHost::start(&dir, &[]);
     apply(
         &ns.name,
         "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: shop\nspec:\n  engine: postgresql\n  version: 16.4.0\n  replicas: 1\n",

@@ -68,21 +68,7 @@ impl<F: FnMut()> Drop for Restore<F> {
 fn a_healthy_install_reads_ok_on_every_line() {
     install_crds();
     let dir = PluginDir::with(&["database", "myapp", "pod-annotator"]);
-    let certs = certificates(&dir.path);
-    let port = free_port();
-    let (cert, key) = (certs.join("tls.crt"), certs.join("tls.key"));
-    let _host = Host::start_with(
-        &dir,
-        &[
-            "--api-listen",
-            &format!("127.0.0.1:{port}"),
-            "--api-cert",
-            cert.to_str().unwrap(),
-            "--api-key",
-            key.to_str().unwrap(),
-        ],
-    );
-    let _registration = Registration::new(port, &certs.join("ca.crt"));
+    let _api = ApiHost::start(&dir, &[]);
 
     let (ok, text) = doctor_on(&dir, &[]);
     assert!(ok, "doctor failed:\n{text}");

@@ -15,21 +15,6 @@ use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
-fn host_with_api(dir: &PluginDir, certs: &Path, port: u16, extra: &[&str]) -> Host {
-    let listen = format!("127.0.0.1:{port}");
-    let (cert, key) = (certs.join("tls.crt"), certs.join("tls.key"));
-    let mut args = vec![
-        "--api-listen",
-        &listen,
-        "--api-cert",
-        cert.to_str().unwrap(),
-        "--api-key",
-        key.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    Host::start_with(dir, &args)
-}
-
 /// Wait until kube-apiserver routes previews to the host.
 fn wait_for_previews() {
     eventually("kubectl to discover previews", TIMEOUT, || {
@@ -90,10 +75,7 @@ fn a_preview_shows_no_live_values_of_kinds_its_caller_may_not_read() {
     install_crds();
     let ns = Namespace::new("fp-read");
     let dir = PluginDir::with(&["database"]);
-    let certs = certificates(&dir.path);
-    let port = free_port();
-    let _host = host_with_api(&dir, &certs, port, &[]);
-    let _registration = Registration::new(port, &certs.join("ca.crt"));
+    let _api = ApiHost::start(&dir, &[]);
     database(&ns.name, "shop");
     wait_for_previews();
     let password = get_json(&ns.name, "secret/shop-credentials")
@@ -214,10 +196,7 @@ fn a_spoofed_parent_uid_is_handed_no_other_namespace_s_children() {
     let victim = Namespace::new("fp-victim");
     let caller = Namespace::new("fp-caller");
     let dir = PluginDir::with(&["database"]);
-    let certs = certificates(&dir.path);
-    let port = free_port();
-    let _host = host_with_api(&dir, &certs, port, &[]);
-    let _registration = Registration::new(port, &certs.join("ca.crt"));
+    let _api = ApiHost::start(&dir, &[]);
     database(&victim.name, "shop");
     wait_for_previews();
     let live = get_json(&victim.name, "database/shop").expect("the victim's database");
@@ -330,13 +309,9 @@ fn a_flood_of_previews_with_new_names_costs_the_replica_none_of_its_leases() {
     install_crds();
     let ns = Namespace::new("fp-flood");
     let dir = PluginDir::with(&["database"]);
-    let certs = certificates(&dir.path);
-    let port = free_port();
     // A small rate limit, so that reviews and renewals sharing it would show.
-    let host = host_with_api(
+    let api = ApiHost::unregistered(
         &dir,
-        &certs,
-        port,
         &[
             "--leader-elect",
             "--lease-namespace",
@@ -347,6 +322,7 @@ fn a_flood_of_previews_with_new_names_costs_the_replica_none_of_its_leases() {
             "5",
         ],
     );
+    let (host, certs, port) = (&api.host, &api.certs, api.port);
     database(&ns.name, "shop");
     let (holder, _) = eventually("a lease holder", TIMEOUT, || {
         lease(&ns.name, "kubeplug-database")
@@ -469,10 +445,7 @@ fn error_texts_and_shadow_examples_need_get_on_plugins_details() {
         dir.path.join("database.next.wasm"),
     )
     .expect("place the candidate");
-    let certs = certificates(&dir.path);
-    let port = free_port();
-    let _host = host_with_api(&dir, &certs, port, &[]);
-    let _registration = Registration::new(port, &certs.join("ca.crt"));
+    let _api = ApiHost::start(&dir, &[]);
     database(&ns.name, "shop");
 
     // The roles as deploy/ ships them.
