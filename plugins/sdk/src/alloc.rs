@@ -1,6 +1,7 @@
-//! The guest's allocator: small blocks in power-of-two size classes, bumped
-//! out of chunks and kept on a free list per class; large ones from the
-//! system allocator.
+//! The guest's allocator: blocks up to [`LARGE`] in power-of-two size
+//! classes, bumped out of an arena the instance starts with (then out of
+//! chunks) and kept on a free list per class; larger ones from the system
+//! allocator.
 //!
 //! Why: a call parses the request into JSON trees and builds the answer as
 //! more of them, thousands of small allocations freed within the call, and
@@ -8,13 +9,23 @@
 //! `malloc` and `free` (docs/benchmarks.md, "The database guest against
 //! native"). Each call runs in a fresh instance whose memory is discarded
 //! after it, so the allocator need neither give memory back nor stay
-//! unfragmented over a long life: a small block costs a list pop or a
-//! pointer bump, its free a list push.
+//! unfragmented over a long life: a block costs a list pop or a pointer
+//! bump, its free a list push.
+//!
+//! Why an arena: a Rust guest's memory starts with just its stack and data,
+//! so its first allocation grows memory, and under the host's pooling
+//! allocator every grow costs two `mprotect`s with their TLB flushes (the
+//! grow, and taking it back when the next instance starts in the slot): a
+//! quarter of a small call's whole cost (docs/benchmarks.md, "Calls that
+//! never grow memory"). The arena is a zeroed static, so the linker puts it
+//! in the memory the instance starts with; its pages cost nothing until
+//! written, and a call that stays within it never grows memory.
 //!
 //! The price: a block is rounded up to a power of two (at most twice its
 //! size), and memory freed in one class is reused only by that class. A call
 //! that peaks in several classes at different times holds the sum of the
-//! peaks. Blocks over [`LARGE`] bytes (the request's texts, long answers) go
+//! peaks. Every instance starts [`ARENA`] bytes bigger (charged to the
+//! plugin's memory quota like any memory). Blocks over [`LARGE`] bytes go
 //! to the system allocator and are reused by it as before.
 //!
 //! Only Wasm builds install it (see the crate root); native builds of a
@@ -29,36 +40,49 @@ use std::ptr;
 /// multiple of [`ALIGN`], so that every block stays aligned).
 const MIN: usize = 16;
 /// Blocks larger than this come from the system allocator.
-pub const LARGE: usize = 4 << 10;
-/// Bytes taken from the system allocator at a time for small blocks.
-const CHUNK: usize = 64 << 10;
+pub const LARGE: usize = 64 << 10;
+/// The arena of the crate root's allocator, in bytes.
+pub const ARENA: usize = 512 << 10;
+/// Bytes taken from the system allocator at a time once the arena is used.
+const CHUNK: usize = 256 << 10;
 /// Alignment of every small block (more than `std`'s types need; a layout
 /// asking for more goes to the system allocator).
 const ALIGN: usize = 16;
 const CLASSES: usize = (LARGE.trailing_zeros() - MIN.trailing_zeros() + 1) as usize;
 
-/// The allocator. Not thread-safe: a guest has one thread.
-pub struct SizeClasses {
+/// The allocator, with an arena of `N` bytes. Not thread-safe: a guest has
+/// one thread.
+pub struct SizeClasses<const N: usize = ARENA> {
     state: UnsafeCell<State>,
+    arena: Arena<N>,
 }
+
+/// Memory to bump blocks out of before any chunk is taken.
+#[repr(C, align(16))]
+struct Arena<const N: usize>(UnsafeCell<[u8; N]>);
 
 struct State {
     /// Head of each class's list of freed blocks (each holds the next).
     free: [*mut u8; CLASSES],
-    /// The unused part of the current chunk: where, and how many bytes.
+    /// The unused part of the arena or the current chunk: where, and how
+    /// many bytes.
     next: *mut u8,
     left: usize,
+    /// Whether blocks were ever bumped out of the arena (after it, chunks).
+    arena_used: bool,
 }
 
-impl SizeClasses {
-    /// An empty allocator: it takes its first chunk on the first small block.
+impl<const N: usize> SizeClasses<N> {
+    /// An empty allocator: the first block is bumped out of its arena.
     pub const fn new() -> Self {
         SizeClasses {
             state: UnsafeCell::new(State {
                 free: [ptr::null_mut(); CLASSES],
                 next: ptr::null_mut(),
                 left: 0,
+                arena_used: false,
             }),
+            arena: Arena(UnsafeCell::new([0; N])),
         }
     }
 }
@@ -67,9 +91,9 @@ impl SizeClasses {
 // root installs it only there.
 #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
 #[allow(unsafe_code, reason = "the global allocator must be Sync")]
-unsafe impl Sync for SizeClasses {}
+unsafe impl<const N: usize> Sync for SizeClasses<N> {}
 
-impl Default for SizeClasses {
+impl<const N: usize> Default for SizeClasses<N> {
     fn default() -> Self {
         Self::new()
     }
@@ -89,13 +113,36 @@ fn class_size(class: usize) -> usize {
     MIN << class
 }
 
+impl State {
+    /// Put what is left of the arena or chunk on the free lists, largest
+    /// blocks first, before bumping out of another chunk.
+    fn spill(&mut self) {
+        while self.left >= MIN {
+            let class =
+                (usize::BITS - 1 - self.left.min(LARGE).leading_zeros() - MIN.trailing_zeros())
+                    as usize;
+            let block = self.next;
+            // SAFETY: `block` starts `left` bytes we own, aligned to ALIGN
+            // (every size taken is a multiple of it), and the class's size
+            // is at most `left`.
+            #[allow(unsafe_code, reason = "free-list links live in the blocks")]
+            unsafe {
+                block.cast::<*mut u8>().write(self.free[class]);
+                self.next = block.add(class_size(class));
+            }
+            self.free[class] = block;
+            self.left -= class_size(class);
+        }
+    }
+}
+
 // SAFETY (all of it): `state` is only reached through `&self` on one
 // thread (a guest has one; the global instance is registered only on
 // single-threaded Wasm, see the crate root), and no method calls another
 // while holding a reference into it, except `realloc` calling `alloc` and
 // `dealloc` one after the other.
 #[allow(unsafe_code, reason = "an allocator hands out raw memory")]
-unsafe impl GlobalAlloc for SizeClasses {
+unsafe impl<const N: usize> GlobalAlloc for SizeClasses<N> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let Some(class) = class(layout) else {
             // SAFETY: the caller's layout, passed on.
@@ -111,14 +158,22 @@ unsafe impl GlobalAlloc for SizeClasses {
         }
         let size = class_size(class);
         if state.left < size {
-            // A new chunk; the old one's tail (less than a block) is left.
-            // SAFETY: a valid, non-zero layout.
-            let chunk = unsafe { System.alloc(Layout::from_size_align_unchecked(CHUNK, ALIGN)) };
-            if chunk.is_null() {
-                return chunk;
-            }
-            state.next = chunk;
-            state.left = CHUNK;
+            let (next, left) = if !state.arena_used && size <= N {
+                state.arena_used = true;
+                (self.arena.0.get().cast(), N)
+            } else {
+                // SAFETY: a valid, non-zero layout.
+                let chunk =
+                    unsafe { System.alloc(Layout::from_size_align_unchecked(CHUNK, ALIGN)) };
+                if chunk.is_null() {
+                    return chunk;
+                }
+                (chunk, CHUNK)
+            };
+            // The old tail, as blocks of the classes it holds.
+            state.spill();
+            state.next = next;
+            state.left = left;
         }
         let block = state.next;
         // SAFETY: within the chunk (`size <= left`).
@@ -206,7 +261,7 @@ mod tests {
 
     #[test]
     fn blocks_are_aligned_distinct_and_reused_per_class() {
-        let a = SizeClasses::new();
+        let a = SizeClasses::<0>::new();
         unsafe {
             let small = layout(8, 8);
             let x = a.alloc(small);
@@ -227,7 +282,7 @@ mod tests {
 
     #[test]
     fn memory_holds_what_was_written_across_reallocs_and_chunks() {
-        let a = SizeClasses::new();
+        let a = SizeClasses::<0>::new();
         unsafe {
             // More blocks than one chunk holds, each filled with its index.
             let mut blocks = Vec::new();
@@ -271,6 +326,42 @@ mod tests {
             for (p, size, _) in blocks {
                 a.dealloc(p, layout(size, 1));
             }
+        }
+    }
+
+    #[test]
+    fn the_arena_comes_first_then_chunks_and_its_tail_is_reused() {
+        const N: usize = 4096;
+        let a = Box::new(SizeClasses::<N>::new());
+        let arena = a.arena.0.get() as usize;
+        let within = |p: *mut u8| (arena..arena + N).contains(&(p as usize));
+        unsafe {
+            // 4096 = 3 * 1024 + 512 + 256 + 256: the arena holds these.
+            let blocks: Vec<_> = [1000, 1000, 1000, 500, 200, 256]
+                .iter()
+                .map(|&n| (a.alloc(layout(n, 8)), n))
+                .collect();
+            assert!(blocks.iter().all(|(p, _)| within(*p)), "from the arena");
+            // Full: the next block comes from a chunk.
+            let outside = a.alloc(layout(16, 8));
+            assert!(!outside.is_null() && !within(outside));
+            for (p, n) in blocks {
+                a.dealloc(p, layout(n, 8));
+            }
+            // A partly used arena's tail goes on the free lists when a
+            // block does not fit in it.
+            let b = Box::new(SizeClasses::<N>::new());
+            let arena = b.arena.0.get() as usize;
+            let within_b = |p: *mut u8, arena: usize| (arena..arena + N).contains(&(p as usize));
+            let first = b.alloc(layout(2048, 8));
+            assert_eq!(first as usize, arena);
+            let big = b.alloc(layout(LARGE, 8));
+            assert!(!big.is_null());
+            // The 2 KiB left became one block of the 2 KiB class.
+            let tail = b.alloc(layout(2000, 8));
+            assert_eq!(tail as usize, arena + 2048, "the arena's tail, spilled");
+            let next = b.alloc(layout(2000, 8));
+            assert!(!within_b(next, arena), "the tail was one block");
         }
     }
 }

@@ -44,10 +44,12 @@
 //!
 //! # Allocation
 //!
-//! A Wasm build gets the SDK's allocator ([`alloc`]): small blocks in
-//! power-of-two classes, cheap for the many short-lived allocations of JSON
-//! trees in a call that runs in a fresh instance. Turn off the default
-//! `allocator` feature to install your own `#[global_allocator]`.
+//! A Wasm build gets the SDK's allocator ([`alloc`]): blocks in power-of-two
+//! classes, cheap for the many short-lived allocations of JSON trees in a
+//! call that runs in a fresh instance, bumped out of a 512 KiB arena the
+//! instance starts with, so that a typical call never grows its memory.
+//! Turn off the default `allocator` feature to install your own
+//! `#[global_allocator]`.
 
 // Deny, not forbid: the generated export glue is unsafe and allowed where
 // it is expanded, the allocator (`alloc`) where it hands out memory;

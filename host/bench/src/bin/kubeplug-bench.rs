@@ -65,6 +65,10 @@ struct Args {
     /// (`default`, `no-scan`, `keep-1m`, ...; see `tuning`).
     #[arg(long, default_value = "default")]
     tunings: String,
+    /// With `--breakdown`: time only these of its plugins, comma-separated
+    /// (for a profile of one guest under `perf record`).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 /// Calls made before timing, so that lazily initialised state (page faults
@@ -439,6 +443,9 @@ fn breakdown(args: &Args) -> anyhow::Result<()> {
         "whole call", "CPU/call", "kept/slot"
     );
     for (dir, name) in BREAKDOWN {
+        if !args.only.is_empty() && !args.only.iter().any(|o| o == name) {
+            continue;
+        }
         let path = root.join(dir).join(format!("{name}.wasm"));
         let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
         for (tuning_name, tuning) in &tunings {
