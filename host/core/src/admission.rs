@@ -286,19 +286,13 @@ mod tests {
 
     fn manifest(name: &str, children: Vec<ApiResource>) -> Manifest {
         Manifest {
-            name: name.into(),
-            version: "0.1.0".into(),
-            parent: ApiResource::new("example.com", "v1", "Database", "databases", true),
-            mode: Mode::Composite,
             children,
-            related: Vec::new(),
-            namespaces: Vec::new(),
-            finalizer: None,
-            resync_seconds: None,
-            excluded_namespaces: Vec::new(),
-            metadata_only: Vec::new(),
-            references: Vec::new(),
-            webhooks: Default::default(),
+            ..Manifest::new(
+                name,
+                "0.1.0",
+                ApiResource::new("example.com", "v1", "Database", "databases", true),
+                Mode::Composite,
+            )
         }
     }
 

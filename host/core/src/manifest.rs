@@ -194,6 +194,32 @@ fn check_resource(what: &str, r: &ApiResource) -> Result<(), String> {
 }
 
 impl Manifest {
+    /// A manifest that asks for its parent and nothing else: no children,
+    /// related kinds or references, every namespace, no finalizer, resync
+    /// or webhooks. The rest is filled in with struct update syntax.
+    pub fn new(
+        name: impl Into<String>,
+        version: impl Into<String>,
+        parent: ApiResource,
+        mode: Mode,
+    ) -> Self {
+        Manifest {
+            name: name.into(),
+            version: version.into(),
+            parent,
+            mode,
+            children: Vec::new(),
+            related: Vec::new(),
+            namespaces: Vec::new(),
+            finalizer: None,
+            resync_seconds: None,
+            excluded_namespaces: Vec::new(),
+            metadata_only: Vec::new(),
+            references: Vec::new(),
+            webhooks: Default::default(),
+        }
+    }
+
     /// Enforce the host's rules on a manifest a plugin returned.
     pub fn validate(&self) -> Result<(), String> {
         if self.name.len() > 63 {
@@ -408,19 +434,13 @@ mod tests {
 
     fn hostile() -> Manifest {
         Manifest {
-            name: "hostile".into(),
-            version: "0.1.0".into(),
-            parent: res("test.kubeplug.io", "v1", "Hostile", "hostiles", true),
-            mode: Mode::Composite,
             children: vec![res("", "v1", "ConfigMap", "configmaps", true)],
-            related: Vec::new(),
-            namespaces: Vec::new(),
-            finalizer: None,
-            resync_seconds: None,
-            excluded_namespaces: Vec::new(),
-            metadata_only: Vec::new(),
-            references: Vec::new(),
-            webhooks: Default::default(),
+            ..Manifest::new(
+                "hostile",
+                "0.1.0",
+                res("test.kubeplug.io", "v1", "Hostile", "hostiles", true),
+                Mode::Composite,
+            )
         }
     }
 

@@ -193,16 +193,6 @@ mod tests {
 
     fn manifest(parent_namespaced: bool) -> Manifest {
         Manifest {
-            name: "myapp".into(),
-            version: "0.1.0".into(),
-            parent: ApiResource::new(
-                "example.com",
-                "v1alpha1",
-                "MyApp",
-                "myapps",
-                parent_namespaced,
-            ),
-            mode: Mode::Composite,
             children: vec![ApiResource::new(
                 "apps",
                 "v1",
@@ -210,17 +200,23 @@ mod tests {
                 "deployments",
                 true,
             )],
-            related: Vec::new(),
             namespaces: vec!["shop".into(), "team-b".into()],
-            finalizer: None,
-            resync_seconds: None,
-            excluded_namespaces: Vec::new(),
-            metadata_only: Vec::new(),
             references: vec![
                 configmap(),
                 ApiResource::new("", "v1", "Namespace", "namespaces", false),
             ],
-            webhooks: Default::default(),
+            ..Manifest::new(
+                "myapp",
+                "0.1.0",
+                ApiResource::new(
+                    "example.com",
+                    "v1alpha1",
+                    "MyApp",
+                    "myapps",
+                    parent_namespaced,
+                ),
+                Mode::Composite,
+            )
         }
     }
 

@@ -25,23 +25,17 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
 /// and Secrets.
 pub(super) fn composite() -> Manifest {
     Manifest {
-        name: "database".into(),
-        version: "0.1.0".into(),
-        parent: resource("example.com", "v1", "Database", "databases"),
-        mode: Mode::Composite,
         children: vec![
             resource("apps", "v1", "StatefulSet", "statefulsets"),
             resource("", "v1", "Service", "services"),
             resource("", "v1", "Secret", "secrets"),
         ],
-        related: Vec::new(),
-        namespaces: Vec::new(),
-        finalizer: None,
-        resync_seconds: None,
-        excluded_namespaces: Vec::new(),
-        metadata_only: Vec::new(),
-        references: Vec::new(),
-        webhooks: Default::default(),
+        ..Manifest::new(
+            "database",
+            "0.1.0",
+            resource("example.com", "v1", "Database", "databases"),
+            Mode::Composite,
+        )
     }
 }
 

@@ -17,10 +17,6 @@ fn res(group: &str, kind: &str, plural: &str, namespaced: bool) -> ApiResource {
 
 fn database() -> Manifest {
     Manifest {
-        name: "database".into(),
-        version: "0.1.0".into(),
-        parent: res("example.com", "Database", "databases", true),
-        mode: Mode::Composite,
         children: vec![
             res("apps", "StatefulSet", "statefulsets", true),
             res("", "Service", "services", true),
@@ -30,13 +26,12 @@ fn database() -> Manifest {
             resource: res("", "Pod", "pods", true),
             match_labels: vec![("app".into(), LabelValue::ParentName)],
         }],
-        namespaces: Vec::new(),
-        finalizer: None,
-        resync_seconds: None,
-        excluded_namespaces: Vec::new(),
-        metadata_only: Vec::new(),
-        references: Vec::new(),
-        webhooks: Default::default(),
+        ..Manifest::new(
+            "database",
+            "0.1.0",
+            res("example.com", "Database", "databases", true),
+            Mode::Composite,
+        )
     }
 }
 

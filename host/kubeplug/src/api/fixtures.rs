@@ -18,21 +18,12 @@ fn kind(group: &str, kind: &str, plural: &str) -> ApiResource {
 /// A row of `state`, serving a `database` plugin of `mode` unless `None`.
 pub fn row(state: State, mode: Option<Mode>) -> Status {
     let detail = mode.map(|mode| PluginDetail {
-        manifest: Manifest {
-            name: "database".into(),
-            version: "0.1.0".into(),
-            parent: kind("example.com", "Database", "databases"),
+        manifest: Manifest::new(
+            "database",
+            "0.1.0",
+            kind("example.com", "Database", "databases"),
             mode,
-            children: Vec::new(),
-            related: Vec::new(),
-            namespaces: Vec::new(),
-            finalizer: None,
-            resync_seconds: None,
-            excluded_namespaces: Vec::new(),
-            metadata_only: Vec::new(),
-            references: Vec::new(),
-            webhooks: Default::default(),
-        },
+        ),
         reconciles: 0,
         errors: 0,
         queue_depth: 0,

@@ -100,19 +100,15 @@ mod tests {
 
     fn manifest(namespaces: &[&str]) -> Manifest {
         Manifest {
-            name: "database".into(),
-            version: "0.1.0".into(),
-            parent: res("example.com", "Database"),
-            mode: Mode::Composite,
             children: vec![res("apps", "StatefulSet")],
             related: vec![pods_related()],
             namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
-            finalizer: None,
-            resync_seconds: None,
-            excluded_namespaces: Vec::new(),
-            metadata_only: Vec::new(),
-            references: Vec::new(),
-            webhooks: Default::default(),
+            ..Manifest::new(
+                "database",
+                "0.1.0",
+                res("example.com", "Database"),
+                Mode::Composite,
+            )
         }
     }
 

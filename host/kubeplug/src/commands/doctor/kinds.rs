@@ -227,22 +227,13 @@ mod tests {
         use kubeplug_core::manifest::{Mode, Related};
         let pod = ApiResource::new("", "v1", "Pod", "pods", true);
         let manifest = Manifest {
-            name: "x".into(),
-            version: "1".into(),
-            parent: database(),
-            mode: Mode::Composite,
             children: vec![pod.clone()],
             related: vec![Related {
                 resource: pod.clone(),
                 match_labels: Vec::new(),
             }],
-            namespaces: Vec::new(),
-            finalizer: None,
-            resync_seconds: None,
-            excluded_namespaces: Vec::new(),
-            metadata_only: Vec::new(),
             references: vec![ApiResource::new("", "v1", "ConfigMap", "configmaps", true)],
-            webhooks: Default::default(),
+            ..Manifest::new("x", "1", database(), Mode::Composite)
         };
         let kinds: Vec<String> = named(&manifest).iter().map(|k| k.to_string()).collect();
         assert_eq!(kinds, ["Database.example.com/v1", "Pod.v1", "ConfigMap.v1"]);

@@ -229,10 +229,6 @@ mod tests {
 
     fn database() -> Manifest {
         Manifest {
-            name: "database".into(),
-            version: "0.1.0".into(),
-            parent: ApiResource::new("example.com", "v1", "Database", "databases", true),
-            mode: Mode::Composite,
             children: vec![
                 ApiResource::new("apps", "v1", "StatefulSet", "statefulsets", true),
                 ApiResource::new("", "v1", "Service", "services", true),
@@ -241,13 +237,14 @@ mod tests {
                 resource: ApiResource::new("", "v1", "Pod", "pods", true),
                 match_labels: Vec::new(),
             }],
-            namespaces: Vec::new(),
             finalizer: Some("database.kubeplug.io/cleanup".into()),
-            resync_seconds: None,
-            excluded_namespaces: Vec::new(),
-            metadata_only: Vec::new(),
             references: vec![ApiResource::new("", "v1", "ConfigMap", "configmaps", true)],
-            webhooks: Default::default(),
+            ..Manifest::new(
+                "database",
+                "0.1.0",
+                ApiResource::new("example.com", "v1", "Database", "databases", true),
+                Mode::Composite,
+            )
         }
     }
 
