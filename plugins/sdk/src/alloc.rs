@@ -333,18 +333,20 @@ mod tests {
     fn the_arena_comes_first_then_chunks_and_its_tail_is_reused() {
         const N: usize = 4096;
         let a = Box::new(SizeClasses::<N>::new());
-        let arena = a.arena.0.get() as usize;
-        let within = |p: *mut u8| (arena..arena + N).contains(&(p as usize));
+        let within = |p: *mut u8, arena: &SizeClasses<N>| {
+            let start = arena.arena.0.get() as usize;
+            (start..start + N).contains(&(p as usize))
+        };
         unsafe {
             // 4096 = 3 * 1024 + 512 + 256 + 256: the arena holds these.
             let blocks: Vec<_> = [1000, 1000, 1000, 500, 200, 256]
                 .iter()
                 .map(|&n| (a.alloc(layout(n, 8)), n))
                 .collect();
-            assert!(blocks.iter().all(|(p, _)| within(*p)), "from the arena");
+            assert!(blocks.iter().all(|(p, _)| within(*p, &a)), "from the arena");
             // Full: the next block comes from a chunk.
             let outside = a.alloc(layout(16, 8));
-            assert!(!outside.is_null() && !within(outside));
+            assert!(!outside.is_null() && !within(outside, &a));
             for (p, n) in blocks {
                 a.dealloc(p, layout(n, 8));
             }
@@ -352,7 +354,6 @@ mod tests {
             // block does not fit in it.
             let b = Box::new(SizeClasses::<N>::new());
             let arena = b.arena.0.get() as usize;
-            let within_b = |p: *mut u8, arena: usize| (arena..arena + N).contains(&(p as usize));
             let first = b.alloc(layout(2048, 8));
             assert_eq!(first as usize, arena);
             let big = b.alloc(layout(LARGE, 8));
@@ -361,7 +362,7 @@ mod tests {
             let tail = b.alloc(layout(2000, 8));
             assert_eq!(tail as usize, arena + 2048, "the arena's tail, spilled");
             let next = b.alloc(layout(2000, 8));
-            assert!(!within_b(next, arena), "the tail was one block");
+            assert!(!within(next, &b), "the tail was one block");
         }
     }
 }

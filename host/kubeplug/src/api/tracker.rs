@@ -541,9 +541,7 @@ mod tests {
             labelled("a", "running", 0),
             labelled("b", "failed", 0),
         ]));
-        let mut body = tracker
-            .watch(None, Duration::from_secs(60), false, false, running())
-            .into_body();
+        let mut body = json_watch(&tracker, None, running()).into_body();
         // Only what matches is listed first.
         assert_eq!(
             next_events(&mut body, 1).await,
@@ -592,15 +590,7 @@ mod tests {
                 .count(),
             1
         );
-        let mut body = tracker
-            .watch(
-                Some(version),
-                Duration::from_secs(60),
-                false,
-                false,
-                running(),
-            )
-            .into_body();
+        let mut body = json_watch(&tracker, Some(version), running()).into_body();
         tracker.update(BTreeMap::from([
             labelled("a", "failed", 0),
             labelled("b", "failed", 1),
@@ -622,15 +612,7 @@ mod tests {
     async fn a_watch_without_selector_sees_every_change_as_it_happened() {
         let tracker = Tracker::starting_at(0);
         tracker.update(BTreeMap::from([labelled("a", "running", 0)]));
-        let mut body = tracker
-            .watch(
-                None,
-                Duration::from_secs(60),
-                false,
-                false,
-                Selector::default(),
-            )
-            .into_body();
+        let mut body = json_watch(&tracker, None, Selector::default()).into_body();
         tracker.update(BTreeMap::from([
             labelled("a", "failed", 0),
             labelled("b", "failed", 0),
@@ -658,15 +640,7 @@ mod tests {
             labelled("a", "failed", 0),
             labelled("b", "running", 0),
         ]));
-        let mut body = tracker
-            .watch(
-                Some(version),
-                Duration::from_secs(60),
-                false,
-                false,
-                Selector::default(),
-            )
-            .into_body();
+        let mut body = json_watch(&tracker, Some(version), Selector::default()).into_body();
         tracker.update(BTreeMap::from([labelled("b", "running", 0)]));
         assert_eq!(
             next_events(&mut body, 3).await,
@@ -676,6 +650,15 @@ mod tests {
                 event("DELETED", "a", "failed", 4),
             ]
         );
+    }
+
+    /// A plain JSON watch (no table, nothing redacted) from `since`.
+    fn json_watch(
+        tracker: &Arc<Tracker>,
+        since: Option<u64>,
+        selector: Selector,
+    ) -> Response<Body> {
+        tracker.watch(since, Duration::from_secs(60), false, false, selector)
     }
 
     /// The one event of a watch: its type and its object.
@@ -699,15 +682,7 @@ mod tests {
         }
         let now = tracker.version();
         assert_eq!(now, 1000 + 1 + HISTORY as u64);
-        let watch = |since| {
-            tracker.watch(
-                Some(since),
-                Duration::from_secs(60),
-                false,
-                false,
-                Selector::default(),
-            )
-        };
+        let watch = |since| json_watch(&tracker, Some(since), Selector::default());
         // The oldest kept change is 1002: from 1001 on is whole; 1000 is
         // not (1001 was dropped), nor is a version above ours (another
         // replica's) or below where we started (an earlier process's).
