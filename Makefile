@@ -12,12 +12,22 @@ export KUBEPLUG_CACHE ?= $(HOME)/.cache/kubeplug
 # Plugins shipped with the host, and test guests (never deployed).
 PLUGINS      := database myapp pod-annotator
 TEST_PLUGINS := hostile contract-v1 plain disruption-budget
+# SDK plugins are built without WASI (wasm32-unknown-unknown, made a
+# component by the wasm-component-ld that rustup ships): no WASI imports, so
+# an instance costs a few microseconds less per call (docs/benchmarks.md).
+# The rest are built as other toolchains build them, with WASI (wasip2):
+# `hostile` sleeps and reads clocks through it.
+WASI_PLUGINS := hostile contract-v1 plain
+PURE_TEST_PLUGINS := $(filter-out $(WASI_PLUGINS),$(TEST_PLUGINS))
+PURE_TARGET  := wasm32-unknown-unknown
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER := wasm-component-ld
 # Plugins in other languages, built by their SDKs' scripts with pinned
 # toolchains (a venv for componentize-py, `npm ci` for componentize-js),
 # outputs cached by content under $(KUBEPLUG_CACHE)/{py,ts}.
 PY_BUILD     := plugins/sdk-python/build
 TS_BUILD     := plugins/sdk-ts/build
 WASM_OUT     := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
+PURE_OUT     := $(CARGO_TARGET_DIR)/$(PURE_TARGET)/plugin
 BIN          := target/bin/kubeplug
 # Builds with the workspace's toolchain (rust-version in Cargo.toml).
 CARGO_DENY_VERSION := 0.20.2
@@ -39,6 +49,7 @@ help:
 
 toolchain:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+	@rustup target list --installed | grep -qx $(PURE_TARGET) || rustup target add $(PURE_TARGET)
 	@rustup component list --installed | grep -q '^clippy' || rustup component add clippy rustfmt
 	@# deny.toml's checks (`make lint`, `make audit`); built once.
 	@command -v cargo-deny >/dev/null || cargo install --locked cargo-deny@$(CARGO_DENY_VERSION)
@@ -47,15 +58,20 @@ plugins: toolchain
 	@mkdir -p target/plugins target/test-plugins
 	@# database v2 (one extra label) for the upgrade tests: built first, since
 	@# both builds write the same output file.
-	cargo build --profile plugin --target wasm32-wasip2 -p database --features v2
-	cp "$(WASM_OUT)/database.wasm" target/test-plugins/database-v2.wasm
-	cargo build --profile plugin --target wasm32-wasip2 $(addprefix -p ,$(PLUGINS) $(TEST_PLUGINS))
-	@for p in $(PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/plugins/$$p.wasm"; done
+	cargo build --profile plugin --target $(PURE_TARGET) -p database --features v2
+	cp "$(PURE_OUT)/database.wasm" target/test-plugins/database-v2.wasm
+	@# hostile without WASI too (hostile-pure): a panic's message must reach
+	@# the trap's report through the SDK's error log.
+	cargo build --profile plugin --target $(PURE_TARGET) $(addprefix -p ,$(PLUGINS) $(PURE_TEST_PLUGINS) hostile)
+	cp "$(PURE_OUT)/hostile.wasm" target/test-plugins/hostile-pure.wasm
+	cargo build --profile plugin --target wasm32-wasip2 $(addprefix -p ,$(WASI_PLUGINS))
+	@for p in $(PLUGINS); do cp "$(PURE_OUT)/$${p//-/_}.wasm" "target/plugins/$$p.wasm"; done
 	@# What `kubectl apply -k deploy/` and the Helm chart ship as ConfigMaps.
 	@mkdir -p deploy/overlays/configmaps/plugins deploy/chart/charts/plugin-files
 	@for p in $(PLUGINS); do cp "target/plugins/$$p.wasm" deploy/overlays/configmaps/plugins/; done
 	@for p in $(PLUGINS); do cp "target/plugins/$$p.wasm" deploy/chart/charts/plugin-files/; done
-	@for p in $(TEST_PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/test-plugins/$$p.wasm"; done
+	@for p in $(PURE_TEST_PLUGINS); do cp "$(PURE_OUT)/$${p//-/_}.wasm" "target/test-plugins/$$p.wasm"; done
+	@for p in $(WASI_PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/test-plugins/$$p.wasm"; done
 	@# A component that takes Cranelift ~10 s and ~600 MiB to compile, for
 	@# the compile-quota tests (built natively; it writes the .wasm).
 	cargo run --release -q -p compile-bomb -- 100000 target/test-plugins/compile-bomb.wasm

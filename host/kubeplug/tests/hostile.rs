@@ -32,16 +32,22 @@ fn limits() -> Limits {
 }
 
 fn load_hostile(runtime: &Runtime) -> Plugin {
+    load_guest(runtime, "hostile")
+}
+
+/// `hostile` (built with WASI) or `hostile-pure` (the same code without it,
+/// as the SDK's plugins are built).
+fn load_guest(runtime: &Runtime, file: &str) -> Plugin {
     runtime
         .load(
-            &test_plugin_bytes("hostile"),
+            &test_plugin_bytes(file),
             PluginOptions {
                 limits: limits(),
-                label: Some("hostile.wasm".into()),
+                label: Some(format!("{file}.wasm")),
                 ..Default::default()
             },
         )
-        .unwrap_or_else(|e| panic!("loading hostile.wasm: {e:?}"))
+        .unwrap_or_else(|e| panic!("loading {file}.wasm: {e:?}"))
 }
 
 fn hostile_parent(behave: &str) -> Value {
@@ -185,6 +191,15 @@ fn a_guest_that_allocates_without_bound_hits_its_memory_cap() {
 #[test]
 fn a_guest_panic_is_a_trap_that_carries_the_panic_message() {
     expect_panic_trap(behave(&load_hostile(runtime()), "panic"));
+}
+
+/// Without WASI std prints a panic nowhere: the SDK sends its message as an
+/// error log, and the trap's report carries it all the same.
+#[test]
+fn a_guest_panic_without_wasi_carries_the_panic_message_too() {
+    let plugin = load_guest(runtime(), "hostile-pure");
+    expect_panic_trap(behave(&plugin, "panic"));
+    assert_serves(&plugin);
 }
 
 #[test]

@@ -323,3 +323,20 @@ fn one_plugin_serves_many_threads_at_once() {
         }
     });
 }
+
+/// The SDK's plugins are built without WASI (`make plugins`: an instance
+/// with no WASI imports starts faster): a build that links it again, say
+/// through a target or a dependency that reaches for the OS, fails here.
+/// `hostile.wasm` (built with WASI) shows the check sees WASI imports.
+#[test]
+fn the_shipped_plugins_import_no_wasi() {
+    let imports_wasi = |bytes: &[u8]| bytes.windows(5).any(|w| w == b"wasi:");
+    for name in ["database", "myapp", "pod-annotator"] {
+        assert!(
+            !imports_wasi(&plugin_bytes(name)),
+            "{name}.wasm imports WASI"
+        );
+    }
+    assert!(!imports_wasi(&test_plugin_bytes("hostile-pure")));
+    assert!(imports_wasi(&test_plugin_bytes("hostile")));
+}

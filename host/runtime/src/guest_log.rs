@@ -36,6 +36,9 @@ pub(super) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
             let line = read_log(&mut store, &message, &fields)?;
             if let Some((message, fields)) = line {
                 emit_log(&store.data().plugin, level, &message, &fields);
+                if matches!(level, log::Level::Error) {
+                    store.data_mut().last_error = Some(message);
+                }
             }
             Ok(())
         },

@@ -192,7 +192,8 @@ impl Runtime {
         let engine = Engine::new(&engine_config_tuned(allocation, tuning))?;
         let pooled = matches!(allocation, Allocation::Pooling { .. });
         let mut linker = Linker::new(&engine);
-        // Rust's std on wasm32-wasip2 imports WASI; plugins get a WASI with
+        // Guests built with WASI (Rust for wasm32-wasip2, Python, JS) import
+        // it; the SDK's Rust plugins do not. Plugins get a WASI with
         // no files, no environment, no network and captured stderr.
         // Async, so that a deadline also stops a guest waiting in a host
         // call (`poll`, a sleep): see `plugin::Caller::run`.

@@ -34,7 +34,10 @@ const STDERR_CAPTURE: usize = 16 << 10;
 const MEMORY_WAIT: Duration = Duration::from_secs(30);
 /// Per-call host state, owned by the call's `Store`.
 pub struct State {
-    wasi: WasiCtx,
+    /// Built at the guest's first WASI call: the SDK's plugins import no
+    /// WASI, and building a context (clocks, random, pipes) for every call
+    /// would be a cost they never use.
+    wasi: Option<Wasi>,
     table: ResourceTable,
     limiter: Limiter,
     /// `wasi:http`, refusing every request ([`super::network`]).
@@ -43,6 +46,10 @@ pub struct State {
     pub(super) log_budget: u32,
     /// Log bytes this call may still write.
     pub(super) log_bytes: usize,
+    /// The call's last error-level log line (as kept by the log budget):
+    /// reported with a trap, since a guest without WASI (the SDK's builds)
+    /// sends its panic message there rather than to stderr.
+    pub(super) last_error: Option<String>,
     /// Where the call's time goes (`timings`; nothing without the feature).
     clock: Clock,
 }
@@ -50,9 +57,29 @@ pub struct State {
 impl WasiView for State {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: &mut self.wasi.get_or_insert_with(Wasi::new).ctx,
             table: &mut self.table,
         }
+    }
+}
+
+/// A call's WASI: no files, no environment, no network, stderr captured
+/// (where a Rust panic prints under WASI) for the trap's report.
+struct Wasi {
+    ctx: WasiCtx,
+    stderr: MemoryOutputPipe,
+}
+
+impl Wasi {
+    fn new() -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
+        let ctx = WasiCtxBuilder::new()
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        Wasi { ctx, stderr }
     }
 }
 
@@ -485,21 +512,15 @@ impl Caller {
                 reason: short_reason(&short),
             })?;
         clock.lap(Stage::Reserve);
-        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
-        let wasi = WasiCtxBuilder::new()
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
         let state = State {
-            wasi,
+            wasi: None,
             table: ResourceTable::new(),
             limiter: Limiter::new(limits, Some(reservation)),
             http: Default::default(),
             plugin: self.name.clone(),
             log_budget: LOG_BUDGET,
             log_bytes: limits.log_bytes,
+            last_error: None,
             clock,
         };
         let mut store = Store::new(&self.loaded.engine, state);
@@ -536,6 +557,8 @@ impl Caller {
         let memory_cap_hit = limiter.memory_cap_hit;
         let budget_short = limiter.budget_short.clone();
         let reservation = limiter.take_reservation();
+        let printed = store.data().wasi.as_ref().map(|w| w.stderr.contents());
+        let last_error = store.data_mut().last_error.take();
         let mut clock = store.data().clock;
         // Trapped, timed out or answered alike: the reset is not the caller's.
         self.loaded.reaper.reap(Spent {
@@ -584,7 +607,7 @@ impl Caller {
             }
             CallError::Trap {
                 plugin,
-                message: trap_message(&error, &stderr),
+                message: trap_message(&error, printed.as_deref(), last_error.as_deref()),
             }
         })
     }
@@ -624,18 +647,25 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
     }
 }
 
-/// The trap's cause plus what the guest printed (a Rust panic's message).
-fn trap_message(error: &wasmtime::Error, stderr: &MemoryOutputPipe) -> String {
-    let cause = match error.downcast_ref::<Trap>() {
+/// The trap's cause plus what the guest printed (a Rust panic's message
+/// under WASI) and its last error log (the SDK's panic message without WASI).
+fn trap_message(
+    error: &wasmtime::Error,
+    stderr: Option<&[u8]>,
+    last_error: Option<&str>,
+) -> String {
+    let mut message = match error.downcast_ref::<Trap>() {
         Some(trap) => trap.to_string(),
         None => error.root_cause().to_string(),
     };
-    let printed = String::from_utf8_lossy(&stderr.contents())
+    let printed = String::from_utf8_lossy(stderr.unwrap_or_default())
         .trim()
         .to_string();
-    if printed.is_empty() {
-        cause
-    } else {
-        format!("{cause}; guest stderr: {printed}")
+    if !printed.is_empty() {
+        message += &format!("; guest stderr: {printed}");
     }
+    if let Some(logged) = last_error {
+        message += &format!("; guest error log: {}", logged.trim());
+    }
+    message
 }

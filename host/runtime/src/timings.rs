@@ -15,7 +15,8 @@ pub enum Stage {
     Slot,
     /// Reserving the call's memory of the host's budget.
     Reserve,
-    /// Building the call's WASI context, host state and `Store`.
+    /// Building the call's host state and `Store` (its WASI context waits
+    /// for the guest's first WASI call).
     Store,
     /// Instantiating the component (core instances, memory images, start
     /// functions) in the fresh `Store`.

@@ -16,6 +16,17 @@ impl From<Error> for wit::Error {
     }
 }
 
+/// Where a panic's message goes. Under WASI (wasm32-wasip2) std prints it to
+/// stderr, which the host captures. The shipped plugins are built without
+/// WASI (wasm32-unknown-unknown: an instance with no WASI imports costs the
+/// host a few microseconds less per call), where std prints nowhere, so the
+/// message is sent as an error log instead and the host reports it with the
+/// trap. Set on every entry: each call runs in a fresh instance.
+fn entered() {
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    std::panic::set_hook(Box::new(|info| crate::log::error(&info.to_string(), &[])));
+}
+
 fn parse_config<P: Plugin>(config: &str) -> Result<P::Config, Error> {
     let config = if config.trim().is_empty() {
         "{}"
@@ -26,6 +37,7 @@ fn parse_config<P: Plugin>(config: &str) -> Result<P::Config, Error> {
 }
 
 pub fn manifest<P: Plugin>(config: &str) -> Result<wit::PluginManifest, wit::Error> {
+    entered();
     let config = parse_config::<P>(config)?;
     Ok(P::manifest(&config)?.into_wit())
 }
@@ -33,6 +45,7 @@ pub fn manifest<P: Plugin>(config: &str) -> Result<wit::PluginManifest, wit::Err
 /// What [`crate::Manifest::metadata_only`] declared; nothing when the
 /// config or manifest is refused (`manifest` reports that).
 pub fn metadata_only<P: Plugin>(config: &str) -> Vec<wit::ApiResource> {
+    entered();
     parse_config::<P>(config)
         .and_then(|config| P::manifest(&config))
         .map(|m| m.metadata_only.into_iter().map(|r| r.into_wit()).collect())
@@ -42,6 +55,7 @@ pub fn metadata_only<P: Plugin>(config: &str) -> Vec<wit::ApiResource> {
 /// What [`crate::Manifest::references`] declared; nothing when the
 /// config or manifest is refused (`manifest` reports that).
 pub fn reference_kinds<P: Plugin>(config: &str) -> Vec<wit::ApiResource> {
+    entered();
     parse_config::<P>(config)
         .and_then(|config| P::manifest(&config))
         .map(|m| m.references.into_iter().map(|r| r.into_wit()).collect())
@@ -52,6 +66,7 @@ pub fn references<P: Plugin>(
     parent: &str,
     config: &str,
 ) -> Result<Vec<wit_references::Reference>, wit::Error> {
+    entered();
     let config = parse_config::<P>(config)?;
     let parent: serde_json::Value = serde_json::from_str(parent)
         .map_err(|e| Error::InvalidInput(format!("parent is not JSON: {e}")))?;
@@ -67,11 +82,13 @@ fn context<P: Plugin>(request: wit::Request) -> Result<Context<P::Config>, Error
 }
 
 pub fn reconcile<P: Plugin>(request: wit::Request) -> Result<wit::Response, wit::Error> {
+    entered();
     let ctx = context::<P>(request)?;
     Ok(P::reconcile(&ctx)?.into_wit())
 }
 
 pub fn finalize<P: Plugin>(request: wit::Request) -> Result<wit::FinalizeResponse, wit::Error> {
+    entered();
     let ctx = context::<P>(request)?;
     Ok(P::finalize(&ctx)?.into_wit())
 }
@@ -79,6 +96,7 @@ pub fn finalize<P: Plugin>(request: wit::Request) -> Result<wit::FinalizeRespons
 /// What [`crate::Manifest::validates`] and its siblings declared; nothing
 /// when the config or manifest is refused (`manifest` reports that).
 pub fn offered<P: Plugin>(config: &str) -> Vec<wit_admission::Webhook> {
+    entered();
     parse_config::<P>(config)
         .and_then(|config| P::manifest(&config))
         .map(|m| m.webhooks.into_iter().map(|w| w.into_wit()).collect())
@@ -95,6 +113,7 @@ fn admission_request<P: Plugin>(
 pub fn validate<P: Plugin>(
     request: wit_admission::AdmissionRequest,
 ) -> Result<wit_admission::Verdict, wit::Error> {
+    entered();
     let request = admission_request::<P>(request)?;
     Ok(P::validate(&request)?.into_wit())
 }
@@ -104,6 +123,7 @@ pub fn validate<P: Plugin>(
 pub fn mutate<P: Plugin>(
     request: wit_admission::AdmissionRequest,
 ) -> Result<Option<String>, wit::Error> {
+    entered();
     let request = admission_request::<P>(request)?;
     let Some(object) = P::mutate(&request)? else {
         return Ok(None);
@@ -119,6 +139,7 @@ pub fn convert<P: Plugin>(
     api_version: &str,
     config: &str,
 ) -> Result<Vec<String>, wit::Error> {
+    entered();
     let config = parse_config::<P>(config)?;
     let objects = objects
         .iter()

@@ -24,3 +24,9 @@ pub fn info(message: &str, fields: &[(&str, &str)]) {
 pub fn warn(message: &str, fields: &[(&str, &str)]) {
     emit(Level::Warn, message, fields)
 }
+
+/// Log at error level. The host adds a call's last error line to the
+/// report when the call traps (where a panic's message goes without WASI).
+pub fn error(message: &str, fields: &[(&str, &str)]) {
+    emit(Level::Error, message, fields)
+}

@@ -85,7 +85,18 @@ pub fn apply(namespace: &str, yaml: &str) {
 
 /// Poll `check` until it returns `Some`, or fail after `timeout` with the
 /// last observation.
-pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+pub fn eventually<T>(what: &str, timeout: Duration, check: impl FnMut() -> Option<T>) -> T {
+    eventually_every(what, timeout, Duration::from_millis(250), check)
+}
+
+/// [`eventually`], polling every `interval`: for a moment that passes fast
+/// (a cheap check, e.g. a local file, not a request).
+pub fn eventually_every<T>(
+    what: &str,
+    timeout: Duration,
+    interval: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
     let started = Instant::now();
     loop {
         if let Some(v) = check() {
@@ -94,7 +105,7 @@ pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> O
         if started.elapsed() > timeout {
             panic!("timed out after {timeout:?} waiting for {what}");
         }
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(interval);
     }
 }
 
@@ -542,6 +553,13 @@ impl Host {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// How many lines the host has logged so far that contain `needle`.
+    pub fn logged(&self, needle: &str) -> usize {
+        std::fs::read_to_string(&self.log)
+            .map(|text| text.lines().filter(|l| l.contains(needle)).count())
+            .unwrap_or_default()
+    }
+
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -746,29 +764,58 @@ pub fn audit_now() -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// Stop the control plane and keep its data (`tests/cluster/down --keep`).
-pub fn stop_control_plane() {
-    cluster_script("down", &["--keep"]);
+/// The control plane stopped with its data kept (`tests/cluster/down
+/// --keep`) until [`Outage::end`]. A test that fails during the outage
+/// starts it again when the guard drops, so that the tests after it do not
+/// all fail on a dead API server.
+pub struct Outage {
+    ended: bool,
 }
 
-/// Start the stopped control plane again on the same data and address
-/// (`tests/cluster/up DIR`); returns once it is ready.
-pub fn start_control_plane() {
-    cluster_script("up", &[]);
+impl Outage {
+    pub fn begin() -> Self {
+        cluster_script("down", &["--keep"]);
+        Self { ended: false }
+    }
+
+    /// Start the control plane again on the same data and address
+    /// (`tests/cluster/up DIR`); returns once it is ready.
+    pub fn end(mut self) {
+        self.ended = true;
+        cluster_script("up", &[]);
+    }
+}
+
+impl Drop for Outage {
+    fn drop(&mut self) {
+        if !self.ended {
+            // Not `cluster_script`: a second panic while unwinding aborts
+            // the whole test binary.
+            if let Err(e) = try_cluster_script("up", &[]) {
+                eprintln!("could not start the control plane again after a failed test: {e}");
+            }
+        }
+    }
 }
 
 fn cluster_script(script: &str, args: &[&str]) -> String {
+    try_cluster_script(script, args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `tests/cluster/SCRIPT ARGS... $CLUSTER_DIR`: its stdout, or why it failed.
+fn try_cluster_script(script: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new(repo().join("tests/cluster").join(script))
         .args(args)
         .arg(cluster_dir())
         .output()
-        .unwrap_or_else(|e| panic!("run tests/cluster/{script}: {e}"));
-    assert!(
-        out.status.success(),
-        "tests/cluster/{script} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+        .map_err(|e| format!("run tests/cluster/{script}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "tests/cluster/{script} {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// A fault-injecting proxy in front of the API server (`tests/cluster/proxy`),
