@@ -29,16 +29,19 @@ TS_BUILD     := plugins/sdk-ts/build
 WASM_OUT     := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
 PURE_OUT     := $(CARGO_TARGET_DIR)/$(PURE_TARGET)/plugin
 BIN          := target/bin/kubeplug
+HOST_TARGET  := x86_64-unknown-linux-musl
+HOST_OUT     := $(CARGO_TARGET_DIR)/$(HOST_TARGET)/release/kubeplug
 # Builds with the workspace's toolchain (rust-version in Cargo.toml).
 CARGO_DENY_VERSION := 0.20.2
 
-.PHONY: help toolchain plugins polyglot-plugins host host-otel image plugin-images image-check lint chart-check audit unit cluster-check e2e test demo demo-down bench clean
+.PHONY: help toolchain host-toolchain deny-tool shipped-plugins plugins polyglot-plugins host image plugin-images image-check lint chart-check audit unit cluster-check e2e test flake-hunt demo demo-down bench clean
 
 help:
-	@echo "make plugins       build target/plugins/*.wasm (and test guests in target/test-plugins/)"
-	@echo "make host          build target/bin/kubeplug"
-	@echo "make host-otel     build target/bin/kubeplug-otel (OpenTelemetry traces: --features otel)"
-	@echo "make test          every test: lint, unit, plugin fixtures, chart, control-plane checks, e2e"
+	@echo "make plugins       build target/plugins/*.wasm and the test guests in target/test-plugins/"
+	@echo "make shipped-plugins  build target/plugins/*.wasm only (what the demo runs)"
+	@echo "make host          build target/bin/kubeplug (static, as the image ships it)"
+	@echo "make test          every test: lint, unit, plugin fixtures, chart, control-plane checks, e2e (timed per stage)"
+	@echo "make flake-hunt    the e2e suite N times (FLAKE_RUNS, default 3) beside a CPU hog; lists every test that failed once"
 	@echo "make chart-check   the Helm chart renders what the kustomization renders (deploy/chart/check)"
 	@echo "make e2e           acceptance tests against a fresh local control plane"
 	@echo "make demo          local control plane + host + the three plugins + sample objects"
@@ -51,21 +54,38 @@ toolchain:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 	@rustup target list --installed | grep -qx $(PURE_TARGET) || rustup target add $(PURE_TARGET)
 	@rustup component list --installed | grep -q '^clippy' || rustup component add clippy rustfmt
-	@# deny.toml's checks (`make lint`, `make audit`); built once.
+
+# The host is one static binary (musl), built once: the tests, the demo and
+# the image all run it. musl-gcc (Debian's musl-tools) compiles its C parts.
+host-toolchain: toolchain
+	@rustup target list --installed | grep -qx $(HOST_TARGET) || rustup target add $(HOST_TARGET)
+	@command -v musl-gcc >/dev/null || { [[ "$$(id -u)" == 0 ]] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && apt-get install -y -qq musl-tools; } || \
+	  { echo "musl-gcc not found: install musl-tools (apt-get install musl-tools)" >&2; exit 1; }
+
+# deny.toml's checks (`make lint`, `make audit`): cargo-deny, built once.
+deny-tool:
 	@command -v cargo-deny >/dev/null || cargo install --locked cargo-deny@$(CARGO_DENY_VERSION)
 
-plugins: toolchain
-	@mkdir -p target/plugins target/test-plugins
-	@# database v2 (one extra label) for the upgrade tests: built first, since
-	@# both builds write the same output file.
+# What the host ships and the demo runs: the three seeds and pod-labeler.
+shipped-plugins: toolchain
+	@mkdir -p target/plugins
+	cargo build --profile plugin --target $(PURE_TARGET) $(addprefix -p ,$(PLUGINS))
+	@for p in $(PLUGINS); do cp "$(PURE_OUT)/$${p//-/_}.wasm" "target/plugins/$$p.wasm"; done
+	$(PY_BUILD) plugins/pod-labeler target/plugins/pod-labeler.wasm
+
+# Everything the tests load: the shipped plugins and the test guests.
+plugins: shipped-plugins
+	@mkdir -p target/test-plugins
+	@# database v2 (one extra label) for the upgrade tests; both builds write
+	@# the same output file, so each is copied right after its build.
 	cargo build --profile plugin --target $(PURE_TARGET) -p database --features v2
 	cp "$(PURE_OUT)/database.wasm" target/test-plugins/database-v2.wasm
 	@# hostile without WASI too (hostile-pure): a panic's message must reach
 	@# the trap's report through the SDK's error log.
-	cargo build --profile plugin --target $(PURE_TARGET) $(addprefix -p ,$(PLUGINS) $(PURE_TEST_PLUGINS) hostile)
+	cargo build --profile plugin --target $(PURE_TARGET) $(addprefix -p ,$(PURE_TEST_PLUGINS) hostile)
 	cp "$(PURE_OUT)/hostile.wasm" target/test-plugins/hostile-pure.wasm
 	cargo build --profile plugin --target wasm32-wasip2 $(addprefix -p ,$(WASI_PLUGINS))
-	@for p in $(PLUGINS); do cp "$(PURE_OUT)/$${p//-/_}.wasm" "target/plugins/$$p.wasm"; done
 	@# What `kubectl apply -k deploy/` and the Helm chart ship as ConfigMaps.
 	@mkdir -p deploy/overlays/configmaps/plugins deploy/chart/charts/plugin-files
 	@for p in $(PLUGINS); do cp "target/plugins/$$p.wasm" deploy/overlays/configmaps/plugins/; done
@@ -78,12 +98,11 @@ plugins: toolchain
 	$(MAKE) --no-print-directory polyglot-plugins
 	@ls -l target/plugins target/test-plugins
 
-# Python and TypeScript: pod-labeler ships beside the three seeds (18 MB:
-# too big for a ConfigMap, so not in the configmaps overlay); the ports of
-# myapp run myapp's fixtures; the rest are test guests.
+# Python and TypeScript test guests (pod-labeler, 18 MB and too big for a
+# ConfigMap, ships with the seeds: shipped-plugins): the ports of myapp run
+# myapp's fixtures; the rest are test guests.
 polyglot-plugins:
 	@mkdir -p target/plugins target/test-plugins
-	$(PY_BUILD) plugins/pod-labeler target/plugins/pod-labeler.wasm
 	$(PY_BUILD) plugins/myapp-py target/test-plugins/myapp-py.wasm
 	@# pod-labeler 0.2.0 (same logic, new version) for the live-upgrade test.
 	@rm -rf target/pod-labeler-v2 && cp -r plugins/pod-labeler target/pod-labeler-v2
@@ -97,39 +116,34 @@ polyglot-plugins:
 	@# componentize-js's default features: imports wasi:http.
 	$(TS_BUILD) --world plugin --all-features plugins/testing/fetch-ts target/test-plugins/fetch-ts.wasm
 
-host: toolchain
-	cargo build --release -p kubeplug
-	@mkdir -p target/bin && cp "$(CARGO_TARGET_DIR)/release/kubeplug" $(BIN).tmp && mv -f $(BIN).tmp $(BIN)
+host: host-toolchain
+	cargo build --release --target $(HOST_TARGET) -p kubeplug --bin kubeplug
+	@mkdir -p target/bin && cp "$(HOST_OUT)" $(BIN).tmp && mv -f $(BIN).tmp $(BIN)
 	@# kubectl finds plugins by name on PATH: `kubectl kubeplug ...`.
 	@ln -sf kubeplug target/bin/kubectl-kubeplug
 
-# The host with OpenTelemetry traces (README, "Traces"), beside the default
-# one: the trace test (tests/e2e/tests/traces.rs) runs it. Its dependencies
-# are built apart from the default build's (other features), once.
-host-otel: toolchain
-	cargo build --release -p kubeplug --features otel
-	@mkdir -p target/bin && cp "$(CARGO_TARGET_DIR)/release/kubeplug" $(BIN)-otel.tmp && mv -f $(BIN)-otel.tmp $(BIN)-otel
-
-# The host as a static binary in a FROM-scratch OCI image, built with umoci
-# (no container engine, nothing pulled): target/images/kubeplug-<v>.oci.tar.
-image: toolchain
+# The host's binary in a FROM-scratch OCI image, built with umoci (no
+# container engine, nothing pulled): target/images/kubeplug-<v>.oci.tar.
+image: host
 	deploy/image/build host
 
 # One tiny OCI image per plugin (the .wasm at its root), for image volumes.
-plugin-images: plugins host
+plugin-images: shipped-plugins host
 	deploy/image/build plugins
 
 # Both kinds of image hold what they should and run as they should.
 image-check: image plugin-images
 	deploy/image/check
 
-lint: toolchain
+lint: toolchain deny-tool
 	cargo fmt --all -- --check
 	@# Each host crate within its layer (docs/architecture.md).
 	host/layers
+	@# The release profile, as the tests build: build scripts and proc
+	@# macros are compiled once for both. Traces (`otel`) are a default
+	@# feature; the host without them is checked too.
 	cargo clippy --release --workspace --all-targets -- -D warnings
-	@# The traces feature's code, off in the workspace build.
-	cargo clippy --release -p kubeplug --features otel --all-targets -- -D warnings
+	cargo clippy --release -p kubeplug --no-default-features -- -D warnings
 	cargo deny check bans licenses sources
 	@# The Helm chart (Helm built once from its Go module, tests/helm/build):
 	@# lints and renders with its defaults (chart-check compares each choice).
@@ -146,7 +160,7 @@ chart-check: plugins
 # Known vulnerabilities and unmaintained crates (deny.toml). Not in `lint`:
 # the RustSec database is fetched from GitHub, which this project's machines
 # do not reach; run it where they do.
-audit: toolchain
+audit: deny-tool
 	cargo deny check advisories
 
 # Everything but the acceptance tests (they need a cluster: `make e2e`).
@@ -166,13 +180,23 @@ cluster-check:
 # Acceptance tests: the built host and plugins against a fresh local control
 # plane. One test at a time: each starts its own host, and two hosts on one
 # cluster would both reconcile every parent.
-e2e: plugins host host-otel
+e2e: plugins host
 	tests/e2e/run
 
-test: lint unit chart-check cluster-check image-check e2e
+# Every stage in turn, timed: the stages' wall times are printed at the end
+# (also when one fails), so a slower suite shows in every CI log.
+TEST_STAGES := lint plugins unit host chart-check cluster-check image-check e2e
+test:
+	tests/stages $(TEST_STAGES)
+
+# The e2e suite FLAKE_RUNS times on one control plane, with a CPU hog (one
+# busy process per core) beside it: every test that failed once is listed.
+FLAKE_RUNS ?= 3
+flake-hunt: plugins host
+	tests/e2e/flake-hunt $(FLAKE_RUNS)
 
 # The local demo: control plane, CRDs, host with the three plugins, samples.
-demo: plugins host
+demo: shipped-plugins host
 	deploy/demo
 
 demo-down:

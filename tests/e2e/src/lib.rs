@@ -297,12 +297,8 @@ pub fn host_binary() -> PathBuf {
     built_host("kubeplug", "host")
 }
 
-/// The host built with OpenTelemetry traces (`--features otel`).
-pub fn otel_host_binary() -> PathBuf {
-    built_host("kubeplug-otel", "host-otel")
-}
-
-/// `target/bin/<name>`, which `make <target>` builds.
+/// `target/bin/kubeplug`, which `make host` builds: the static binary the
+/// image ships (with traces, a default feature).
 fn built_host(name: &str, target: &str) -> PathBuf {
     let bin = repo().join("target/bin").join(name);
     assert!(
@@ -329,8 +325,8 @@ impl Host {
         Self::spawn(dir, extra, kubeconfig, None, &host_binary(), &[])
     }
 
-    /// Start the host built with traces ([`otel_host_binary`]) with `env`
-    /// (the `OTEL_*` variables) added to its environment.
+    /// Start the host with `env` (the `OTEL_*` variables that turn its
+    /// traces on) added to its environment.
     pub fn start_otel(dir: &PluginDir, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let kubeconfig = required_env("KUBECONFIG");
         Self::spawn(
@@ -338,7 +334,7 @@ impl Host {
             extra,
             Path::new(&kubeconfig),
             None,
-            &otel_host_binary(),
+            &host_binary(),
             env,
         )
     }

@@ -1,4 +1,4 @@
-//! OpenTelemetry traces, from the host built with them (`make host-otel`):
+//! OpenTelemetry traces, from the host (`make host`; the `otel` feature is on by default):
 //! a reconcile sent to an OTLP/HTTP receiver this test runs is one trace,
 //! with the plugin call and the writes as its children, under the service
 //! name the environment gives, sent at SIGTERM at the latest; the host's
