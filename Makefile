@@ -51,7 +51,6 @@ help:
 	@echo "make audit         RustSec advisories (needs the advisory database: GitHub access)"
 
 toolchain:
-	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 	@rustup target list --installed | grep -qx $(PURE_TARGET) || rustup target add $(PURE_TARGET)
 	@rustup component list --installed | grep -q '^clippy' || rustup component add clippy rustfmt
 
@@ -76,6 +75,8 @@ shipped-plugins: toolchain
 
 # Everything the tests load: the shipped plugins and the test guests.
 plugins: shipped-plugins
+	@# Test guests that use WASI are built for wasip2.
+	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 	@mkdir -p target/test-plugins
 	@# database v2 (one extra label) for the upgrade tests; both builds write
 	@# the same output file, so each is copied right after its build.

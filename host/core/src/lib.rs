@@ -1,9 +1,10 @@
 //! kubeplug's pure core: what a plugin declares ([`manifest`]), the
 //! contract's data ([`contract`]), what its answer means in writes
 //! ([`plan`]), what its parents may name ([`reference`]), what the
-//! platform grants it ([`policy`], [`admission`]),
-//! how a new version is judged ([`rollback`], [`rollout`]) and how a
-//! sharded plugin's parents are split between replicas ([`shard`]).
+//! platform grants it ([`policy`], [`admission`]) and what that lets it
+//! be handed and change on every path ([`fence`]), how a new version is
+//! judged ([`rollback`], [`rollout`]) and how a sharded plugin's parents are
+//! split between replicas ([`shard`]).
 //!
 //! No Kubernetes client, async runtime or Wasm engine: every decision here
 //! is a function of its inputs, tested without a cluster (`host/layers`
@@ -13,6 +14,7 @@
 
 pub mod admission;
 pub mod contract;
+pub mod fence;
 pub mod key;
 pub mod manifest;
 pub mod plan;

@@ -341,6 +341,16 @@ impl Manifest {
         self.metadata_only.iter().any(|m| m.same_kind(resource))
     }
 
+    /// The namespaced kinds it reads or writes beside its parent: children,
+    /// related kinds and referenced kinds.
+    pub fn namespaced_kinds(&self) -> impl Iterator<Item = &ApiResource> {
+        self.children
+            .iter()
+            .chain(self.related.iter().map(|r| &r.resource))
+            .chain(&self.references)
+            .filter(|r| r.namespaced)
+    }
+
     /// Does this plugin reconcile parents in `namespace`?
     pub fn watches_namespace(&self, namespace: &str) -> bool {
         if self.namespaces.is_empty() {

@@ -23,7 +23,7 @@ pub const MAX_TEXT: usize = 1024;
 /// Most field causes of one denial.
 pub const MAX_CAUSES: usize = 32;
 /// The host's own label and annotation domain, which no answer may touch.
-const HOST_DOMAIN: &str = "kubeplug.io";
+pub(crate) const HOST_DOMAIN: &str = "kubeplug.io";
 
 /// One webhook of a plugin's parent kind, named as in the contract and in
 /// the host's paths (`/validate/<plugin>`, ...).
@@ -284,55 +284,26 @@ pub fn check_verdict(verdict: &Verdict) -> Result<(), String> {
     Ok(())
 }
 
-/// Is `pointer` (a changed field of a parent) one a mutation may write?
-/// `spec` and below; labels and annotations one key at a time, outside the
-/// host's domain.
-fn mutable(pointer: &str, before: &Value, after: &Value) -> Result<(), String> {
-    if pointer == "/spec" || pointer.starts_with("/spec/") {
-        return Ok(());
-    }
-    for map in ["/metadata/labels", "/metadata/annotations"] {
-        let keys = |v: &Value| -> Vec<String> {
-            v.pointer(pointer)
-                .and_then(Value::as_object)
-                .map(|o| o.keys().cloned().collect())
-                .unwrap_or_default()
-        };
-        let changed: Vec<String> = if pointer == map {
-            // The whole map is added or removed: every key in it changes.
-            keys(before).into_iter().chain(keys(after)).collect()
-        } else if let Some(key) = pointer.strip_prefix(&format!("{map}/")) {
-            vec![key.replace("~1", "/").replace("~0", "~")]
-        } else {
-            continue;
-        };
-        if let Some(key) = changed.iter().find(|k| host_key(k)) {
-            return Err(format!(
-                "{} key {key:?} is the host's ({HOST_DOMAIN}/)",
-                &map["/metadata/".len()..]
-            ));
-        }
-        return Ok(());
-    }
-    Err(format!(
-        "{pointer} is outside spec, metadata.labels and metadata.annotations"
-    ))
-}
-
-fn host_key(key: &str) -> bool {
+/// A key in the host's own domain (`kubeplug.io/...`, `*.kubeplug.io/...`),
+/// which no answer may set or change.
+pub(crate) fn host_key(key: &str) -> bool {
     key.split_once('/').is_some_and(|(prefix, _)| {
         prefix == HOST_DOMAIN || prefix.ends_with(&format!(".{HOST_DOMAIN}"))
     })
 }
 
 /// The JSON Patch (RFC 6902) that turns `before` into the plugin's
-/// `after`, or why it is refused: one change outside what a mutation may
-/// write refuses the whole answer (see [`mutable`]). Lists are replaced
-/// whole.
-pub fn patch(before: &Value, after: &Value) -> Result<Vec<Value>, String> {
+/// `after`, or why it is refused: one change that `may_change` refuses
+/// (the plugin's fence decides: [`crate::fence::Fence::mutation`]) refuses
+/// the whole answer. Lists are replaced whole.
+pub fn patch(
+    before: &Value,
+    after: &Value,
+    may_change: impl Fn(&str) -> Result<(), String>,
+) -> Result<Vec<Value>, String> {
     let mut ops = Vec::new();
     for change in diff::diff(before, after, Fields::Both) {
-        mutable(&change.path, before, after)?;
+        may_change(&change.path)?;
         let op = match (before.pointer(&change.path), after.pointer(&change.path)) {
             (None, Some(value)) => {
                 serde_json::json!({"op": "add", "path": change.path, "value": value})

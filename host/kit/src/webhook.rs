@@ -62,6 +62,9 @@ const NO_WEBHOOK_DEADLINE: std::time::Duration = std::time::Duration::MAX;
 mod tests {
     use serde_json::Value;
 
+    use kubeplug_core::fence::Fence;
+    use kubeplug_core::manifest::{ApiResource, Manifest, Mode};
+    use kubeplug_core::policy::Policy;
     use kubeplug_core::webhook::{self, ConversionCall};
 
     /// The cases the Python SDK's fixture runner checks its port of these
@@ -81,8 +84,17 @@ mod tests {
         let cases = python_port_cases();
         let cases = cases["patch"].as_array().expect("patch cases");
         assert!(cases.len() > 10, "cases to check");
+        // The port judges a composite plugin under the default grant.
+        let grant = Policy::default().grant("x").expect("the default grant");
+        let manifest = Manifest::new(
+            "x",
+            "0.1.0",
+            ApiResource::new("example.com", "v1", "X", "xs", true),
+            Mode::Composite,
+        );
+        let fence = Fence::new(&grant, &manifest);
         for case in cases {
-            let answered = webhook::patch(&case["before"], &case["after"]);
+            let answered = fence.mutation(&case["before"], &case["after"]);
             let recorded = match case.get("refused") {
                 Some(refused) => Err(refused.as_str().expect("a reason").to_string()),
                 None => Ok(case["ops"].as_array().expect("ops").clone()),

@@ -1,9 +1,10 @@
 //! The API server's admission and conversion webhooks, answered by the
 //! plugin that serves the parent kind: one review in, one review out.
 //!
-//! Every decision is `kubeplug_core::webhook`'s (what a review asks, what
-//! the fence accepts of an answer); this module finds the plugin, checks
-//! its grant, calls it on a blocking thread within a deadline below the
+//! Every decision is `kubeplug_core`'s: `webhook` reads what a review asks,
+//! `fence` decides what the plugin may be sent and what of its answer is
+//! accepted (its namespaces, the fields and keys a mutation may change);
+//! this module finds the plugin, checks its grant, calls it on a blocking thread within a deadline below the
 //! webhook's, and writes the review the API server expects. The binary
 //! carries the HTTP and TLS (`kubeplug::webhooks`).
 //!
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use kubeplug_core::fence::Fence;
 use kubeplug_core::policy::{Effective, FailurePolicy};
 use kubeplug_core::webhook::{
     self, AdmissionCall, ConversionCall, Operation, ReviewError, Verdict, Webhook,
@@ -244,9 +246,9 @@ async fn admit(
     let uid = call.uid.clone();
     // A plugin decides for the namespaces it serves only (its grant's): in
     // any other, it is not asked.
-    if target.plugin.manifest().parent.namespaced
-        && !target.plugin.manifest().watches_namespace(&call.namespace)
-    {
+    let manifest = target.plugin.manifest();
+    let fence = Fence::new(&target.grant, manifest);
+    if manifest.parent.namespaced && !fence.sees(Some(&call.namespace)) {
         return Ok((
             admission_review(&uid, json!({"allowed": true})),
             "out_of_scope",
@@ -312,7 +314,7 @@ async fn admit(
                 }
                 Err(reason) => return Ok(failed(target, &uid, plugin, reason)),
             };
-            let ops = match webhook::patch(&before, &after) {
+            let ops = match fence.mutation(&before, &after) {
                 Ok(ops) if ops.is_empty() => {
                     return Ok((
                         admission_review(&uid, json!({"allowed": true})),
@@ -372,6 +374,11 @@ async fn convert(
     if let Err(refused) = call.check_kind(plugin, &target.plugin.manifest().parent) {
         tracing::warn!(reason = %refused, "conversion refused: the CRD sends what the grant does not cover");
         return (review(&call.uid, Err(refused.to_string())), "not_granted");
+    }
+    let manifest = target.plugin.manifest();
+    if let Err(refused) = Fence::new(&target.grant, manifest).check_conversion(&call) {
+        tracing::warn!(reason = %refused, "conversion refused: the review holds objects outside the plugin's namespaces");
+        return (review(&call.uid, Err(refused)), "out_of_scope");
     }
     let uid = call.uid.clone();
     let (objects, version) = (call.objects.clone(), call.desired_api_version.clone());

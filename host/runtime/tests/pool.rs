@@ -36,9 +36,12 @@ fn pooled_off_path(slots: u32) -> Runtime {
     Runtime::with_pool_tuning(None, Allocation::Pooling { instances: slots }, tuning).unwrap()
 }
 
+/// Limits of every call here. The deadline is no subject of these tests:
+/// roomy, so that a busy machine (the tests run in parallel threads) never
+/// stops a call meant to answer (the holder's sleeps for up to 2 s).
 fn limits() -> Limits {
     Limits {
-        timeout: Duration::from_secs(5),
+        timeout: Duration::from_secs(60),
         memory_bytes: 32 << 20,
         ..Limits::default()
     }
@@ -73,14 +76,25 @@ fn behave(behave: &str, spec: serde_json::Value) -> Request {
     }
 }
 
-/// Run a call that holds the only slot for `ms`, and `then` while it does.
-fn while_the_slot_is_held<T>(plugin: &Plugin, ms: u64, then: impl FnOnce() -> T) -> T {
+/// Run a call that holds the only slot of `runtime`'s pool for `ms`, and
+/// `then` while it does.
+fn while_the_slot_is_held<T>(
+    runtime: &Runtime,
+    plugin: &Plugin,
+    ms: u64,
+    then: impl FnOnce() -> T,
+) -> T {
+    let slots = runtime.slots().expect("a pooled runtime").clone();
     let holder = {
         let plugin = plugin.clone();
         std::thread::spawn(move || plugin.reconcile(&behave("hold", json!({"mib": 1, "ms": ms}))))
     };
-    // Let the holder take the slot (its call sleeps for `ms`).
-    std::thread::sleep(Duration::from_millis(ms / 4));
+    // Wait for the holder to take the slot (its call then sleeps for `ms`),
+    // however long starting its thread and instance takes.
+    assert!(
+        settled(|| slots.used() >= slots.total()),
+        "the holder never took the slot"
+    );
     let out = then();
     holder.join().unwrap().expect("the holder's call succeeds");
     out
@@ -90,7 +104,7 @@ fn while_the_slot_is_held<T>(plugin: &Plugin, ms: u64, then: impl FnOnce() -> T)
 fn a_call_finding_every_slot_busy_fails_as_the_hosts_shortage_after_its_wait() {
     let runtime = pooled(1).with_slot_wait(Duration::from_millis(50));
     let plugin = Arc::new(load(&runtime, limits()).unwrap());
-    let error = while_the_slot_is_held(&plugin, 2000, || {
+    let error = while_the_slot_is_held(&runtime, &plugin, 2000, || {
         plugin.reconcile(&behave("ok", json!({}))).unwrap_err()
     });
     assert!(matches!(error, CallError::HostBusy { .. }), "{error:?}");
@@ -104,8 +118,9 @@ fn a_call_finding_every_slot_busy_fails_as_the_hosts_shortage_after_its_wait() {
 fn a_call_finding_every_slot_busy_waits_and_is_served_when_one_is_given_back() {
     let runtime = pooled(1).with_slot_wait(Duration::from_secs(30));
     let plugin = load(&runtime, limits()).unwrap();
-    let answer =
-        while_the_slot_is_held(&plugin, 400, || plugin.reconcile(&behave("ok", json!({}))));
+    let answer = while_the_slot_is_held(&runtime, &plugin, 400, || {
+        plugin.reconcile(&behave("ok", json!({})))
+    });
     assert_eq!(answer.unwrap().children.len(), 1);
 }
 
@@ -184,8 +199,8 @@ fn a_call_never_sees_an_earlier_calls_memory() {
     }
 }
 
-/// Wait (up to a generous bound, not a speed target) for the reaper to
-/// have reset every spent Store.
+/// Wait (up to a generous bound, not a speed target) until `done`, e.g.
+/// for the reaper to have reset every spent Store.
 fn settled(done: impl Fn() -> bool) -> bool {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !done() {

@@ -12,7 +12,9 @@
 //!   `databases` (`example.com/v1` `Database`), `secrets` (core `v1`
 //!   `Secret`), `serviceaccounts` (core `v1` `ServiceAccount`),
 //!   `databases-v2` (`example.com/v2` `Database`, plural `databasez`, declared
-//!   cluster-scoped: a deliberate lie). Any other value keeps `Hostile`.
+//!   cluster-scoped: a deliberate lie), `pods` (core `v1` `Pod`, for a
+//!   decorator's webhooks), `namespaces` (core `v1` `Namespace`, a
+//!   cluster-scoped parent). Any other value keeps `Hostile`.
 //! - `finalizer`: `true` declares the finalizer `test.kubeplug.io/hold`; a
 //!   string declares exactly that finalizer (e.g.
 //!   `kubernetes.io/pvc-protection`). Either way `finalize` releases the
@@ -72,6 +74,9 @@
 //!   annotation `kubectl.kubernetes.io/last-applied-configuration: "{}"`.
 //! - `decorate` (for decorator mode): a parent patch setting the annotation
 //!   `example.com/decorated: "true"`.
+//! - `nothing`: an empty answer (a decorator whose webhooks are under test).
+//! - `inventory`: an empty answer, and an info log `handed` (fields
+//!   `namespace`, `name`) for each related object it was handed.
 //! - `secret-child`: the ok ConfigMap and a `Secret` `<name>-made` with
 //!   `stringData` `k: v`.
 //! - `foreign-finalizer`: the ok ConfigMap carrying the finalizer
@@ -204,6 +209,8 @@ fn parent_kind(claim: Option<&str>) -> Resource {
             Resource::namespaced("", "v1", "ServiceAccount", "serviceaccounts")
         }
         Some("databases-v2") => cluster("example.com", "v2", "Database", "databasez"),
+        Some("pods") => Resource::namespaced("", "v1", "Pod", "pods"),
+        Some("namespaces") => cluster("", "v1", "Namespace", "namespaces"),
         _ => Resource::namespaced("test.kubeplug.io", "v1", "Hostile", "hostiles"),
     }
 }
@@ -423,6 +430,19 @@ impl Plugin for Hostile {
                 Response::default().child(&cm)
             }
             // --- end of the answer-fence block ---
+            // A decorator that leaves its parents alone (its webhooks are
+            // under test).
+            "nothing" => Ok(Response::default()),
+            "inventory" => {
+                for object in &ctx.related {
+                    let at = |field: &str| object["metadata"][field].as_str().unwrap_or("-");
+                    kubeplug_sdk::log::info(
+                        "handed",
+                        &[("namespace", at("namespace")), ("name", at("name"))],
+                    );
+                }
+                Ok(Response::default())
+            }
             _ => ok(ctx),
         }
     }

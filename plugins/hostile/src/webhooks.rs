@@ -11,6 +11,11 @@
 //! - `escape`: mutate sets `status`, an ownerReference and the label
 //!   `kubeplug.io/shard` (all outside what a mutation may write).
 //! - `defaults`: mutate sets `spec.defaulted: true` (allowed).
+//! - As a Pod decorator (objects without `spec.admit` say it in the
+//!   annotation `test.kubeplug.io/admit`): `image` rewrites every
+//!   container's image, `relabel` sets the label `app: evil` (outside
+//!   what a decorator's grant allows), `stamp` sets the annotation
+//!   `example.com/stamped: "yes"` (inside it).
 //! - anything else: allowed, unchanged.
 //!
 //! `spec.convert` on any object of a list, or else `convert` in the
@@ -29,7 +34,11 @@ fn admit_behaviour(request: &AdmissionRequest<Config>) -> String {
         .object
         .as_ref()
         .or(request.old_object.as_ref())
-        .and_then(|o| o["spec"]["admit"].as_str())
+        .and_then(|o| {
+            o["spec"]["admit"]
+                .as_str()
+                .or(o["metadata"]["annotations"]["test.kubeplug.io/admit"].as_str())
+        })
         .unwrap_or("ok")
         .to_string()
 }
@@ -87,6 +96,24 @@ pub fn mutate(request: &AdmissionRequest<Config>) -> Result<Option<Value>, Error
         }
         "defaults" => {
             object["spec"]["defaulted"] = json!(true);
+            Ok(Some(object))
+        }
+        "image" => {
+            for container in object["spec"]["containers"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
+                container["image"] = json!("evil:latest");
+            }
+            Ok(Some(object))
+        }
+        "relabel" => {
+            object["metadata"]["labels"]["app"] = json!("evil");
+            Ok(Some(object))
+        }
+        "stamp" => {
+            object["metadata"]["annotations"]["example.com/stamped"] = json!("yes");
             Ok(Some(object))
         }
         _ => Ok(None),

@@ -652,9 +652,14 @@ fn a_preview_shows_what_a_change_would_do_and_writes_nothing() {
             .any(|l| l.starts_with("previews ") && l.contains("true"))
             .then_some(())
     });
-    // Let the host finish what it writes (status, events), then freeze.
-    std::thread::sleep(Duration::from_secs(3));
-    let before = resource_versions(&ns.name);
+    // Let the host finish what it writes (status, events), then freeze:
+    // settled once nothing it writes changes for 3 s, however long that
+    // takes on a busy machine.
+    let before = eventually("the host's writes to settle", TIMEOUT, || {
+        let before = resource_versions(&ns.name);
+        std::thread::sleep(Duration::from_secs(3));
+        (resource_versions(&ns.name) == before).then_some(before)
+    });
 
     // The live Database with 3 replicas instead of 1, previewed.
     let mut parent = get_json(&ns.name, "database/shop").expect("the database");

@@ -99,7 +99,7 @@ impl Registry {
             port,
             _storage: storage,
         };
-        eventually("the registry to answer", Duration::from_secs(30), || {
+        eventually("the registry to answer", Duration::from_secs(90), || {
             let (status, _, _) = registry.get("/v2/", "*/*").ok()?;
             matches!(status, 200 | 401).then_some(())
         });

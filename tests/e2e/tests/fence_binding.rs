@@ -146,8 +146,8 @@ fn files_in_a_teams_folder_declaring_other_plugins_never_serve_shadow_or_race_ac
 }
 
 #[test]
-fn a_file_named_like_another_plugin_gets_none_of_its_settings_and_a_settings_link_out_leaks_nothing()
- {
+fn a_file_named_like_another_plugin_gets_none_of_its_settings_and_no_settings_link_leaks_or_lends()
+{
     install_crds();
     let ns = Namespace::new("binding-settings");
     let dir = PluginDir::with(&["database", "myapp", "pod-annotator"]);
@@ -163,15 +163,13 @@ fn a_file_named_like_another_plugin_gets_none_of_its_settings_and_a_settings_lin
     let token = dir.path.with_extension("token");
     std::fs::write(&token, format!("eyJhbGciOiJSUzI1NiJ9.{secret}\n")).expect("write token");
     std::os::unix::fs::symlink(&token, settings.join("myapp.yaml")).expect("link settings");
-    // A token-like file inside the settings directory, linked as
-    // pod-annotator's settings: allowed to be read, but it does not parse,
-    // and the refusal must not quote it.
-    std::fs::write(settings.join("stray-token"), format!("{secret}\n")).expect("write stray");
-    std::os::unix::fs::symlink("stray-token", settings.join("pod-annotator.yaml"))
-        .expect("link settings");
     // The real hostile plugin's settings, and a file in a team's folder
     // named like it: under a binding by file name it would get them.
     std::fs::write(settings.join("hostile.yaml"), "config: {}\n").expect("write settings");
+    // pod-annotator's settings linked to another plugin's (hostile's), inside
+    // the settings directory: refused, since a plugin's settings are its own.
+    std::os::unix::fs::symlink("hostile.yaml", settings.join("pod-annotator.yaml"))
+        .expect("link settings");
     place(&dir, "hostile", "hostile.wasm", None);
     place(&dir, "hostile", "team-a/hostile.wasm", None);
 
@@ -197,7 +195,11 @@ fn a_file_named_like_another_plugin_gets_none_of_its_settings_and_a_settings_lin
     );
     assert_mentions(
         &refused(&host, &dir, "pod-annotator.wasm"),
-        &["invalid settings", "(its content is not shown)"],
+        &[
+            "pod-annotator.yaml is a symlink to hostile.yaml",
+            "read only from its own file in its own folder",
+            "refused, not read",
+        ],
     );
     apply(&ns.name, &database("after-links"));
     database_runs(&ns.name, "after-links");

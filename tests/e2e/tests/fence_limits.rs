@@ -279,7 +279,11 @@ fn guests_sleeping_for_an_hour_are_stopped_at_their_deadline_and_stall_only_them
     eventually("every sleeper stopped at its deadline", TIMEOUT, || {
         (reconciles(&host, "sleeper", "deadline") >= 6.0).then_some(())
     });
-    assert!(started.elapsed() < Duration::from_secs(30));
+    // Each would sleep for an hour: minutes at most, however busy the
+    // machine, prove the deadlines held.
+    let stopped = started.elapsed();
+    println!("figures: six calls sleeping for an hour were all stopped after {stopped:.1?}");
+    assert!(stopped < Duration::from_secs(120), "{stopped:?}");
     // Shown as degraded while its calls keep timing out.
     let row = eventually("sleeper to show degraded", TIMEOUT, || {
         host.plugin("sleeper").filter(|p| p["state"] == "degraded")
@@ -298,7 +302,9 @@ fn guests_sleeping_for_an_hour_are_stopped_at_their_deadline_and_stall_only_them
     println!(
         "figures: a parent turned harmless among 6 sleepers was reconciled after {turned:.1?}"
     );
-    assert!(turned < Duration::from_secs(20), "{turned:?}");
+    // Seconds, a minute at most on a busy machine; stalled behind the
+    // sleepers' calls, it would wait for their hour.
+    assert!(turned < Duration::from_secs(60), "{turned:?}");
     // Other plugins never notice.
     database_runs(n, "steady");
 

@@ -516,8 +516,10 @@ fn error_texts_and_shadow_examples_need_get_on_plugins_details() {
             "-w",
             "-o",
             "json",
+            // Long enough for the first list through the aggregator on a
+            // busy machine: the watch ends when it runs out.
             "--request-timeout",
-            "5s",
+            "30s",
             "--as",
             &viewer,
         ])

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use kubeplug_e2e::{
-    Host, Namespace, PluginDir, apply, built, events_for, eventually, get_json, install_crds,
-    kubectl_ok, resource_versions,
+    Host, Namespace, PluginDir, apply, built, events_for, eventually, get_json, host_with_policy,
+    install_crds, kubectl_ok, resource_versions,
 };
 use serde_json::Value;
 
@@ -414,8 +414,22 @@ fn a_candidate_that_loops_is_stopped_at_its_deadline_and_never_holds_a_live_reco
     let dir = PluginDir::with(&[]);
     dir.settings("hostile", "config: {}\n");
     dir.install("hostile", "hostile");
-    let host = Host::start(&dir);
-    // The candidate spins until its deadline (2 s by default) on every call.
+    // The deadline this test relies on, set here rather than inherited from
+    // the 2 s default: 4 s (the platform's quota; a plugin's settings may
+    // only lower it), so that a live reconcile that waited for a candidate
+    // call would take 4 s or more, well past the bucket checked below,
+    // while one that did not has 3.3 s however busy the machine.
+    let host = host_with_policy(
+        &dir,
+        "strict: true
+plugins:
+  hostile:
+    parent: [Hostile.test.kubeplug.io]
+    children: [ConfigMap]
+    quotas: {callTimeoutMs: 4000}
+",
+    );
+    // The candidate spins until its deadline (4 s, above) on every call.
     // It stands beside the live file, the only place a candidate may sit.
     std::fs::write(
         dir.path.join("hostile.next.yaml"),
@@ -449,15 +463,15 @@ fn a_candidate_that_loops_is_stopped_at_its_deadline_and_never_holds_a_live_reco
             .contains("exceeded its deadline"),
         "{shadow:#}"
     );
-    // No live reconcile waited for the candidate: all took under 1.6 s
-    // (histogram bucket), while each candidate call ran for 2 s.
+    // No live reconcile waited for the candidate: all took under 3.3 s
+    // (histogram bucket), while each candidate call ran for 4 s.
     let all = host.metric(
         "kubeplug_reconcile_duration_seconds_count",
         "plugin=\"hostile\"",
     );
     let quick = host.metric(
         "kubeplug_reconcile_duration_seconds_bucket",
-        "le=\"1.6384\",plugin=\"hostile\"",
+        "le=\"3.2768\",plugin=\"hostile\"",
     );
     assert!(all >= names.len() as f64);
     assert_eq!(quick, all, "{}", host.get("/metrics").unwrap().1);

@@ -266,8 +266,10 @@ fn a_collector_that_is_down_slows_no_reconcile_and_is_reported_once() {
                 "OTEL_EXPORTER_OTLP_ENDPOINT",
                 &format!("http://127.0.0.1:{closed}"),
             ),
-            // Retries included, an export gives up after a second.
-            ("OTEL_EXPORTER_OTLP_TIMEOUT", "1000"),
+            // Retries included, an export gives up after five seconds: a
+            // reconcile that waited for one would take that long, far
+            // beyond what a reconcile takes on a busy machine.
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "5000"),
             QUICK,
         ],
     );
@@ -295,15 +297,21 @@ fn a_collector_that_is_down_slows_no_reconcile_and_is_reported_once() {
             assert!(get_json(&ns.name, &child).is_some(), "{child} missing");
         }
     }
-    std::thread::sleep(Duration::from_secs(3));
+    // Long enough for the second database's spans to fail to export too
+    // (each export takes five seconds to give up).
+    std::thread::sleep(Duration::from_secs(12));
     assert_eq!(failed(), 1, "export failures said once");
-    // No reconcile waited on an export (each takes a second to fail).
+    // No reconcile waited on an export (each takes five seconds to fail).
     let selector = r#"plugin="database""#;
     let took = host.metric("kubeplug_reconcile_duration_seconds_sum", selector);
     let reconciles = host.metric("kubeplug_reconcile_duration_seconds_count", selector);
     assert!(reconciles > 0.0);
+    println!(
+        "figures: {reconciles} reconciles took {:.3} s on average",
+        took / reconciles
+    );
     assert!(
-        took / reconciles < 0.5,
+        took / reconciles < 2.5,
         "{reconciles} reconciles took {took} s in all"
     );
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use kubeplug_e2e::{
     Host, Namespace, PluginDir, apply, built, eventually, get_json, install_crds, kubectl_ok,
-    resource_versions,
+    resource_versions, with_policy,
 };
 use serde_json::Value;
 
@@ -302,7 +302,12 @@ fn upgrading_a_plugin_under_load_converges_every_child_without_a_failed_reconcil
     let ns = Namespace::new("upgrade-load");
     let dir = PluginDir::with(&["database", "myapp", "pod-annotator"]);
     dir.settings("pod-annotator", &annotate(&ns.name));
-    let mut host = Host::start(&dir);
+    // Not one failed reconcile of database is allowed below: its calls'
+    // deadline is the test's own, roomy (the policy's quota; a settings file
+    // may only lower it), not the 2 s default, which a call starved by the
+    // churn and v2's compile on a busy machine could run past.
+    let policy = with_policy(&dir, "quotas: {callTimeoutMs: 30000}\n");
+    let mut host = Host::start_with(&dir, &["--policy", &policy]);
     let pid = host.pid();
     let v1 = serving(&host, "database", Some("0.1.0"));
     serving(&host, "myapp", None);

@@ -22,10 +22,14 @@ const ENGINES: [(&str, &str); 3] = [
 const MIRROR: &str = "pg.mirror.example.com";
 const IMAGE_FIELD: &str = "spec.template.spec.containers[0].image";
 
-/// The policy: `database`'s grant with a promotion gate of `percent`.
+/// The policy: `database`'s grant with a promotion gate of `percent`, and
+/// the calls' deadline the test relies on (no candidate call of the 200 may
+/// fail): roomy, not the 2 s default a call starved on a busy machine could
+/// run past.
 fn policy(percent: u32) -> String {
     format!(
         "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\nidentityNamespace: kubeplug-system\n\
+         quotas:\n  callTimeoutMs: 30000\n\
          plugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    admission: [validate]\n    conversion: true\n\
          \x20   promotion:\n      maxChangedPercent: {percent}\n      noPrunes: [StatefulSet.apps]\n"
     )

@@ -111,6 +111,21 @@ pub struct NamespaceScope {
     pub named: Vec<String>,
 }
 
+impl NamespaceScope {
+    /// Is `namespace` granted, the host's own being `identity_namespace`?
+    pub fn grants(&self, namespace: &str, identity_namespace: &str) -> bool {
+        self.named.iter().any(|n| n == namespace)
+            || (self.all
+                && !SYSTEM_NAMESPACES.contains(&namespace)
+                && namespace != identity_namespace)
+    }
+
+    /// Does the scope grant no namespace at all?
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.named.is_empty()
+    }
+}
+
 /// Where the platform puts a plugin's file, relative to the plugin directory
 /// (`kubeplug run --plugins`). The grant of plugin `N` holds only for a file
 /// at `N`'s location whose manifest also declares the name `N`; a file
@@ -234,6 +249,8 @@ pub(super) struct GrantFile {
     finalizers: Vec<String>,
     #[serde(default)]
     decorator_keys: Vec<String>,
+    /// Fields (JSON pointers under `/spec`) a mutating webhook may change.
+    mutable_fields: Option<Vec<String>>,
     #[serde(default)]
     quotas: serde_json::Map<String, serde_json::Value>,
     /// Read wide so that an out-of-range count is refused with its reason,
@@ -277,9 +294,15 @@ pub struct Grant {
     pub namespaces: NamespaceScope,
     /// Finalizer names beyond the plugin's own domain (exact, or `prefix*`).
     pub finalizers: Vec<String>,
-    /// Label and annotation keys a decorator may set (exact, or `prefix*`);
-    /// empty: any key outside the reserved prefixes.
+    /// Label and annotation keys a decorator (or a mutating webhook) may
+    /// set (exact, or `prefix*`); empty: any key outside the reserved
+    /// prefixes.
     pub decorator_keys: Vec<String>,
+    /// Fields a mutating webhook may change, as JSON pointers under
+    /// `/spec` (`/spec/replicas`); `None`: all of `spec` for a composite
+    /// plugin (its parent kind is its own), none for a decorator (see
+    /// [`crate::fence`]).
+    pub mutable_fields: Option<Vec<String>>,
     pub quota_overrides: serde_json::Map<String, serde_json::Value>,
     /// Shards its parents are split into, each owned by one replica (see
     /// [`crate::shard`]): 1 (the default) is not sharded, at most
@@ -355,6 +378,16 @@ impl GrantFile {
                 }
             }
         }
+        if let Some(bad) = self
+            .mutable_fields
+            .iter()
+            .flatten()
+            .find(|f| *f != "/spec" && !f.starts_with("/spec/"))
+        {
+            return Err(format!(
+                "mutableFields: {bad:?} is not a field under /spec (written as a JSON pointer, e.g. /spec/replicas): a mutation may change a parent's spec and the label and annotation keys decoratorKeys allows, nothing else"
+            ));
+        }
         if self.shard_pods && shards == 1 {
             return Err(
                 "shardPods: true needs shards: 2 or more (it narrows a sharded plugin's watch of its related Pods to its shards)".into(),
@@ -376,6 +409,7 @@ impl GrantFile {
             namespaces,
             finalizers: self.finalizers,
             decorator_keys: self.decorator_keys,
+            mutable_fields: self.mutable_fields,
             quota_overrides: self.quotas,
             shards,
             shard_pods: self.shard_pods,
@@ -411,6 +445,7 @@ impl Grant {
             },
             finalizers: Vec::new(),
             decorator_keys: Vec::new(),
+            mutable_fields: None,
             quota_overrides: serde_json::Map::new(),
             shards: 1,
             shard_pods: false,
@@ -583,11 +618,14 @@ impl Effective {
         }
         let mut admitted = manifest.clone();
         let scope = &self.grant.namespaces;
-        let inside = |ns: &str| {
-            scope.named.iter().any(|n| n == ns)
-                || (scope.all && !SYSTEM_NAMESPACES.contains(&ns) && ns != self.identity_namespace)
-        };
-        if manifest.parent.namespaced {
+        let inside = |ns: &str| scope.grants(ns, &self.identity_namespace);
+        // A cluster-scoped parent's plugin is narrowed to the grant's
+        // namespaces too: what it reads there (related objects,
+        // references) is watched and handed to it within them only.
+        let acts_in_namespaces = manifest.parent.namespaced
+            || manifest.namespaced_kinds().next().is_some()
+            || !manifest.namespaces.is_empty();
+        if acts_in_namespaces {
             for ns in manifest.namespaces.iter().filter(|ns| !inside(ns)) {
                 missing.push(format!("namespace {ns}"));
             }
@@ -628,7 +666,8 @@ impl Effective {
             )
     }
 
-    fn key_allowed(&self, key: &str) -> bool {
+    /// May the plugin set or change the label or annotation key `key`?
+    pub fn key_allowed(&self, key: &str) -> bool {
         let patterns = &self.grant.decorator_keys;
         if reserved_key(key) {
             granted_by(patterns, key, true)

@@ -614,3 +614,64 @@ fn a_grants_failure_policy_defaults_to_fail() {
         .unwrap();
     assert!(Policy::load(&[file.path()]).is_err());
 }
+
+/// A cluster-scoped parent (a Namespace decorator) that reads namespaced
+/// kinds is narrowed to the grant's namespaces like a namespaced one: what
+/// it is handed by reference or as related comes from there only.
+#[test]
+fn a_cluster_scoped_parents_plugin_is_narrowed_to_the_grants_namespaces() {
+    let manifest = Manifest {
+        references: vec![res("", "ConfigMap", "configmaps", true)],
+        ..Manifest::new(
+            "ns-decorator",
+            "0.1.0",
+            res("", "Namespace", "namespaces", false),
+            Mode::Decorator,
+        )
+    };
+    let yaml = |namespaces: &str| {
+        format!(
+            "plugins:\n  ns-decorator:\n    parent: [Namespace]\n    references: [ConfigMap]\n    clusterScoped: [Namespace]\n{namespaces}"
+        )
+    };
+    let admitted = policy(&yaml("    namespaces: [team-a]\n"))
+        .grant("ns-decorator")
+        .unwrap()
+        .admit(&manifest, DIGEST)
+        .unwrap();
+    assert_eq!(admitted.namespaces, vec!["team-a"]);
+    assert!(!admitted.watches_namespace("kube-system"));
+    let all = policy(&yaml(""))
+        .grant("ns-decorator")
+        .unwrap()
+        .admit(&manifest, DIGEST)
+        .unwrap();
+    assert!(all.watches_namespace("team-b"));
+    for system in [
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "kubeplug-system",
+    ] {
+        assert!(!all.watches_namespace(system), "{system}");
+    }
+    let refusal = policy(&yaml("    namespaces: []\n"))
+        .grant("ns-decorator")
+        .unwrap()
+        .admit(&manifest, DIGEST)
+        .unwrap_err();
+    assert!(
+        refusal.missing.iter().any(|m| m.contains("any namespace")),
+        "{refusal:?}"
+    );
+    // Reading no namespaced kind, it needs no namespace.
+    let alone = Manifest {
+        references: Vec::new(),
+        ..manifest
+    };
+    policy(&yaml("    namespaces: []\n"))
+        .grant("ns-decorator")
+        .unwrap()
+        .admit(&alone, DIGEST)
+        .unwrap();
+}

@@ -73,7 +73,7 @@ pub fn answer(case: &Case, subject: Subject<'_>, policy: &Policy) -> Result<Outc
             set(&mut outcome, "manifest", manifest);
             return Ok(outcome);
         }
-        Call::Validate | Call::Mutate => return admission(case, plugin, outcome),
+        Call::Validate | Call::Mutate => return admission(case, plugin, policy, outcome),
         Call::Convert => return conversion(case, plugin, outcome),
         Call::Reconcile | Call::Finalize => {}
     }
@@ -142,7 +142,12 @@ pub fn answer(case: &Case, subject: Subject<'_>, policy: &Policy) -> Result<Outc
 
 /// A `validate` or `mutate` case: the plugin's answer as the live host
 /// takes it.
-fn admission(case: &Case, plugin: &Plugin, mut outcome: Outcome) -> Result<Outcome, CaseError> {
+fn admission(
+    case: &Case,
+    plugin: &Plugin,
+    policy: &Policy,
+    mut outcome: Outcome,
+) -> Result<Outcome, CaseError> {
     let review = case.review.as_ref().expect("fixture checked: a review");
     let export = match case.call {
         Call::Validate => Webhook::Validate,
@@ -158,10 +163,15 @@ fn admission(case: &Case, plugin: &Plugin, mut outcome: Outcome) -> Result<Outco
             }
             validation.refused
         }),
-        _ => admit::mutate(plugin, review, &case.now).map(|mutation| {
-            set(&mut outcome, "patch", Value::Array(mutation.patch));
-            mutation.refused
-        }),
+        _ => {
+            let grant = policy
+                .grant(plugin.name())
+                .ok_or_else(|| CaseError::NoGrant(plugin.name().into()))?;
+            admit::mutate(plugin, &grant, review, &case.now).map(|mutation| {
+                set(&mut outcome, "patch", Value::Array(mutation.patch));
+                mutation.refused
+            })
+        }
     };
     settled(outcome, answered)
 }

@@ -85,7 +85,7 @@ pub fn admission(
     let now = format!("{:.0}", jiff::Timestamp::now());
     let mut mutate = None;
     if exports.contains(&Webhook::Mutate) {
-        let mutation = admit::mutate(plugin, &call, &now)?;
+        let mutation = admit::mutate(plugin, grant, &call, &now)?;
         let mut answer = Map::new();
         match mutation.refused {
             Some(refused) => {

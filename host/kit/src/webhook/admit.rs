@@ -9,6 +9,8 @@ use serde_json::{Map, Value, json};
 
 use super::{NO_WEBHOOK_DEADLINE, refusal};
 use crate::render::PLACEHOLDER_UID;
+use kubeplug_core::fence::Fence;
+use kubeplug_core::policy::Effective;
 use kubeplug_core::webhook::{self, AdmissionCall, Operation, Verdict};
 use kubeplug_runtime::{CallError, Plugin};
 
@@ -125,9 +127,15 @@ pub struct Mutation {
     pub refused: Option<String>,
 }
 
-/// Ask `plugin`'s `mutate` about `call`. On delete, as the live host, the
+/// Ask `plugin`'s `mutate` about `call`, its answer held to the fence of
+/// `grant` as the live host holds it. On delete, as the live host, the
 /// plugin is not asked: there is no object to patch.
-pub fn mutate(plugin: &Plugin, call: &AdmissionCall, now: &str) -> Result<Mutation, CallError> {
+pub fn mutate(
+    plugin: &Plugin,
+    grant: &Effective,
+    call: &AdmissionCall,
+    now: &str,
+) -> Result<Mutation, CallError> {
     let unchanged = |refused| Mutation {
         patch: Vec::new(),
         object: call.object.clone(),
@@ -140,17 +148,19 @@ pub fn mutate(plugin: &Plugin, call: &AdmissionCall, now: &str) -> Result<Mutati
     let Some(after) = plugin.mutate(call, now, NO_WEBHOOK_DEADLINE)? else {
         return Ok(unchanged(None));
     };
-    Ok(match webhook::patch(before, &after) {
-        Ok(patch) => Mutation {
-            patch,
-            object: Some(after),
-            refused: None,
+    Ok(
+        match Fence::new(grant, plugin.manifest()).mutation(before, &after) {
+            Ok(patch) => Mutation {
+                patch,
+                object: Some(after),
+                refused: None,
+            },
+            Err(reason) => unchanged(Some(refusal(
+                plugin.name(),
+                format!("its mutation is refused by its fence: {reason}"),
+            ))),
         },
-        Err(reason) => unchanged(Some(refusal(
-            plugin.name(),
-            format!("its mutation is refused by its fence: {reason}"),
-        ))),
-    })
+    )
 }
 
 /// What the live host makes of a `validate` answer.

@@ -11,7 +11,8 @@
 //!
 //! Guarantees: a file at no plugin's location is never read, compiled or
 //! shadowed; a file only ever gets the settings of the plugin bound to its
-//! location; a candidate (`N.next.wasm`) is only ever `N`'s, and only in the
+//! location, from that plugin's own settings file (a link to another file,
+//! another plugin's settings among them, is refused: [`Root::own_file`]); a candidate (`N.next.wasm`) is only ever `N`'s, and only in the
 //! folder of `N`'s live file; no error text holds bytes of a plugin or
 //! settings file.
 //!
@@ -75,6 +76,36 @@ impl Root {
     }
 }
 
+impl Root {
+    /// Refuse a settings file that, once its symlinks are resolved, is not
+    /// a file of that same name in the folder it was looked for in (the
+    /// plugin's own folder, or the settings directory): a team's folder may
+    /// hold links, and one to another plugin's settings (`team-a/x.yaml ->
+    /// ../database.yaml`, or to a sibling file) would hand the team's plugin
+    /// settings the platform wrote for another. A ConfigMap's links
+    /// (`x.yaml -> ..data/x.yaml`) keep the name and the folder, and load.
+    pub fn own_file(&self, path: &Path) -> Result<(), String> {
+        let shown = self.rel(path).display();
+        let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(format!("cannot resolve {shown}"));
+        };
+        let resolve = |p: &Path| {
+            std::fs::canonicalize(p).map_err(|e| format!("cannot resolve {shown}: {}", e.kind()))
+        };
+        let (real, real_folder) = (resolve(path)?, resolve(folder)?);
+        if real.starts_with(&real_folder) && real.file_name() == Some(name) {
+            return Ok(());
+        }
+        let target = real
+            .strip_prefix(&self.real)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| real.display().to_string());
+        Err(format!(
+            "{shown} is a symlink to {target}: a plugin's settings are read only from its own file in its own folder (another plugin's settings are not handed to it): refused, not read"
+        ))
+    }
+}
+
 /// The plugin directory and the settings directory, and how much of a file
 /// the host reads.
 pub(super) struct Layout {
@@ -106,6 +137,7 @@ impl Layout {
             Some(sp) => {
                 let root = self.settings.as_ref().unwrap_or(&self.root);
                 root.contains(&sp)?;
+                root.own_file(&sp)?;
                 let bytes = read_limited(&sp, &sp, MAX_SETTINGS_BYTES)?;
                 hasher.update(&bytes);
                 let text = String::from_utf8(bytes).map_err(|_| {

@@ -351,6 +351,59 @@ fn symlinks_out_of_the_plugin_or_the_settings_directory_are_refused_unread() {
     );
 }
 
+/// A team's folder holds links to settings the platform wrote for other
+/// plugins: none is handed to the team's plugin. A ConfigMap's own links
+/// (name kept, inside the volume) load, as the first test shows.
+#[test]
+fn a_settings_link_to_another_plugins_settings_is_refused_with_the_reason() {
+    let root = tempfile::tempdir().unwrap();
+    let (plugins, settings) = (root.path().join("plugins"), root.path().join("settings"));
+    write_old(&plugins.join("database.wasm"), WASM);
+    write_old(
+        &plugins.join("database.yaml"),
+        b"config: {password: platform-only}",
+    );
+    write_old(&plugins.join("team-a/team-a.wasm"), WASM);
+    write_old(&plugins.join("team-a/other.yaml"), b"config: {}");
+    write_old(&settings.join("database.yaml"), b"config: {}");
+    let beside = layout(&plugins, None);
+    for (link, target, to) in [
+        // Out of the team's folder, to the platform's settings of database.
+        ("team-a/team-a.yaml", "../database.yaml", "database.yaml"),
+        // Inside the folder, but another file than its own.
+        ("team-a/team-a.yaml", "other.yaml", "team-a/other.yaml"),
+    ] {
+        let _ = std::fs::remove_file(plugins.join(link));
+        std::os::unix::fs::symlink(target, plugins.join(link)).unwrap();
+        let error = beside
+            .read(
+                &plugins.join("team-a/team-a.wasm"),
+                &Place::Live("team-a".into()),
+            )
+            .err()
+            .unwrap_or_else(|| panic!("{link} -> {target} was read"));
+        assert_eq!(
+            error,
+            format!(
+                "{link} is a symlink to {to}: a plugin's settings are read only from its own file in its own folder (another plugin's settings are not handed to it): refused, not read"
+            )
+        );
+        assert!(!error.contains("platform-only"), "{error}");
+    }
+    // The same in a settings directory: myapp.yaml -> database.yaml.
+    std::os::unix::fs::symlink("database.yaml", settings.join("myapp.yaml")).unwrap();
+    let in_dir = layout(&plugins, Some(&settings));
+    write_old(&plugins.join("myapp.wasm"), WASM);
+    let error = in_dir
+        .read(&plugins.join("myapp.wasm"), &Place::Live("myapp".into()))
+        .err()
+        .unwrap();
+    assert!(
+        error.starts_with("myapp.yaml is a symlink to database.yaml"),
+        "{error}"
+    );
+}
+
 #[test]
 fn settings_that_do_not_parse_are_refused_without_a_word_of_their_content() {
     let root = tempfile::tempdir().unwrap();
