@@ -434,18 +434,23 @@ fn a_migration_round_trips_every_object_first_then_moves_storage_to_v2() {
 /// API server giving up first.
 const WEBHOOK_TIMEOUT_SECONDS: u64 = 10;
 
+/// `ca` as a webhook configuration's `caBundle` (base64).
+fn ca_bundle(ca: &Path) -> String {
+    let out = Command::new("base64")
+        .arg("-w0")
+        .arg(ca)
+        .output()
+        .expect("base64 runs");
+    String::from_utf8(out.stdout).expect("base64 is ASCII")
+}
+
 /// The hostile plugin's admission webhooks, registered for a test and
 /// removed at the end.
 struct HostileWebhooks;
 
 impl HostileWebhooks {
     fn register(port: u16, ca: &Path) -> Self {
-        let ca = Command::new("base64")
-            .arg("-w0")
-            .arg(ca)
-            .output()
-            .expect("base64 runs");
-        let ca = String::from_utf8(ca.stdout).expect("base64 is ASCII");
+        let ca = ca_bundle(ca);
         let webhook = |kind: &str, path: &str| {
             format!(
                 "apiVersion: admissionregistration.k8s.io/v1\nkind: {kind}\nmetadata:\n  name: kubeplug-test-hostile\nwebhooks:\n  - name: hostile.{path}.kubeplug.io\n    clientConfig:\n      url: https://127.0.0.1:{port}/{path}/hostile\n      caBundle: {ca}\n    rules:\n      - apiGroups: [test.kubeplug.io]\n        apiVersions: [v1]\n        resources: [hostiles]\n        operations: [CREATE, UPDATE]\n    matchPolicy: Equivalent\n    failurePolicy: Fail\n    sideEffects: None\n    timeoutSeconds: {WEBHOOK_TIMEOUT_SECONDS}\n    admissionReviewVersions: [v1]\n"
@@ -703,12 +708,7 @@ struct PodMutation;
 
 impl PodMutation {
     fn register(port: u16, ca: &Path, ns: &str) -> Self {
-        let ca = Command::new("base64")
-            .args(["-w0"])
-            .arg(ca)
-            .output()
-            .expect("base64 runs");
-        let ca = String::from_utf8(ca.stdout).expect("base64 is ASCII");
+        let ca = ca_bundle(ca);
         let yaml = format!(
             "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata:\n  name: kubeplug-test-pod-mutation\nwebhooks:\n  - name: hostile.mutate.kubeplug.io\n    clientConfig:\n      url: https://127.0.0.1:{port}/mutate/hostile\n      caBundle: {ca}\n    rules:\n      - apiGroups: [\"\"]\n        apiVersions: [v1]\n        resources: [pods]\n        operations: [CREATE]\n    namespaceSelector:\n      matchLabels:\n        kubernetes.io/metadata.name: {ns}\n    matchPolicy: Equivalent\n    failurePolicy: Fail\n    sideEffects: None\n    timeoutSeconds: {WEBHOOK_TIMEOUT_SECONDS}\n    admissionReviewVersions: [v1]\n"
         );
