@@ -401,9 +401,30 @@ fn an_expired_watch_relists_without_losing_a_deletion() {
         host.log_tail()
     );
     apply(n, &database("keep-after", 1));
-    eventually("the host to serve again", TIMEOUT, || {
-        running(n).contains("keep-after").then_some(())
-    });
+    let started = Instant::now();
+    while !running(n).contains("keep-after") {
+        // What a failure needs to be told apart: the simulated kubelet's
+        // Pod (never ready?), the status the host wrote, and what the host
+        // logged about the parent.
+        if started.elapsed() > TIMEOUT {
+            let pods = kubectl(
+                &["get", "pods", "-n", n, "-o", "wide", "--show-labels"],
+                None,
+            );
+            let status = get_json(n, "database/keep-after").map(|d| d["status"].clone());
+            let log = std::fs::read_to_string(&host.log).unwrap_or_default();
+            let about: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("keep-after") || l.contains("Pod.v1"))
+                .collect();
+            panic!(
+                "keep-after not Running after {TIMEOUT:?}: its status {status:?}\npods:\n{}\nthe host on it and on Pods:\n{}",
+                String::from_utf8_lossy(&pods.stdout),
+                about.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 /// Latency and throttling from a proxy in front of the API server: the
