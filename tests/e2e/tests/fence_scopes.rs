@@ -22,6 +22,13 @@ fn a_cluster_scoped_parents_plugin_is_handed_nothing_from_outside_its_namespaces
     install_crds();
     let mine = Namespace::new("scope-mine");
     let theirs = Namespace::new("scope-theirs");
+    for ns in [&mine.name, &theirs.name] {
+        // A Pod needs its namespace's default ServiceAccount, which the
+        // controller-manager makes just after the namespace.
+        eventually("the namespace's default ServiceAccount", TIMEOUT, || {
+            get_json(ns, "serviceaccount/default")
+        });
+    }
     apply(&mine.name, &pod("in-mine"));
     apply(&theirs.name, &pod("in-theirs"));
     let dir = PluginDir::with(&[]);

@@ -762,6 +762,10 @@ fn a_mutating_pod_decorator_changes_no_spec_and_only_its_granted_keys() {
     );
     running(&host, "hostile");
     let _webhook = PodMutation::register(port, &certs.join("ca.crt"), &ns.name);
+    // A Pod needs its namespace's default ServiceAccount.
+    eventually("the namespace's default ServiceAccount", TIMEOUT, || {
+        get_json(&ns.name, "serviceaccount/default")
+    });
     let pod = |name: &str, admit: &str| {
         format!(
             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    app: web\n  annotations:\n    test.kubeplug.io/admit: {admit}\n\
