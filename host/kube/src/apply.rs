@@ -123,6 +123,19 @@ impl WriteError {
     pub fn conflict(&self) -> bool {
         self.status_code() == Some(409)
     }
+
+    /// How long the API server asked to be left alone when it throttled
+    /// the write (429, or 503 while it sheds load, with `retryAfterSeconds`
+    /// in its Status): the reconcile's retry must not come sooner, as the
+    /// client's own retries do not.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        let Some(kube::Error::Api(status)) = self.source_error() else {
+            return None;
+        };
+        let seconds = status.details.as_ref()?.retry_after_seconds;
+        (matches!(status.code, 429 | 503) && seconds > 0)
+            .then(|| std::time::Duration::from_secs(seconds.into()))
+    }
 }
 
 /// Writes for one plugin, with its field manager and event reporter.
@@ -481,6 +494,26 @@ mod tests {
     #[test]
     fn a_create_in_a_missing_namespace_means_the_namespace_is_gone() {
         assert!(refused(404, "namespaces", Vec::new()).namespace_gone());
+    }
+
+    #[test]
+    fn a_throttled_write_says_how_long_the_server_asked_to_wait() {
+        let throttled = |code: u16, seconds: u32| {
+            let mut error = refused(code, "databases", Vec::new());
+            if let WriteError::Apply {
+                source: kube::Error::Api(status),
+                ..
+            } = &mut error
+            {
+                status.details.as_mut().unwrap().retry_after_seconds = seconds;
+            }
+            error
+        };
+        let second = Some(std::time::Duration::from_secs(1));
+        assert_eq!(throttled(429, 1).retry_after(), second);
+        assert_eq!(throttled(503, 1).retry_after(), second);
+        assert_eq!(throttled(429, 0).retry_after(), None);
+        assert_eq!(throttled(409, 1).retry_after(), None);
     }
 
     #[test]

@@ -49,6 +49,15 @@ impl ReconcileError {
         matches!(self, ReconcileError::Write(e) if e.not_leader())
     }
 
+    /// The server's `Retry-After` on the write that failed, if it
+    /// throttled it: the retry waits at least that long.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ReconcileError::Write(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+
     /// A short label for metrics.
     pub fn label(&self) -> &'static str {
         match self {

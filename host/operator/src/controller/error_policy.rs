@@ -112,7 +112,12 @@ async fn failed(
         *n += 1;
         *n
     };
-    let delay = shared.settings.jittered_backoff(failures);
+    // Never sooner than a throttling server asked (client-go's habit): a
+    // write the client's retries gave up on must not come back at once.
+    let delay = shared
+        .settings
+        .jittered_backoff(failures)
+        .max(error.retry_after().unwrap_or_default());
     shared
         .metrics
         .reconciled(plugin.name(), error.label(), Ended::Error, took);
