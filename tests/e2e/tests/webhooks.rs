@@ -639,15 +639,18 @@ fn a_conversion_scoped_to_one_namespace_changes_nothing_stored_in_another() {
     let dir = PluginDir::with(&["database"]);
     let certs = certificates(&dir.path);
     let port = free_port();
+    // Its own policy file only: the shipped one grants database too.
     let policy = format!(
-        "plugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    admission: [validate]\n    conversion: true\n    namespaces: [{}]\n",
+        "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\nidentityNamespace: kubeplug-system\nplugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    admission: [validate]\n    conversion: true\n    namespaces: [{}]\n",
         mine.name
     );
+    let policy_file = dir.path.with_extension("convert-policy.yaml");
+    std::fs::write(&policy_file, policy).expect("write policy");
     let host = host_with_webhooks_and(
         &dir,
         &certs,
         port,
-        &["--policy", &with_policy(&dir, &policy)],
+        &["--policy", policy_file.to_str().expect("utf-8 path")],
     );
     running(&host, "database");
     let _webhooks = Webhooks::register(port, &certs.join("ca.crt"));

@@ -20,10 +20,12 @@ pub fn trace_trigger(via: &'static str, object: &Object, key: &ObjectKey) {
     );
 }
 
-/// A changed parent: itself, if the plugin watches its namespace.
+/// A changed parent: itself, if the plugin watches its namespace. A
+/// cluster-scoped parent has none: the plugin's namespaces narrow what it
+/// reads (see `kubeplug_core::fence`), not which of those parents it serves.
 pub fn parent_key(manifest: &Manifest, object: &Object) -> Option<ObjectKey> {
     let key = object.key();
-    manifest.watches_namespace(&key.namespace).then_some(key)
+    (!manifest.parent.namespaced || manifest.watches_namespace(&key.namespace)).then_some(key)
 }
 
 /// A changed child: its controller owner, if that is one of our parents.
@@ -170,6 +172,21 @@ mod tests {
         let m = manifest(&["team-a"]);
         assert_eq!(parent_key(&m, &object("team-b", &[], None)), None);
         assert!(parent_key(&m, &object("team-a", &[], None)).is_some());
+    }
+
+    #[test]
+    fn a_cluster_scoped_parent_routes_whatever_the_plugins_namespaces() {
+        let mut m = manifest(&["team-a"]);
+        m.parent.namespaced = false;
+        let parent = Object::new(DynamicObject {
+            types: None,
+            metadata: ObjectMeta {
+                name: Some("team-b".into()),
+                ..Default::default()
+            },
+            data: serde_json::Value::Null,
+        });
+        assert!(parent_key(&m, &parent).is_some());
     }
 
     #[test]
