@@ -33,6 +33,19 @@ impl Drop for Webhooks {
         let _ = Command::new(repo().join("deploy/webhooks/register-loopback"))
             .arg("--remove")
             .output();
+        // kubectl caches discovery: once the API server no longer serves
+        // Database v2, refresh that cache, or a later `kubectl get
+        // database/x` (any test's) may still ask for v2 and find nothing.
+        // (A drop cannot fail a test: the wait is bounded, 30 s.)
+        for _ in 0..120 {
+            let group = kubectl(&["get", "--raw", "/apis/example.com"], None);
+            if group.status.success() && !String::from_utf8_lossy(&group.stdout).contains("\"v2\"")
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let _ = kubectl(&["api-resources", "--cached=false", "-o", "name"], None);
     }
 }
 
