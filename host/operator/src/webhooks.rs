@@ -4,9 +4,10 @@
 //! Every decision is `kubeplug_core`'s: `webhook` reads what a review asks,
 //! `fence` decides what the plugin may be sent and what of its answer is
 //! accepted (its namespaces, the fields and keys a mutation may change);
-//! this module finds the plugin, checks its grant, calls it on a blocking thread within a deadline below the
-//! webhook's, and writes the review the API server expects. The binary
-//! carries the HTTP and TLS (`kubeplug::webhooks`).
+//! this module finds the plugin, checks its grant, calls it on a blocking
+//! thread within a deadline below the webhook's, and writes the review the
+//! API server expects. The binary carries the HTTP and TLS
+//! (`kubeplug::webhooks`).
 //!
 //! What happens when a plugin fails (traps, runs out of time or memory,
 //! answers over its quotas or outside its fence): an admission review is

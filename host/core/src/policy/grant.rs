@@ -119,11 +119,6 @@ impl NamespaceScope {
                 && !SYSTEM_NAMESPACES.contains(&namespace)
                 && namespace != identity_namespace)
     }
-
-    /// Does the scope grant no namespace at all?
-    pub fn is_empty(&self) -> bool {
-        !self.all && self.named.is_empty()
-    }
 }
 
 /// Where the platform puts a plugin's file, relative to the plugin directory
