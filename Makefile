@@ -178,9 +178,10 @@ unit: plugins
 cluster-check:
 	tests/cluster/check
 
-# Acceptance tests: the built host and plugins against a fresh local control
-# plane. One test at a time: each starts its own host, and two hosts on one
-# cluster would both reconcile every parent.
+# Acceptance tests: the built host and plugins against fresh local control
+# planes, E2E_SHARDS of them (default 2) side by side, each running one test
+# at a time: a test starts its own host, and two hosts on one cluster would
+# both reconcile every parent.
 e2e: plugins host
 	tests/e2e/run
 
@@ -190,8 +191,9 @@ TEST_STAGES := lint plugins unit host chart-check cluster-check image-check e2e
 test:
 	tests/stages $(TEST_STAGES)
 
-# The e2e suite FLAKE_RUNS times on one control plane, with a CPU hog (one
-# busy process per core) beside it: every test that failed once is listed.
+# The e2e suite FLAKE_RUNS times (fresh control planes each run) beside a CPU
+# hog (FLAKE_HOGS busy processes, default 1): every test that failed once is
+# listed.
 FLAKE_RUNS ?= 3
 flake-hunt: plugins host
 	tests/e2e/flake-hunt $(FLAKE_RUNS)

@@ -321,15 +321,56 @@ fn a_webhook_the_grant_does_not_cover_is_refused_and_a_dead_host_fails_closed() 
 
 /// Puts the v1-only CRD back however a test left it: a CRD whose storage
 /// moved to v2 cannot drop v2, so it is deleted (with its objects) and
-/// installed again.
+/// installed again. Databases that earlier tests left behind may still
+/// carry a finalizer that no running host will remove (their namespace's
+/// deletion waits on it too), which would hold the CRD's deletion forever:
+/// their finalizers are cleared until the CRD is gone.
 struct RestoreCrd;
 
 impl Drop for RestoreCrd {
     fn drop(&mut self) {
         kubectl(
-            &["delete", "crd", "databases.example.com", "--timeout=120s"],
+            &["delete", "crd", "databases.example.com", "--wait=false"],
             None,
         );
+        for _ in 0..240 {
+            let gone = kubectl(&["get", "crd", "databases.example.com"], None);
+            if String::from_utf8_lossy(&gone.stderr).contains("NotFound") {
+                break;
+            }
+            // At the storage version, v1 or v2: a read at the other needs
+            // the conversion of a host that may be gone.
+            for version in ["v2", "v1"] {
+                let kind = format!("databases.{version}.example.com");
+                let names = kubectl(
+                    &[
+                        "get",
+                        &kind,
+                        "-A",
+                        "-o",
+                        r#"jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name}{"\n"}{end}"#,
+                    ],
+                    None,
+                );
+                for line in String::from_utf8_lossy(&names.stdout).lines() {
+                    if let Some((ns, name)) = line.split_once(' ') {
+                        kubectl(
+                            &[
+                                "patch",
+                                "-n",
+                                ns,
+                                &format!("{kind}/{name}"),
+                                "--type=merge",
+                                "-p",
+                                r#"{"metadata":{"finalizers":null}}"#,
+                            ],
+                            None,
+                        );
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
         install_crds();
     }
 }
