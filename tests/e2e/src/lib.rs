@@ -272,8 +272,24 @@ impl PluginDir {
 }
 
 impl Drop for PluginDir {
+    /// Removes the directory, and, unless the test failed, the files named
+    /// after it beside it (host logs, policies, certificates): a failed
+    /// test's are kept to read.
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+        if std::thread::panicking() {
+            return;
+        }
+        let (Some(parent), Some(name)) = (self.path.parent(), self.path.file_name()) else {
+            return;
+        };
+        let prefix = format!("{}.", name.to_string_lossy());
+        for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let path = entry.path();
+                let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+            }
+        }
     }
 }
 
