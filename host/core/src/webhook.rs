@@ -58,6 +58,61 @@ impl Webhook {
     }
 }
 
+/// Largest AdmissionReview read: an object and its old version, each at
+/// most the API server's 3 MiB request body, and the review around them.
+pub const MAX_ADMISSION_BODY: usize = 7 << 20;
+/// Largest ConversionReview read: a list the API server converts is sent
+/// whole, each object at most etcd's 1.5 MiB.
+pub const MAX_CONVERSION_BODY: usize = 32 << 20;
+
+impl Webhook {
+    /// The largest review body of this webhook the host reads.
+    pub fn max_body(self) -> usize {
+        match self {
+            Webhook::Convert => MAX_CONVERSION_BODY,
+            Webhook::Validate | Webhook::Mutate => MAX_ADMISSION_BODY,
+        }
+    }
+}
+
+/// What one parsed JSON value holds, on average, beyond its text: the
+/// `Value` itself and its share of a map entry, a key and allocator
+/// overhead.
+const VALUE_BYTES: usize = std::mem::size_of::<Value>() + 48;
+
+/// The memory answering a review of `body_len` bytes holds at least,
+/// reserved before its body is read: the body, its parsed objects, and the
+/// plugin's copy of them.
+pub fn review_floor(body_len: usize) -> usize {
+    body_len.saturating_mul(3)
+}
+
+/// The memory answering the review `body` holds at most, estimated before
+/// it is parsed: [`review_floor`] for its text, and every JSON value in it
+/// twice (the review parsed, and the plugin's answer parsed). Text is cheap
+/// to send and dear to hold: `[0,0,...]` is 2 bytes a value on the wire and
+/// ~100 once parsed, so a review is weighed by its values, not its length.
+pub fn review_cost(body: &[u8]) -> usize {
+    let (mut values, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in body {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b',' | b'[' | b'{' => values += 1,
+            _ => {}
+        }
+    }
+    review_floor(body.len()).saturating_add(values.saturating_mul(2 * VALUE_BYTES))
+}
+
 /// Webhooks of a plugin's parent kind: those a plugin offers (its
 /// manifest) or those its grant allows. All for its own parent kind, never
 /// another.
@@ -159,15 +214,16 @@ fn text(value: &Value, pointer: &str) -> String {
 
 /// Read an AdmissionReview's request. `CONNECT` (a Pod's exec, never a
 /// plugin's parent) is not one the host serves.
-pub fn admission_request(review: &Value) -> Result<AdmissionCall, ReviewError> {
+pub fn admission_request(mut review: Value) -> Result<AdmissionCall, ReviewError> {
     let malformed = |why: &str| ReviewError::Malformed(format!("AdmissionReview v1: {why}"));
     if review["apiVersion"] != "admission.k8s.io/v1" || review["kind"] != "AdmissionReview" {
         return Err(malformed(
             "apiVersion and kind must be admission.k8s.io/v1 AdmissionReview",
         ));
     }
-    let request = &review["request"];
-    let uid = text(request, "/uid");
+    // Taken, not copied: a review may hold two objects of up to 3 MiB.
+    let mut request = review["request"].take();
+    let uid = text(&request, "/uid");
     if uid.is_empty() {
         return Err(malformed("request.uid is missing"));
     }
@@ -182,7 +238,9 @@ pub fn admission_request(review: &Value) -> Result<AdmissionCall, ReviewError> {
             )));
         }
     };
-    let object = |key: &str| Some(request[key].clone()).filter(Value::is_object);
+    let mut object = |key: &str| Some(request[key].take()).filter(Value::is_object);
+    let (object, old_object) = (object("object"), object("oldObject"));
+    let request = &request;
     Ok(AdmissionCall {
         uid,
         group: text(request, "/kind/group"),
@@ -191,8 +249,8 @@ pub fn admission_request(review: &Value) -> Result<AdmissionCall, ReviewError> {
         namespace: text(request, "/namespace"),
         name: text(request, "/name"),
         operation,
-        object: object("object"),
-        old_object: object("oldObject"),
+        object,
+        old_object,
         username: text(request, "/userInfo/username"),
         groups: request["userInfo"]["groups"]
             .as_array()
@@ -329,14 +387,14 @@ pub struct ConversionCall {
 }
 
 /// Read a ConversionReview's request.
-pub fn conversion_request(review: &Value) -> Result<ConversionCall, ReviewError> {
+pub fn conversion_request(mut review: Value) -> Result<ConversionCall, ReviewError> {
     let malformed = |why: &str| ReviewError::Malformed(format!("ConversionReview v1: {why}"));
     if review["apiVersion"] != "apiextensions.k8s.io/v1" || review["kind"] != "ConversionReview" {
         return Err(malformed(
             "apiVersion and kind must be apiextensions.k8s.io/v1 ConversionReview",
         ));
     }
-    let request = &review["request"];
+    let request = &mut review["request"];
     let uid = text(request, "/uid");
     let desired = text(request, "/desiredAPIVersion");
     if uid.is_empty() || desired.is_empty() {
@@ -344,10 +402,11 @@ pub fn conversion_request(review: &Value) -> Result<ConversionCall, ReviewError>
             "request.uid and request.desiredAPIVersion are required",
         ));
     }
-    let objects = request["objects"]
-        .as_array()
-        .cloned()
-        .ok_or_else(|| malformed("request.objects must be a list"))?;
+    // Taken, not copied: a list's conversion is sent whole.
+    let objects = match request["objects"].take() {
+        Value::Array(objects) => objects,
+        _ => return Err(malformed("request.objects must be a list")),
+    };
     Ok(ConversionCall {
         uid,
         desired_api_version: desired,

@@ -186,14 +186,15 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                     .clone()
                     .expect("clap requires --webhook-key"),
             };
-            let (registry, metrics, mut drain) = (
+            let (registry, metrics, budget, mut drain) = (
                 registry.clone(),
                 operator_metrics.clone(),
+                runtime.memory_budget().clone(),
                 servers_watch.clone(),
             );
             Some(tokio::spawn(async move {
                 tokio::select! {
-                    served = crate::webhooks::serve(settings, registry, metrics) => served,
+                    served = crate::webhooks::serve(settings, registry, metrics, budget) => served,
                     () = drain.signaled() => Ok(()),
                 }
             }))

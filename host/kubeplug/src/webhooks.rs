@@ -5,7 +5,9 @@
 //! answers. Like controller-runtime's webhook server: TLS with a serving
 //! certificate the API server trusts (the configurations' `caBundle`), no
 //! client certificate asked, every replica serving (leadership is about
-//! writes; a review writes nothing).
+//! writes; a review writes nothing). Whoever reaches the port may post: a
+//! review's body is read only for a plugin serving that webhook, within
+//! [`webhooks::ReviewLimits`] (how many at once, the memory they hold).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,7 +23,8 @@ use hyper_util::rt::TokioIo;
 use kubeplug_core::webhook::Webhook;
 use kubeplug_operator::metrics::OperatorMetrics;
 use kubeplug_operator::registry::Registry;
-use kubeplug_operator::webhooks;
+use kubeplug_operator::webhooks::{self, ReviewLimits, Reviews};
+use kubeplug_runtime::MemoryBudget;
 
 /// How the webhooks are served.
 #[derive(Debug, Clone)]
@@ -32,16 +35,12 @@ pub struct WebhookSettings {
     pub key: PathBuf,
 }
 
-/// Largest review read: a ConversionReview carries a list of objects (a
-/// list the API server converts is sent whole), each at most etcd's 1.5 MiB.
-const MAX_BODY: usize = 32 << 20;
 /// How often the serving certificate is re-read.
 const RELOAD: Duration = Duration::from_secs(60);
 
 struct Server {
     tls: RwLock<Arc<tokio_rustls::TlsAcceptor>>,
-    registry: Arc<Registry>,
-    metrics: OperatorMetrics,
+    reviews: Reviews,
 }
 
 fn acceptor(settings: &WebhookSettings) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
@@ -62,11 +61,15 @@ pub async fn serve(
     settings: WebhookSettings,
     registry: Arc<Registry>,
     metrics: OperatorMetrics,
+    budget: Arc<MemoryBudget>,
 ) -> anyhow::Result<()> {
     let server = Arc::new(Server {
         tls: RwLock::new(Arc::new(acceptor(&settings)?)),
-        registry,
-        metrics,
+        reviews: Reviews {
+            registry,
+            metrics,
+            limits: ReviewLimits::new(budget),
+        },
     });
     tokio::spawn(reload(server.clone(), settings.clone()));
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -173,21 +176,27 @@ impl Server {
         if req.method() != Method::POST {
             return refuse(405, format!("{} {path}: reviews are POSTed", req.method()));
         }
-        let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(error) => {
-                return refuse(
-                    413,
-                    format!("the review could not be read (at most {MAX_BODY} bytes): {error}"),
-                );
-            }
+        let declared = req
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let body = req.into_body();
+        // Read only once the path has found a plugin that serves this
+        // webhook and the review has its place: a stranger's body is never
+        // read for a plugin that is not there, nor beyond the bounds.
+        let read = async move {
+            Limited::new(body, webhook.max_body())
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .map_err(|e| e.to_string())
         };
         let answer = webhooks::answer(
-            &self.registry,
-            &self.metrics,
+            &self.reviews,
             plugin,
             webhook,
-            &body,
+            declared,
+            read,
             webhooks::deadline(timeout(&query)),
         )
         .await;

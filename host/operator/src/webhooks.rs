@@ -18,8 +18,12 @@
 //! plugin not serving, a webhook not granted or not exported) gets an HTTP
 //! error, so that the webhook configuration's own `failurePolicy` decides.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use serde_json::{Value, json};
 
@@ -28,7 +32,8 @@ use kubeplug_core::policy::{Effective, FailurePolicy};
 use kubeplug_core::webhook::{
     self, AdmissionCall, ConversionCall, Operation, ReviewError, Verdict, Webhook,
 };
-use kubeplug_runtime::Plugin;
+use kubeplug_runtime::budget::Reservation;
+use kubeplug_runtime::{MemoryBudget, Plugin};
 
 use crate::metrics::OperatorMetrics;
 use crate::registry::Registry;
@@ -83,54 +88,267 @@ fn status(code: u16, reason: &str, message: String) -> Answer {
     }
 }
 
-/// Answer one review sent to `webhook` of `plugin` (the path
-/// `/<webhook>/<plugin>`), with `body` as read.
-pub async fn answer(
-    registry: &Registry,
-    metrics: &OperatorMetrics,
+/// Reviews in flight (read, waiting or answered) for one plugin at once.
+/// The API server's own webhook client sends far fewer; more is a flood,
+/// answered `429` while others' reviews go on.
+pub const PLUGIN_REVIEWS: usize = 16;
+/// Reviews in flight on the host at once, all plugins together.
+pub const HOST_REVIEWS: usize = 64;
+
+/// The bounds every review passes before its body is read: how many may be
+/// in flight, per plugin and in all, and the memory each holds, taken from
+/// the budget plugin calls share (so that a flood of reviews cannot take a
+/// host past its container's limit, and one plugin's flood leaves the rest
+/// of the budget to the others).
+pub struct ReviewLimits {
+    budget: Arc<MemoryBudget>,
+    host: Arc<Semaphore>,
+    plugins: Mutex<HashMap<String, Arc<Semaphore>>>,
+    per_plugin: usize,
+}
+
+impl ReviewLimits {
+    pub fn new(budget: Arc<MemoryBudget>) -> Self {
+        Self::with(budget, HOST_REVIEWS, PLUGIN_REVIEWS)
+    }
+
+    pub fn with(budget: Arc<MemoryBudget>, host: usize, per_plugin: usize) -> Self {
+        ReviewLimits {
+            budget,
+            host: Arc::new(Semaphore::new(host)),
+            plugins: Mutex::new(HashMap::new()),
+            per_plugin,
+        }
+    }
+
+    /// The most memory one plugin's reviews may hold together: half the
+    /// budget, as for its calls.
+    pub fn plugin_share(&self) -> usize {
+        self.budget.total() / 2
+    }
+
+    fn plugin(&self, plugin: &str) -> Arc<Semaphore> {
+        let mut plugins = self.plugins.lock().unwrap_or_else(|e| e.into_inner());
+        plugins
+            .entry(plugin.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.per_plugin)))
+            .clone()
+    }
+}
+
+/// What answers reviews: the plugins, the bounds reviews pass, the metrics
+/// they count in.
+pub struct Reviews {
+    pub registry: Arc<Registry>,
+    pub metrics: OperatorMetrics,
+    pub limits: ReviewLimits,
+}
+
+/// A review's place among those in flight: given back when dropped.
+struct Entry {
+    _plugin: OwnedSemaphorePermit,
+    _host: OwnedSemaphorePermit,
+    memory: Reservation,
+}
+
+/// Why a review is not read: answered before its body is.
+fn busy(plugin: &str, what: &str, waited: Duration) -> (Answer, &'static str) {
+    (
+        status(
+            429,
+            "TooManyRequests",
+            format!(
+                "plugin {plugin}'s reviews are at their bound ({what}) and none ended within \
+                 {waited:.1?}; try again"
+            ),
+        ),
+        "busy",
+    )
+}
+
+fn too_large(plugin: &str, needs: usize, share: usize) -> (Answer, &'static str) {
+    (
+        status(
+            413,
+            "RequestEntityTooLarge",
+            format!(
+                "answering this review would hold about {} MiB; plugin {plugin}'s reviews may \
+                 hold {} MiB on this host (half its memory budget for calls: raise \
+                 --memory-limit-mib or the container's limit)",
+                needs.div_ceil(1 << 20),
+                share >> 20
+            ),
+        ),
+        "too_large",
+    )
+}
+
+/// Take a place for one review of `plugin` (whose body says it is
+/// `declared` bytes long, if it says), waiting until `until` at most.
+async fn enter(
+    limits: &ReviewLimits,
     plugin: &str,
     webhook: Webhook,
-    body: &[u8],
+    declared: Option<usize>,
+    until: Instant,
+) -> Result<Entry, (Answer, &'static str)> {
+    let started = Instant::now();
+    let wait = |sem: Arc<Semaphore>| tokio::time::timeout_at(until.into(), sem.acquire_owned());
+    let Ok(Ok(mine)) = wait(limits.plugin(plugin)).await else {
+        return Err(busy(
+            plugin,
+            &format!("{} at once", limits.per_plugin),
+            started.elapsed(),
+        ));
+    };
+    let Ok(Ok(host)) = wait(limits.host.clone()).await else {
+        return Err(busy(
+            plugin,
+            "the host's reviews at once",
+            started.elapsed(),
+        ));
+    };
+    let floor = webhook::review_floor(declared.unwrap_or(webhook.max_body()));
+    let share = limits.plugin_share();
+    if floor > share {
+        return Err(too_large(plugin, floor, share));
+    }
+    let budget = limits.budget.clone();
+    let key: Arc<str> = format!("{plugin}/reviews").into();
+    let left = until.saturating_duration_since(Instant::now());
+    let reserved = tokio::task::spawn_blocking(move || budget.reserve(&key, floor, share, left))
+        .await
+        .map_err(|e| (status(500, "InternalError", format!("{e}")), "failed"))?;
+    let memory = reserved.map_err(|_| busy(plugin, "memory", started.elapsed()))?;
+    Ok(Entry {
+        _plugin: mine,
+        _host: host,
+        memory,
+    })
+}
+
+/// Answer one review sent to `webhook` of `plugin` (the path
+/// `/<webhook>/<plugin>`). What serves it, and whether its grant allows the
+/// webhook, is decided from the path before `read` is called for the body
+/// (with the most bytes to read); then the review takes its place within
+/// `limits`, waiting inside `deadline`, which the plugin's call gets the
+/// rest of.
+pub async fn answer<B, R>(
+    reviews: &Reviews,
+    plugin: &str,
+    webhook: Webhook,
+    declared: Option<u64>,
+    read: R,
     deadline: Duration,
-) -> Answer {
+) -> Answer
+where
+    B: AsRef<[u8]>,
+    R: Future<Output = Result<B, String>>,
+{
+    let Reviews {
+        registry,
+        metrics,
+        limits,
+    } = reviews;
     let started = Instant::now();
     let span = tracing::info_span!("webhook", plugin, webhook = webhook.as_str());
-    let (answer, result) =
-        tracing::Instrument::instrument(review(registry, plugin, webhook, body, deadline), span)
-            .await;
-    metrics.webhook_answered(plugin, webhook.as_str(), result, started.elapsed());
+    let review = async {
+        let target = serving(registry, plugin, webhook)?;
+        let declared = declared.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        if declared.is_some_and(|n| n > webhook.max_body()) {
+            return Err(too_long(webhook));
+        }
+        let until = started + deadline;
+        let mut entry = enter(limits, plugin, webhook, declared, until).await?;
+        let body = match tokio::time::timeout_at(until.into(), read).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(e)) if e.contains("length limit") => return Err(too_long(webhook)),
+            Ok(Err(e)) => {
+                return Err((
+                    status(
+                        400,
+                        "BadRequest",
+                        format!("the review could not be read: {e}"),
+                    ),
+                    "malformed",
+                ));
+            }
+            Err(_) => {
+                return Err(busy(
+                    plugin,
+                    "the review's body was still arriving",
+                    started.elapsed(),
+                ));
+            }
+        };
+        let cost = webhook::review_cost(body.as_ref());
+        if cost > limits.plugin_share() {
+            return Err(too_large(plugin, cost, limits.plugin_share()));
+        }
+        if entry.memory.cover(cost).is_err() {
+            return Err(busy(plugin, "memory", started.elapsed()));
+        }
+        let review: Value = serde_json::from_slice(body.as_ref()).map_err(|e| {
+            (
+                status(400, "BadRequest", format!("not a JSON review: {e}")),
+                "malformed",
+            )
+        })?;
+        drop(body);
+        let left = until.saturating_duration_since(Instant::now());
+        if left < MIN_DEADLINE {
+            return Err(busy(plugin, "time", started.elapsed()));
+        }
+        let answered = review_of(&target, plugin, webhook, review, left).await;
+        drop(entry);
+        Ok(answered)
+    };
+    let (answer, result) = match tracing::Instrument::instrument(review, span).await {
+        Ok(answered) | Err(answered) => answered,
+    };
+    // A name the host does not serve is counted under one label: the path
+    // is the sender's, and metrics must not grow with what strangers send.
+    let label = if result == "not_serving" { "" } else { plugin };
+    metrics.webhook_answered(label, webhook.as_str(), result, started.elapsed());
     answer
 }
 
-async fn review(
+fn too_long(webhook: Webhook) -> (Answer, &'static str) {
+    (
+        status(
+            413,
+            "RequestEntityTooLarge",
+            format!(
+                "a {} review is at most {} MiB",
+                webhook.as_str(),
+                webhook.max_body() >> 20
+            ),
+        ),
+        "too_large",
+    )
+}
+
+/// What serves `webhook` of `plugin`, decided from the path alone: the
+/// plugin serving now, its grant allowing the webhook, its build exporting
+/// it.
+fn serving(
     registry: &Registry,
     plugin: &str,
     webhook: Webhook,
-    body: &[u8],
-    deadline: Duration,
-) -> (Answer, &'static str) {
-    let review: Value = match serde_json::from_slice(body) {
-        Ok(review) => review,
-        Err(e) => {
-            return (
-                status(400, "BadRequest", format!("not a JSON review: {e}")),
-                "malformed",
-            );
-        }
-    };
+) -> Result<Target, (Answer, &'static str)> {
     let Some(target) = registry.webhook_target(plugin) else {
-        return (
+        return Err((
             status(
                 503,
                 "ServiceUnavailable",
                 format!("plugin {plugin} is not serving on this host"),
             ),
             "not_serving",
-        );
+        ));
     };
     let granted = target.grant.grant.webhooks;
     if !granted.has(webhook) {
-        return (
+        return Err((
             status(
                 403,
                 "Forbidden",
@@ -141,10 +359,10 @@ async fn review(
                 ),
             ),
             "not_granted",
-        );
+        ));
     }
     if !target.plugin.exports().has(webhook) {
-        return (
+        return Err((
             status(
                 501,
                 "NotImplemented",
@@ -154,15 +372,25 @@ async fn review(
                 ),
             ),
             "not_exported",
-        );
+        ));
     }
+    Ok(target)
+}
+
+async fn review_of(
+    target: &Target,
+    plugin: &str,
+    webhook: Webhook,
+    review: Value,
+    deadline: Duration,
+) -> (Answer, &'static str) {
     let outcome = match webhook {
-        Webhook::Convert => match webhook::conversion_request(&review) {
-            Ok(call) => Ok(convert(&target, plugin, call, deadline).await),
+        Webhook::Convert => match webhook::conversion_request(review) {
+            Ok(call) => Ok(convert(target, plugin, call, deadline).await),
             Err(e) => Err(e),
         },
-        Webhook::Validate | Webhook::Mutate => match webhook::admission_request(&review) {
-            Ok(call) => admit(&target, plugin, webhook, call, deadline).await,
+        Webhook::Validate | Webhook::Mutate => match webhook::admission_request(review) {
+            Ok(call) => admit(target, plugin, webhook, call, deadline).await,
             Err(e) => Err(e),
         },
     };
@@ -382,15 +610,18 @@ async fn convert(
         return (review(&call.uid, Err(refused)), "out_of_scope");
     }
     let uid = call.uid.clone();
-    let (objects, version) = (call.objects.clone(), call.desired_api_version.clone());
-    let plugin_handle = target.plugin.clone();
-    let converted = blocking(move || plugin_handle.convert(&objects, &version, deadline))
-        .await
-        .and_then(|converted| {
-            webhook::check_converted(&call, &converted)
-                .map_err(|e| format!("its conversion is refused by its fence: {e}"))?;
-            Ok(converted)
-        });
+    // Shared with the call's thread, not copied: the objects may be 32 MiB.
+    let call = Arc::new(call);
+    let (asked, plugin_handle) = (call.clone(), target.plugin.clone());
+    let converted = blocking(move || {
+        plugin_handle.convert(&asked.objects, &asked.desired_api_version, deadline)
+    })
+    .await
+    .and_then(|converted| {
+        webhook::check_converted(&call, &converted)
+            .map_err(|e| format!("its conversion is refused by its fence: {e}"))?;
+        Ok(converted)
+    });
     match converted {
         Ok(objects) => (review(&uid, Ok(objects)), "converted"),
         Err(reason) => {
@@ -418,6 +649,65 @@ mod tests {
             Duration::from_millis(1_500)
         );
         assert_eq!(deadline(Some(Duration::from_millis(200))), MIN_DEADLINE);
+    }
+
+    #[tokio::test]
+    async fn a_review_waits_for_its_place_within_its_deadline_and_one_plugin_cannot_take_all() {
+        let limits = ReviewLimits::with(MemoryBudget::new(64 << 20), 3, 2);
+        let until = || Instant::now() + Duration::from_millis(200);
+        let refused = |entered: Result<Entry, (Answer, &'static str)>| {
+            let (answer, result) = entered.err().expect("refused");
+            (answer.status, result)
+        };
+        let small = Some(1000);
+        let a1 = enter(&limits, "a", Webhook::Validate, small, until()).await;
+        let a2 = enter(&limits, "a", Webhook::Validate, small, until()).await;
+        assert!(a1.is_ok() && a2.is_ok());
+        // A third of plugin a waits out its deadline; plugin b goes on.
+        let waited = Instant::now();
+        assert_eq!(
+            refused(enter(&limits, "a", Webhook::Validate, small, until()).await),
+            (429, "busy")
+        );
+        assert!(waited.elapsed() < Duration::from_secs(1));
+        let b = enter(&limits, "b", Webhook::Validate, small, until()).await;
+        assert!(b.is_ok());
+        // The host's bound (3) is reached: nobody else enters...
+        assert_eq!(
+            refused(enter(&limits, "c", Webhook::Validate, small, until()).await),
+            (429, "busy")
+        );
+        // ...until one ends.
+        drop(a1);
+        assert!(
+            enter(&limits, "c", Webhook::Validate, small, until())
+                .await
+                .is_ok()
+        );
+        drop((a2, b));
+
+        // Memory: a review that could never fit is refused at once; one
+        // that fits waits for the memory another review of its plugin holds.
+        assert_eq!(
+            refused(enter(&limits, "a", Webhook::Convert, Some(20 << 20), until()).await),
+            (413, "too_large")
+        );
+        let big = enter(&limits, "a", Webhook::Convert, Some(10 << 20), until()).await;
+        assert!(big.is_ok());
+        assert_eq!(
+            refused(enter(&limits, "a", Webhook::Convert, Some(1 << 20), until()).await),
+            (429, "busy")
+        );
+        assert!(
+            enter(&limits, "b", Webhook::Convert, Some(1 << 20), until())
+                .await
+                .is_ok()
+        );
+        // A body of unknown length is weighed at the most it may be.
+        assert_eq!(
+            refused(enter(&limits, "b", Webhook::Convert, None, until()).await),
+            (413, "too_large")
+        );
     }
 
     #[test]

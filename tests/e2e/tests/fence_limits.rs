@@ -1,10 +1,11 @@
 //! The fence's second wall at run time, tried with hostile guests on the
 //! real control plane: the host-wide memory budget (a host in a 512 MiB
 //! memory cgroup, as in its pod, with two plugins holding ~120 MiB per
-//! call), and deadlines that hold inside host calls (guests sleeping for an
-//! hour in `reconcile`, `finalize` and `manifest()`).
+//! call, and strangers posting 30 MiB reviews to its webhook port), and
+//! deadlines that hold inside host calls (guests sleeping for an hour in
+//! `reconcile`, `finalize` and `manifest()`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kubeplug_e2e::*;
@@ -385,4 +386,185 @@ fn guests_sleeping_for_an_hour_are_stopped_at_their_deadline_and_stall_only_them
         left.trim().is_empty().then_some(())
     });
     assert!(host.get("/healthz").is_ok_and(|(code, _)| code == 200));
+}
+
+/// A ConversionReview of Databases in `ns`: `objects` of them, each with a
+/// `pad` of that many bytes, as a string (`dense: false`) or as numbers.
+fn conversion_review(ns: &str, objects: usize, pad: usize, dense: bool) -> Vec<u8> {
+    let filler = if dense {
+        format!("[{}0]", "0,".repeat(pad / 2))
+    } else {
+        format!("\"{}\"", "x".repeat(pad))
+    };
+    let object = |i: usize| {
+        format!(
+            r#"{{"apiVersion":"example.com/v1","kind":"Database","metadata":{{"name":"db-{i}","namespace":"{ns}","uid":"u-{i}","resourceVersion":"1"}},"spec":{{"engine":"postgres","version":"16","replicas":1,"pad":{filler}}}}}"#
+        )
+    };
+    let objects: Vec<String> = (0..objects).map(object).collect();
+    format!(
+        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{{"uid":"flood","desiredAPIVersion":"example.com/v2","objects":[{}]}}}}"#,
+        objects.join(",")
+    )
+    .into_bytes()
+}
+
+/// POST the file `body` to the webhook port at `path` as a stranger (no
+/// client certificate, no token): (HTTP status, seconds it took, answer).
+fn post_file(port: u16, certs: &Path, path: &str, body: &Path) -> (u16, f64, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "--max-time", "60", "--cacert"])
+        .arg(certs.join("ca.crt"))
+        .args(["-H", "Content-Type: application/json", "--data-binary"])
+        .arg(format!("@{}", body.display()))
+        .args(["-w", "\n%{http_code} %{time_total}"])
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (answer, last) = text.rsplit_once('\n').unwrap_or(("", &text));
+    let mut figures = last.split_whitespace();
+    let code = figures.next().and_then(|c| c.parse().ok()).unwrap_or(0);
+    let took = figures
+        .next()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(f64::NAN);
+    (code, took, answer.to_string())
+}
+
+#[test]
+fn a_512_mib_host_survives_strangers_posting_30_mib_reviews_8_at_a_time() {
+    install_crds();
+    let ns = Namespace::new("flood");
+    let n = ns.name.as_str();
+    let limit: u64 = 512 << 20;
+    let cgroup = MemoryCgroup::new(limit);
+    let dir = PluginDir::with(&["database"]);
+    let certs = certificates(&dir.path);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let (cert, key) = (certs.join("tls.crt"), certs.join("tls.key"));
+    let mut host = Host::start_in_cgroup(
+        &dir,
+        &[
+            "--webhook-listen",
+            &listen,
+            "--webhook-cert",
+            cert.to_str().unwrap(),
+            "--webhook-key",
+            key.to_str().unwrap(),
+        ],
+        &cgroup.procs(),
+    );
+    running(&host, "database");
+
+    // 30 MiB each: thirty 1 MiB objects (text, cheap to parse), and one
+    // object of 15 million numbers (about 60 times its size once parsed).
+    let wide = dir.path.join("review-wide.json");
+    std::fs::write(&wide, conversion_review(n, 30, 1 << 20, false)).unwrap();
+    let dense = dir.path.join("review-dense.json");
+    std::fs::write(&dense, conversion_review(n, 1, 30 << 20, true)).unwrap();
+    let small = dir.path.join("review-small.json");
+    std::fs::write(&small, conversion_review(n, 2, 10, false)).unwrap();
+
+    let rounds = 3;
+    let started = Instant::now();
+    let mut answers: Vec<(&str, u16, f64)> = Vec::new();
+    for _ in 0..rounds {
+        let posts: Vec<_> = (0..8)
+            .map(|i| {
+                let (what, path, body) = match i % 3 {
+                    0 => ("dense", "/convert/database?timeout=10s", dense.clone()),
+                    1 => ("wide", "/convert/database?timeout=10s", wide.clone()),
+                    _ => ("nobody", "/convert/nobody?timeout=10s", wide.clone()),
+                };
+                let certs = certs.clone();
+                std::thread::spawn(move || {
+                    let (code, took, _) = post_file(port, &certs, path, &body);
+                    (what, code, took)
+                })
+            })
+            .collect();
+        answers.extend(posts.into_iter().map(|p| p.join().expect("a poster")));
+    }
+    let flood = started.elapsed();
+    let peak = cgroup.peak();
+    let slowest = answers.iter().map(|a| a.2).fold(0.0, f64::max);
+    let count = |what: &str, code: u16| {
+        answers
+            .iter()
+            .filter(|a| a.0 == what && a.1 == code)
+            .count()
+    };
+    println!(
+        "figures: {} reviews of 30 MiB, 8 at a time, in {flood:.1?}; peak of the host's cgroup \
+         {} MiB of {} MiB; slowest answer {slowest:.1} s; dense: {} refused 413, {} waited out \
+         429; wide: {} \
+         answered 200, {} waited out 429, {} refused 413; nobody: {} answered 503",
+        answers.len(),
+        peak >> 20,
+        limit >> 20,
+        count("dense", 413),
+        count("dense", 429),
+        count("wide", 200),
+        count("wide", 429),
+        count("wide", 413),
+        count("nobody", 503),
+    );
+    assert!(host.running(), "the host is alive:\n{}", host.log_tail());
+    assert_eq!(
+        cgroup.oom_kills(),
+        0,
+        "nothing in the host's cgroup was OOM-killed"
+    );
+    assert!(
+        peak < limit * 85 / 100,
+        "peak {} MiB stays below the limit with margin",
+        peak >> 20
+    );
+    for (what, code, took) in &answers {
+        let expected: &[u16] = match *what {
+            // Weighed before it is parsed, and refused (or, behind a wide
+            // review's memory, waited out before it was read).
+            "dense" => &[413, 429],
+            // Served, or waited for its place until its deadline.
+            "wide" => &[200, 429],
+            // No plugin of that name: answered from the path, body unread.
+            _ => &[503],
+        };
+        assert!(
+            expected.contains(code),
+            "a {what} review answered {code}, not one of {expected:?}"
+        );
+        // The review's deadline is 9.5 s (its 10 s timeout less the
+        // margin); the bound leaves a busy machine time to upload 30 MiB.
+        assert!(*took < 30.0, "a {what} review took {took} s");
+    }
+    assert!(count("wide", 200) > 0, "some wide reviews were served");
+    assert!(
+        count("dense", 413) > 0,
+        "dense reviews were weighed and refused"
+    );
+    // Strangers' names are not metric labels.
+    assert_eq!(
+        host.metric(
+            "kubeplug_webhook_requests_total",
+            r#"plugin="nobody",webhook="convert",result="not_serving""#
+        ),
+        0.0
+    );
+
+    // After the flood, a review of an ordinary size is served at once.
+    let (code, took, answer) = post_file(port, &certs, "/convert/database?timeout=10s", &small);
+    let answer: serde_json::Value = serde_json::from_str(&answer).expect("a ConversionReview");
+    assert_eq!(code, 200);
+    assert_eq!(
+        answer["response"]["result"]["status"], "Success",
+        "{answer}"
+    );
+    assert_eq!(
+        answer["response"]["convertedObjects"][0]["apiVersion"],
+        "example.com/v2"
+    );
+    println!("figures: a small review after the flood answered in {took:.2} s");
 }

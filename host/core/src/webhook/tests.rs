@@ -29,7 +29,7 @@ fn review(operation: &str, object: Value, old: Value) -> Value {
 fn an_admission_review_is_read_with_its_objects_and_user() {
     let db =
         json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "db"}});
-    let call = admission_request(&review("UPDATE", db.clone(), db.clone())).unwrap();
+    let call = admission_request(review("UPDATE", db.clone(), db.clone())).unwrap();
     assert_eq!(call.operation, Operation::Update);
     assert_eq!(
         (call.uid.as_str(), call.namespace.as_str()),
@@ -42,7 +42,7 @@ fn an_admission_review_is_read_with_its_objects_and_user() {
     assert!(call.dry_run);
     call.check_kind("database", &database()).unwrap();
 
-    let created = admission_request(&review("CREATE", db, Value::Null)).unwrap();
+    let created = admission_request(review("CREATE", db, Value::Null)).unwrap();
     assert_eq!(created.old_object, None);
 }
 
@@ -50,16 +50,16 @@ fn an_admission_review_is_read_with_its_objects_and_user() {
 fn a_review_that_is_not_one_is_malformed() {
     let mut connect = review("CONNECT", json!({}), Value::Null);
     assert!(matches!(
-        admission_request(&connect),
+        admission_request(connect.clone()),
         Err(ReviewError::Malformed(_))
     ));
     connect["kind"] = json!("ConversionReview");
     assert!(matches!(
-        admission_request(&connect),
+        admission_request(connect),
         Err(ReviewError::Malformed(_))
     ));
     assert!(matches!(
-        admission_request(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}})),
+        admission_request(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}})),
         Err(ReviewError::Malformed(m)) if m.contains("uid")
     ));
 }
@@ -68,14 +68,14 @@ fn a_review_that_is_not_one_is_malformed() {
 fn a_review_of_another_kind_or_version_is_not_granted() {
     let mut r = review("CREATE", json!({}), Value::Null);
     r["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Secret"});
-    let call = admission_request(&r).unwrap();
+    let call = admission_request(r.clone()).unwrap();
     let refused = call.check_kind("database", &database()).unwrap_err();
     assert!(
         matches!(&refused, ReviewError::NotGranted(m) if m.contains("Database.example.com only, not Secret")),
         "{refused}"
     );
     r["request"]["kind"] = json!({"group": "example.com", "version": "v2", "kind": "Database"});
-    let call = admission_request(&r).unwrap();
+    let call = admission_request(r).unwrap();
     assert!(matches!(
         call.check_kind("database", &database()),
         Err(ReviewError::NotGranted(m)) if m.contains("must name that version")
@@ -150,7 +150,7 @@ fn a_verdict_over_its_quotas_is_refused() {
 }
 
 fn conversion(objects: Vec<Value>, desired: &str) -> ConversionCall {
-    conversion_request(&json!({
+    conversion_request(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "ConversionReview",
         "request": {"uid": "c-1", "desiredAPIVersion": desired, "objects": objects}
@@ -184,7 +184,7 @@ fn a_conversion_review_is_read_and_its_kind_checked() {
     assert!(elsewhere.check_kind("database", &database()).is_err());
     assert!(matches!(
         conversion_request(
-            &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "request": {"uid": "x"}})
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "request": {"uid": "x"}})
         ),
         Err(ReviewError::Malformed(_))
     ));
@@ -252,4 +252,31 @@ fn a_round_trip_loss_names_each_field_with_both_values() {
     assert_eq!(paths, ["/metadata/labels/team", "/spec/replicas"]);
     assert_eq!(losses[1].before, json!(3));
     assert_eq!(losses[1].after, Value::Null);
+}
+
+#[test]
+fn a_review_is_weighed_by_its_values_not_only_its_length() {
+    let text = |s: &str| review_cost(s.as_bytes());
+    // Text inside strings is only text, escaped quotes included.
+    let strings = format!("{{\"a\":\"{}\\\",[{{\"}}", "x".repeat(10_000));
+    assert_eq!(
+        text(&strings),
+        review_floor(strings.len()) + 2 * 2 * VALUE_BYTES
+    );
+    // Numbers weigh tens of times their length.
+    let numbers = format!("[{}0]", "0,".repeat(5_000));
+    assert!(
+        text(&numbers) > 20 * review_floor(numbers.len()),
+        "{}",
+        text(&numbers)
+    );
+    // A real object lands between the two.
+    let object = serde_json::to_string(&db("v1", json!({"team": "a"}))).unwrap();
+    let cost = text(&object);
+    assert!(
+        cost > review_floor(object.len()) && cost < 100 * object.len(),
+        "{cost}"
+    );
+    assert_eq!(Webhook::Convert.max_body(), MAX_CONVERSION_BODY);
+    assert!(Webhook::Validate.max_body() < MAX_CONVERSION_BODY);
 }
