@@ -65,6 +65,20 @@ func (a *adminClient) nodeReady(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
+// dropNodeLease deletes the simulated node's lease that a previous run on
+// the same data left (`down --keep`, then `up`). kwok v0.8.0's lease
+// controller, finding that lease on its first try, fails to create its own
+// and then renews it without ever starting to manage the node: the node's
+// Pods were never made Running nor deleted after a restart (the e2e test
+// an_expired_watch_relists_without_losing_a_deletion waited 120 s for one).
+func (a *adminClient) dropNodeLease(ctx context.Context) error {
+	err := a.cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, nodeName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
 // ensureNode registers the simulated node (the part of a kubelet's job that
 // kwok leaves to whoever creates the Node object), as kwokctl's node template does.
 func (a *adminClient) ensureNode(ctx context.Context) error {

@@ -302,7 +302,11 @@ func serve(args []string) int {
 	}
 	started = append(started, start(context.Background(), "kube-scheduler", fatal, schedRun))
 
-	// simulated node (kwok)
+	// simulated node (kwok), without the node lease a previous run on the
+	// same data left (see dropNodeLease)
+	if err := waitFor(waitCtx, fatal, "the stale node lease to go", func(c context.Context) (bool, error) { return true, admin.dropNodeLease(c) }); err != nil {
+		return fail(err)
+	}
 	kwokRun, err := prepareKwok(ctx, kubeconfig)
 	if err != nil {
 		return fail(fmt.Errorf("kwok: %w", err))

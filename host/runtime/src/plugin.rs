@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store, Trap};
@@ -486,18 +486,14 @@ impl Caller {
     ) -> Result<R, CallError> {
         let plugin = || self.name.to_string();
         let mut clock = Clock::start();
-        // A slot first: waiting for one holds nothing another call needs.
-        let slot = match &self.loaded.slots {
-            Some(slots) => Some(slots.take().map_err(|busy| CallError::HostBusy {
-                plugin: plugin(),
-                reason: format!(
-                    "all {} instance slots of the host stayed busy for {:.0?}",
-                    busy.slots, busy.waited
-                ),
-            })?),
-            None => None,
-        };
-        clock.lap(Stage::Slot);
+        // The deadline counts from here: the waits for memory and a slot are
+        // the caller's time too (a webhook's timeout does not wait for them).
+        let started = Instant::now();
+        let left = || limits.timeout.saturating_sub(started.elapsed());
+        // Memory first, then a slot: a call waiting for memory holds no
+        // slot, so one plugin's calls queued for a large reservation never
+        // keep the pool from another plugin's calls. (Those holding memory
+        // go on to a slot, which only calls that run hold.)
         let reservation = self
             .loaded
             .budget
@@ -505,13 +501,44 @@ impl Caller {
                 &self.name,
                 self.high_water.load(Ordering::Relaxed),
                 limits.memory_bytes,
-                MEMORY_WAIT,
+                MEMORY_WAIT.min(limits.timeout),
             )
             .map_err(|short| CallError::HostMemory {
                 plugin: plugin(),
                 reason: short_reason(&short),
             })?;
         clock.lap(Stage::Reserve);
+        let slot = match &self.loaded.slots {
+            Some(slots) => Some(slots.take_for(&self.name, left()).map_err(|busy| {
+                CallError::HostBusy {
+                    plugin: plugin(),
+                    reason: if busy.share {
+                        format!(
+                            "its share of the host's instance slots ({}) stayed busy for {:.0?}",
+                            busy.slots, busy.waited
+                        )
+                    } else {
+                        format!(
+                            "all {} instance slots of the host stayed busy for {:.0?}",
+                            busy.slots, busy.waited
+                        )
+                    },
+                }
+            })?),
+            None => None,
+        };
+        clock.lap(Stage::Slot);
+        let timeout = left();
+        if timeout.is_zero() {
+            // The host's wait, not the plugin's fault.
+            return Err(CallError::HostBusy {
+                plugin: plugin(),
+                reason: format!(
+                    "it waited its whole deadline ({:.0?}) for memory and an instance slot",
+                    limits.timeout
+                ),
+            });
+        }
         let state = State {
             wasi: None,
             table: ResourceTable::new(),
@@ -525,10 +552,7 @@ impl Caller {
         };
         let mut store = Store::new(&self.loaded.engine, state);
         store.limiter(|s| &mut s.limiter);
-        let ticks = limits
-            .timeout
-            .as_nanos()
-            .div_ceil(self.epoch_tick.as_nanos()) as u64;
+        let ticks = timeout.as_nanos().div_ceil(self.epoch_tick.as_nanos()) as u64;
         // +1: the current tick may be about to end.
         store.set_epoch_deadline(ticks + 1);
         store.epoch_deadline_trap();
@@ -536,7 +560,7 @@ impl Caller {
         let pre = self.loaded.pre.instance_pre();
         let mut instantiated = false;
         let outcome = block_on(async {
-            tokio::time::timeout(limits.timeout, async {
+            tokio::time::timeout(timeout, async {
                 let instance = pre.instantiate_async(&mut store).await?;
                 instantiated = true;
                 store.data_mut().clock.lap(Stage::Instantiate);

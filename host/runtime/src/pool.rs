@@ -26,6 +26,7 @@
 //! is what calls dirtied, up to [`MEMORY_KEEP_RESIDENT`] per memory slot
 //! that was ever used.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -220,24 +221,36 @@ pub struct Resident {
 }
 
 /// Counts the slots in use, so that a call waits for one instead of
-/// failing in wasmtime's allocator. Cheap to share behind an `Arc`.
+/// failing in wasmtime's allocator, and what each plugin's calls hold, so
+/// that one plugin's burst leaves slots for the others. Cheap to share
+/// behind an `Arc`.
 pub struct Slots {
     total: u32,
     wait: Duration,
-    used: Mutex<u32>,
+    used: Mutex<Used>,
     freed: Condvar,
+}
+
+#[derive(Default)]
+struct Used {
+    all: u32,
+    by_plugin: HashMap<Arc<str>, u32>,
 }
 
 /// A slot a call holds; given back when dropped (after the call's `Store`
 /// is, see [`crate::reaper`]).
 pub struct Slot {
     slots: Arc<Slots>,
+    plugin: Option<Arc<str>>,
 }
 
 /// No slot was free within the wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Busy {
+    /// The slots the caller could have had: the pool, or its plugin's share.
     pub slots: u32,
+    /// Whether the plugin's own share was the bound (the pool had room).
+    pub share: bool,
     pub waited: Duration,
 }
 
@@ -246,7 +259,7 @@ impl Slots {
         Slots {
             total,
             wait,
-            used: Mutex::new(0),
+            used: Mutex::new(Used::default()),
             freed: Condvar::new(),
         }
     }
@@ -256,36 +269,77 @@ impl Slots {
         self.total
     }
 
-    /// Slots in use now.
-    pub fn used(&self) -> u32 {
-        *self.used.lock().expect("slots lock")
+    /// What one plugin's calls may hold at once: half the pool, at least
+    /// one slot (the same share as of the memory budget).
+    pub fn share(&self) -> u32 {
+        (self.total / 2).max(1)
     }
 
-    /// Take a slot, waiting for one up to the pool's wait.
+    /// Slots in use now.
+    pub fn used(&self) -> u32 {
+        self.used.lock().expect("slots lock").all
+    }
+
+    /// Take a slot, waiting for one up to the pool's wait (the host's own
+    /// work, e.g. a compile: no plugin's share).
     pub fn take(self: &Arc<Self>) -> Result<Slot, Busy> {
+        self.take_within(None, self.wait)
+    }
+
+    /// Take a slot for a call of `plugin`, within its share, waiting up to
+    /// `wait` (at most the pool's wait).
+    pub fn take_for(self: &Arc<Self>, plugin: &Arc<str>, wait: Duration) -> Result<Slot, Busy> {
+        self.take_within(Some(plugin), wait.min(self.wait))
+    }
+
+    fn take_within(
+        self: &Arc<Self>,
+        plugin: Option<&Arc<str>>,
+        wait: Duration,
+    ) -> Result<Slot, Busy> {
+        let share = self.share();
         let mut used = self.used.lock().expect("slots lock");
         let started = Instant::now();
-        while *used >= self.total {
-            let left = self.wait.saturating_sub(started.elapsed());
+        let mine = |used: &Used| plugin.map_or(0, |p| used.by_plugin.get(p).copied().unwrap_or(0));
+        while used.all >= self.total || (plugin.is_some() && mine(&used) >= share) {
+            let left = wait.saturating_sub(started.elapsed());
             if left.is_zero() {
+                let own = used.all < self.total;
                 return Err(Busy {
-                    slots: self.total,
+                    slots: if own { share } else { self.total },
+                    share: own,
                     waited: started.elapsed(),
                 });
             }
             used = self.freed.wait_timeout(used, left).expect("slots lock").0;
         }
-        *used += 1;
+        used.all += 1;
+        if let Some(plugin) = plugin {
+            *used.by_plugin.entry(plugin.clone()).or_default() += 1;
+        }
         Ok(Slot {
             slots: self.clone(),
+            plugin: plugin.cloned(),
         })
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        *self.slots.used.lock().expect("slots lock") -= 1;
-        self.slots.freed.notify_one();
+        let mut used = self.slots.used.lock().expect("slots lock");
+        used.all -= 1;
+        if let Some(plugin) = &self.plugin
+            && let Some(mine) = used.by_plugin.get_mut(plugin)
+        {
+            *mine -= 1;
+            if *mine == 0 {
+                used.by_plugin.remove(plugin);
+            }
+        }
+        drop(used);
+        // Every waiter looks again: the one woken may be another plugin's,
+        // still over its share, while a third could go.
+        self.slots.freed.notify_all();
     }
 }
 
@@ -314,6 +368,29 @@ mod tests {
         let _b = slots.take().unwrap();
         let busy = slots.take().err().expect("no third slot");
         assert_eq!(busy.slots, 2);
+    }
+
+    #[test]
+    fn one_plugins_calls_hold_at_most_half_the_slots_and_others_go_on() {
+        let slots = Arc::new(Slots::new(4, Duration::from_secs(10)));
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        let wait = Duration::from_millis(20);
+        let a1 = slots.take_for(&a, wait).unwrap();
+        let _a2 = slots.take_for(&a, wait).unwrap();
+        let busy = slots.take_for(&a, wait).err().expect("a's share is taken");
+        assert_eq!((busy.slots, busy.share), (2, true));
+        let _b1 = slots.take_for(&b, wait).unwrap();
+        let _host = slots.take().unwrap();
+        assert_eq!(slots.used(), 4);
+        // A's share comes back with its slot, and another of a's waiters
+        // (woken by notify_all, not one of b's) takes it.
+        let waiter = {
+            let (slots, a) = (slots.clone(), a.clone());
+            std::thread::spawn(move || slots.take_for(&a, Duration::from_secs(10)).map(|_| ()))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        drop(a1);
+        assert_eq!(waiter.join().unwrap(), Ok(()));
     }
 
     #[test]
