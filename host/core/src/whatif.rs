@@ -14,6 +14,13 @@
 //! names bracketed (`metadata.labels["app.kubernetes.io/name"]`). Lists of
 //! the same length are compared item by item; a list that grows or shrinks
 //! is named whole.
+//!
+//! Those paths are cluster data: a key is whatever the plugin wrote, and a
+//! candidate handed a Secret's value can spell it as a label key. So the
+//! [`Summary`], which any reader of the plugin's status sees, names only
+//! the schema part of a path ([`schema_part`]: `metadata.labels`, `spec`,
+//! `status`), and the paths themselves are in [`Details`], shown to those
+//! who may read the details.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -54,7 +61,8 @@ pub struct FieldCount {
     pub examples: Vec<String>,
 }
 
-/// The counts of a what-if: kinds, fields and numbers, no cluster values.
+/// The counts of a what-if: kinds, the schema part of fields
+/// ([`schema_part`]) and numbers, no cluster values.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
@@ -109,6 +117,68 @@ pub struct Details {
     pub refusals: Vec<Value>,
     /// A few failures: `{parent, error}`.
     pub failures: Vec<Value>,
+    /// Status fields the candidate would write, with their whole paths.
+    #[serde(default)]
+    pub status: Vec<FieldCount>,
+}
+
+/// Top-level fields every reader may see named: those of the object kinds
+/// a plugin writes, which the API server's schemas fix.
+const SCHEMA_TOP: [&str; 13] = [
+    "apiVersion",
+    "kind",
+    "metadata",
+    "spec",
+    "status",
+    "data",
+    "stringData",
+    "binaryData",
+    "type",
+    "immutable",
+    "rules",
+    "roleRef",
+    "subjects",
+];
+/// Fields of `metadata` every reader may see named.
+const SCHEMA_METADATA: [&str; 7] = [
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "name",
+    "namespace",
+    "generateName",
+];
+
+/// The part of a field path that no value can have built: its first name
+/// if the schema fixes it (else `*`), and under `metadata` the second
+/// (`metadata.labels["team-of-hunter2"]` reads `metadata.labels`). What is
+/// below `spec`, `status` or `data` is the plugin's to name, so it is cut.
+pub fn schema_part(field: &str) -> String {
+    if field == REMOVED_FIELDS {
+        return field.to_string();
+    }
+    let segment = |text: &str| -> String {
+        text.split(['.', '['])
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let first = segment(field);
+    if !SCHEMA_TOP.contains(&first.as_str()) {
+        return "*".into();
+    }
+    if first != "metadata" {
+        return first;
+    }
+    let second = field
+        .strip_prefix("metadata.")
+        .map(segment)
+        .filter(|s| SCHEMA_METADATA.contains(&s.as_str()));
+    match second {
+        Some(second) => format!("metadata.{second}"),
+        None => first,
+    }
 }
 
 /// The running tally of a what-if.
@@ -121,6 +191,9 @@ pub struct Tally {
     prunes: BTreeMap<String, usize>,
     updates: BTreeMap<(String, String), (usize, Vec<String>)>,
     status: BTreeMap<String, usize>,
+    /// The same per schema part ([`schema_part`]), for the summary.
+    schema_updates: BTreeMap<(String, String), usize>,
+    schema_status: BTreeMap<String, usize>,
     parent_patches: usize,
     refused: usize,
     failed: usize,
@@ -201,6 +274,19 @@ impl Tally {
         for field in &status {
             *self.status.entry(field.clone()).or_default() += 1;
         }
+        // A parent counts once per schema part, however many of its paths
+        // it covers.
+        let schema_updates: BTreeSet<(String, String)> = updates
+            .iter()
+            .map(|(kind, field)| (kind.clone(), schema_part(field)))
+            .collect();
+        for key in schema_updates {
+            *self.schema_updates.entry(key).or_default() += 1;
+        }
+        let schema_status: BTreeSet<String> = status.iter().map(|f| schema_part(f)).collect();
+        for field in schema_status {
+            *self.schema_status.entry(field).or_default() += 1;
+        }
         if patched {
             self.parent_patches += 1;
         }
@@ -254,26 +340,17 @@ impl Tally {
             failed: self.failed,
             creates: kinds(&self.creates),
             updates: self
-                .updates
+                .schema_updates
                 .iter()
-                .map(|((kind, field), (parents, _))| FieldCount {
+                .map(|((kind, field), &parents)| FieldCount {
                     kind: kind.clone(),
-                    field: field.clone(),
-                    parents: *parents,
-                    examples: Vec::new(),
-                })
-                .collect(),
-            prunes: kinds(&self.prunes),
-            status: self
-                .status
-                .iter()
-                .map(|(field, &parents)| FieldCount {
-                    kind: String::new(),
                     field: field.clone(),
                     parents,
                     examples: Vec::new(),
                 })
                 .collect(),
+            prunes: kinds(&self.prunes),
+            status: status_rows(&self.schema_status),
             parent_patches: self.parent_patches,
         }
     }
@@ -295,8 +372,21 @@ impl Tally {
             examples: self.examples.clone(),
             refusals: self.refusals.clone(),
             failures: self.failures.clone(),
+            status: status_rows(&self.status),
         }
     }
+}
+
+fn status_rows(fields: &BTreeMap<String, usize>) -> Vec<FieldCount> {
+    fields
+        .iter()
+        .map(|(field, &parents)| FieldCount {
+            kind: String::new(),
+            field: field.clone(),
+            parents,
+            examples: Vec::new(),
+        })
+        .collect()
 }
 
 /// `Kind.group` (`Kind` for the core group) of an object.

@@ -118,11 +118,12 @@ fn a_tally_counts_each_parent_once_per_kind_and_field() {
         ),
         (6, 3, 1, 1, 1)
     );
+    // The summary names only the schema part of a path...
     assert_eq!(
         summary.updates,
         vec![FieldCount {
             kind: "StatefulSet.apps".into(),
-            field: "spec.template.spec.containers[0].image".into(),
+            field: "spec".into(),
             parents: 2,
             examples: vec![],
         }]
@@ -141,12 +142,18 @@ fn a_tally_counts_each_parent_once_per_kind_and_field() {
             parents: 1
         }]
     );
-    assert_eq!(summary.status[0].field, "status.phase");
+    assert_eq!(summary.status[0].field, "status");
     assert!((summary.changed_percent() - 50.0).abs() < 1e-9);
 
+    // ...the details, the whole path.
     let details = tally.details();
     assert_eq!(details.changed, vec!["a/one", "a/two", "b/four"]);
+    assert_eq!(
+        details.updates[0].field,
+        "spec.template.spec.containers[0].image"
+    );
     assert_eq!(details.updates[0].examples, vec!["a/one", "a/two"]);
+    assert_eq!(details.status[0].field, "status.phase");
     assert_eq!(details.refusals[0]["parent"], "b/five");
     assert_eq!(details.failures[0]["error"], "the plugin trapped");
     assert_eq!(details.examples.len(), 3);
@@ -233,4 +240,63 @@ fn a_gate_refuses_what_cannot_mean_anything() {
             .contains("promotion.noPrunes")
     );
     assert!(serde_json::from_str::<GateFile>(r#"{"maxChanged": 5}"#).is_err());
+}
+
+#[test]
+fn a_summary_names_no_key_a_value_could_have_built() {
+    for (path, seen) in [
+        ("spec.template.spec.containers[0].image", "spec"),
+        ("metadata.labels[\"team-of-hunter2\"]", "metadata.labels"),
+        ("metadata.labels.hunter2", "metadata.labels"),
+        (
+            "metadata.annotations[\"example.com/x\"]",
+            "metadata.annotations",
+        ),
+        ("metadata.hunter2", "metadata"),
+        ("data.hunter2", "data"),
+        ("status.hunter2.deep", "status"),
+        ("hunter2.spec", "*"),
+        ("[\"hunter2.x\"]", "*"),
+        (REMOVED_FIELDS, REMOVED_FIELDS),
+    ] {
+        assert_eq!(schema_part(path), seen, "{path}");
+    }
+    // A parent counts once per schema part, however many paths it changes.
+    let mut tally = Tally::default();
+    let mut live = sts("postgres:16");
+    live["metadata"]["labels"] = json!({"app": "db"});
+    let mut desired = live.clone();
+    desired["metadata"]["labels"] = json!({"app": "db", "hunter2": "x", "swordfish": "y"});
+    tally.plan(
+        "a/one",
+        &database(),
+        &json!({"status": {"phase": "Running"}}),
+        &plan(
+            vec![Step {
+                child: desired,
+                action: Action::Update { uid: None, live },
+            }],
+            vec![],
+            Some(json!({"hunter2": 1, "swordfish": 2})),
+        ),
+    );
+    let summary = serde_json::to_string(&tally.summary()).unwrap();
+    assert!(
+        !summary.contains("hunter2") && !summary.contains("swordfish"),
+        "{summary}"
+    );
+    let summary = tally.summary();
+    assert_eq!(summary.updates.len(), 1);
+    assert_eq!(
+        (
+            summary.updates[0].field.as_str(),
+            summary.updates[0].parents
+        ),
+        ("metadata.labels", 1)
+    );
+    assert_eq!(
+        (summary.status[0].field.as_str(), summary.status[0].parents),
+        ("status", 1)
+    );
+    assert_eq!(tally.details().updates.len(), 2);
 }

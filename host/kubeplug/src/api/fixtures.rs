@@ -87,11 +87,12 @@ fn report() -> Report {
             truncated: true,
             updates: vec![FieldCount {
                 examples: vec!["hunter2/db".into()],
-                ..field
+                ..field.clone()
             }],
             examples: vec![json!({"parent": "hunter2/db"})],
             refusals: vec![json!({"parent": "hunter2/db", "reason": "hunter2"})],
             failures: vec![json!({"parent": "hunter2/db", "error": "hunter2"})],
+            status: vec![field.clone()],
         }),
     }
 }

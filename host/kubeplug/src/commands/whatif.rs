@@ -130,15 +130,19 @@ pub fn summary(plugin: &str, report: &Value, blocked: Option<&str>) -> String {
             );
         }
     };
-    let updates = if details["updates"].is_array() {
-        &details["updates"]
-    } else {
-        &report["updates"]
+    // Whole field paths come with the details (a reader who may see them);
+    // the summary names only their schema part.
+    let whole = |key: &str| {
+        if details[key].is_array() {
+            &details[key]
+        } else {
+            &report[key]
+        }
     };
-    rows("updates", updates, &mut out);
+    rows("updates", whole("updates"), &mut out);
     rows("creates", &report["creates"], &mut out);
     rows("prunes", &report["prunes"], &mut out);
-    rows("status", &report["status"], &mut out);
+    rows("status", whole("status"), &mut out);
     for (title, key, text) in [
         ("refused", "refusals", "reason"),
         ("failed", "failures", "error"),
