@@ -181,8 +181,9 @@ cluster-check:
 # Acceptance tests: the built host and plugins against fresh local control
 # planes, E2E_SHARDS of them (default 2) side by side, each running one test
 # at a time: a test starts its own host, and two hosts on one cluster would
-# both reconcile every parent.
-e2e: plugins host
+# both reconcile every parent. The install tests run the host from its image
+# (target/images).
+e2e: plugins host image
 	tests/e2e/run
 
 # Every stage in turn, timed: the stages' wall times are printed at the end
@@ -195,7 +196,7 @@ test:
 # hog (FLAKE_HOGS busy processes, default 1): every test that failed once is
 # listed.
 FLAKE_RUNS ?= 3
-flake-hunt: plugins host
+flake-hunt: plugins host image
 	tests/e2e/flake-hunt $(FLAKE_RUNS)
 
 # The local demo: control plane, CRDs, host with the three plugins, samples.
