@@ -22,6 +22,9 @@
 //!   (`decoratorKeys`: a decorator's always, a composite plugin's when the
 //!   grant lists them), never the host's own keys, status, or any other
 //!   metadata.
+//! - **Readers.** What a plugin answers in a preview is shown to a caller
+//!   who may not read all it was handed; [`redact::Redaction`] takes out of
+//!   the answer every value of those objects the plugin copied.
 
 use serde_json::Value;
 
@@ -156,6 +159,8 @@ fn within(pointer: &str, field: &str) -> bool {
             .strip_prefix(field)
             .is_some_and(|rest| rest.starts_with('/'))
 }
+
+pub mod redact;
 
 #[cfg(test)]
 mod tests;

@@ -8,14 +8,17 @@
 //! plugin's ServiceAccount reads for it). The API works out which of the
 //! plugin's child and related kinds the caller may not read ([`Target::
 //! withheld`]); of those kinds, no value is shown (rows keep their action,
-//! kind and name), and neither is text the plugin wrote (its error, its
-//! events' messages), which may quote what it was handed.
+//! kind and name), and neither is anything the plugin wrote (its error, its
+//! events' messages); and wherever the plugin's answer (a child's desired
+//! values, its status, its parent patch) copies a value of those objects,
+//! that value is taken out ([`Redaction`]).
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use crate::reconcile::{Fence, Inputs, ReconcileError, Sources, child_type, decide, gather};
+use kubeplug_core::fence::redact::Redaction;
 use kubeplug_core::manifest::{ApiResource, same_shape};
 use kubeplug_core::plan::diff::Fields;
 use kubeplug_core::plan::{self, Action};
@@ -172,15 +175,19 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
         None,
     )
     .await?;
+    let request = Arc::new(request);
     let plan = decide(
         target.plugin,
         target.fence,
         &parent,
         &observed,
-        Arc::new(request),
+        request.clone(),
     )
     .await?;
 
+    // Of what the plugin was handed, the caller may not read some: then no
+    // value the plugin wrote is shown, only what would happen to what.
+    let masked = !target.withheld.is_empty();
     let mut children = Vec::new();
     for step in &plan.children {
         let child = &step.child;
@@ -238,8 +245,24 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
         "parentPatch": plan.parent_patch,
         "events": events,
     });
-    if !target.withheld.is_empty() {
+    if masked {
+        // What the plugin wrote may copy what it was handed: the values of
+        // the withheld objects are taken out wherever they appear.
+        let handed = request.observed.iter().chain(&request.related);
+        let redaction = Redaction::of(handed.map(|o| &**o), |group, kind| {
+            target
+                .withheld
+                .iter()
+                .any(|w| w.group == group && w.kind == kind)
+        });
+        let redacted: usize = ["children", "status", "parentPatch"]
+            .iter()
+            .map(|key| redaction.apply(&mut answer[*key]))
+            .sum();
         answer["withheld"] = withheld_note(target.withheld, &namespace);
+        if redacted > 0 {
+            answer["withheld"]["redacted"] = json!(redacted);
+        }
     }
     Ok(answer)
 }

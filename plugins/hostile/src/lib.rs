@@ -60,6 +60,9 @@
 //! - `steal`: returns a ConfigMap `<name>-loot` with one key per related
 //!   object, `<namespace>.<name>` (`_` for no namespace), whose value is the
 //!   JSON text of that object's `data`; status `{"loot": ["<ns>/<name>", ...]}`.
+//! - `copy`: the ok ConfigMap, and status `{"copied": [...]}`: every value
+//!   of the related objects' `data`, decoded from base64 when it is
+//!   (a plugin that copies what it reads into what it writes).
 //! - `events`: the ok ConfigMap, `spec.count` (default 1000) Normal events
 //!   (reason `Flood`, message `event <i>`), and requeue after 0 seconds.
 //! - `children`: `spec.count` (default 2000) ConfigMaps `<name>-<i>`.
@@ -347,6 +350,7 @@ impl Plugin for Hostile {
                 Response::default().child(&config_map(target, [("adopted", "yes".into())]))
             }
             "steal" => steal(ctx),
+            "copy" => copy(ctx),
             "events" => {
                 let mut response = ok(ctx)?.requeue_after(0);
                 for i in 0..count(ctx, "count", 1000) {
@@ -580,6 +584,26 @@ fn steal(ctx: &Context<Config>) -> Result<Response, Error> {
     Response::default()
         .child(&cm)?
         .status(&json!({ "loot": loot }))
+}
+
+fn copy(ctx: &Context<Config>) -> Result<Response, Error> {
+    use base64::Engine as _;
+    let mut copied = Vec::new();
+    for object in &ctx.related {
+        for value in object["data"]
+            .as_object()
+            .into_iter()
+            .flat_map(|d| d.values())
+        {
+            let Some(text) = value.as_str() else { continue };
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .ok()
+                .and_then(|d| String::from_utf8(d).ok());
+            copied.push(Value::String(decoded.unwrap_or_else(|| text.to_string())));
+        }
+    }
+    ok(ctx)?.status(&json!({ "copied": copied }))
 }
 
 kubeplug_sdk::export_plugin!(Hostile);

@@ -560,3 +560,102 @@ fn error_texts_and_shadow_examples_need_get_on_plugins_details() {
         kubectl(&["delete", "clusterrolebinding", user], None);
     }
 }
+
+#[test]
+fn a_preview_takes_out_a_withheld_value_the_plugin_copied_into_its_status() {
+    install_crds();
+    let ns = Namespace::new("fp-copy");
+    let n = ns.name.as_str();
+    let dir = PluginDir::with(&[]);
+    hostile_as(
+        &dir,
+        "copier",
+        &format!("related: [secrets]\nnamespaces: [{n}]"),
+    );
+    let policy = with_policy(
+        &dir,
+        "plugins:
+  copier:
+    serviceAccount: kubeplug-plugin-hostile
+    parent: [Hostile.test.kubeplug.io]
+    children: [ConfigMap]
+    related: [Secret]
+",
+    );
+    let api = ApiHost::start(&dir, &["--policy", &policy]);
+    running(&api.host, "copier");
+    let token = format!("swordfish-{}", std::process::id());
+    apply(
+        n,
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: vault\n  labels:\n    kubeplug-test/steal: \"yes\"\nstringData:\n  token: {token}\n"
+        ),
+    );
+    apply(n, &hostile("h", "copy", ""));
+    // The plugin copies the Secret's value into the parent's status.
+    eventually("the copy in the status", TIMEOUT, || {
+        let parent = get_json(n, "hostile/h")?;
+        parent["status"]["copied"]
+            .as_array()?
+            .iter()
+            .any(|v| v == token.as_str())
+            .then_some(())
+    });
+    wait_for_previews();
+    let mut parent = get_json(n, "hostile/h").expect("the parent");
+    parent["status"] = json!({});
+    let body = json!({
+        "apiVersion": "kubeplug.io/v1alpha1",
+        "kind": "Preview",
+        "spec": {"plugin": "copier", "parent": parent},
+    });
+
+    // The admin, who may read the Secret, sees the copy in the desired status.
+    let admin = preview(n, &body, None);
+    assert!(admin.to_string().contains(&token), "{admin:#}");
+
+    // A user who may preview and get Hostiles, not Secrets, sees that the
+    // status would change, not the value the plugin copied into it.
+    let user = format!("copy-reader-{}", std::process::id());
+    role(
+        n,
+        &user,
+        "- apiGroups: [kubeplug.io]\n  resources: [previews]\n  verbs: [create]\n- apiGroups: [test.kubeplug.io]\n  resources: [hostiles]\n  verbs: [get]\n",
+    );
+    let answer = eventually("the user's preview", TIMEOUT, || {
+        let out = kubectl(
+            &[
+                "create",
+                "-n",
+                n,
+                "-f",
+                "-",
+                "-o",
+                "json",
+                "--as",
+                &user,
+                "--validate=false",
+            ],
+            Some(&body.to_string()),
+        );
+        out.status
+            .success()
+            .then(|| serde_json::from_slice::<Value>(&out.stdout).ok())
+            .flatten()
+    });
+    let text = answer.to_string();
+    assert!(!text.contains(&token), "the Secret's value: {answer:#}");
+    assert_eq!(answer["status"]["status"]["changes"], true, "{answer:#}");
+    assert!(
+        answer["status"]["withheld"]["redacted"]
+            .as_u64()
+            .is_some_and(|n| n >= 1),
+        "{answer:#}"
+    );
+    assert!(
+        answer["status"]["withheld"]["kinds"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "secrets")),
+        "{answer:#}"
+    );
+}
