@@ -40,7 +40,7 @@ const RELOAD: Duration = Duration::from_secs(60);
 
 struct Server {
     tls: RwLock<Arc<tokio_rustls::TlsAcceptor>>,
-    reviews: Reviews,
+    reviews: Arc<Reviews>,
 }
 
 fn acceptor(settings: &WebhookSettings) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
@@ -65,11 +65,11 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let server = Arc::new(Server {
         tls: RwLock::new(Arc::new(acceptor(&settings)?)),
-        reviews: Reviews {
+        reviews: Arc::new(Reviews {
             registry,
             metrics,
             limits: ReviewLimits::new(budget),
-        },
+        }),
     });
     tokio::spawn(reload(server.clone(), settings.clone()));
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -110,13 +110,11 @@ async fn reload(server: Arc<Server>, settings: WebhookSettings) {
     }
 }
 
-type Body = Full<Bytes>;
-
 fn json(status: u16, body: &serde_json::Value) -> Response<Body> {
     Response::builder()
         .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
+        .body(Full::new(Bytes::from(body.to_string())).into())
         .expect("a valid response")
 }
 
@@ -155,7 +153,9 @@ fn parse_go_duration(text: &str) -> Option<Duration> {
         "m" => number * 60.0,
         _ => return None,
     };
-    (seconds.is_finite() && seconds > 0.0).then(|| Duration::from_secs_f64(seconds))
+    // Whoever reaches the port writes the URL: no value may overflow.
+    (seconds.is_finite() && seconds > 0.0)
+        .then(|| Duration::from_secs_f64(seconds.min(webhooks::MAX_TIMEOUT.as_secs_f64())))
 }
 
 impl Server {
@@ -191,7 +191,7 @@ impl Server {
                 .map(|b| b.to_bytes())
                 .map_err(|e| e.to_string())
         };
-        let answer = webhooks::answer(
+        let reply = webhooks::answer(
             &self.reviews,
             plugin,
             webhook,
@@ -200,7 +200,47 @@ impl Server {
             webhooks::deadline(timeout(&query)),
         )
         .await;
-        json(answer.status, &answer.body)
+        Response::builder()
+            .status(StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Body {
+                bytes: Full::new(Bytes::from(reply.body)),
+                _hold: reply.hold,
+            })
+            .expect("a valid response")
+    }
+}
+
+/// A response body that keeps what the review holds (its place and memory)
+/// until hyper has taken the last of it.
+struct Body {
+    bytes: Full<Bytes>,
+    _hold: Option<webhooks::Hold>,
+}
+
+impl hyper::body::Body for Body {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().bytes).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.bytes.size_hint()
+    }
+}
+
+impl From<Full<Bytes>> for Body {
+    fn from(bytes: Full<Bytes>) -> Self {
+        Body { bytes, _hold: None }
     }
 }
 
@@ -229,8 +269,12 @@ mod tests {
         assert_eq!(timeout("timeout=10s"), Some(Duration::from_secs(10)));
         assert_eq!(timeout("x=1&timeout=2s"), Some(Duration::from_secs(2)));
         assert_eq!(timeout("timeout=1500ms"), Some(Duration::from_millis(1500)));
-        assert_eq!(timeout("timeout=1m"), Some(Duration::from_secs(60)));
+        assert_eq!(timeout("timeout=1m"), Some(webhooks::MAX_TIMEOUT));
         assert_eq!(timeout("timeout=soon"), None);
+        assert_eq!(
+            timeout("timeout=100000000000000000000000s"),
+            Some(webhooks::MAX_TIMEOUT)
+        );
         assert_eq!(timeout(""), None);
     }
 }

@@ -255,7 +255,7 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
                 .iter()
                 .any(|w| w.group == group && w.kind == kind)
         });
-        let redacted: usize = ["children", "status", "parentPatch"]
+        let redacted: usize = ["children", "status", "parentPatch", "events"]
             .iter()
             .map(|key| redaction.apply(&mut answer[*key]))
             .sum();

@@ -52,11 +52,16 @@ const MARGIN: Duration = Duration::from_millis(500);
 /// The shortest deadline given to a plugin, whatever the webhook's timeout.
 const MIN_DEADLINE: Duration = Duration::from_millis(100);
 
+/// The longest webhook timeout the API server allows (`timeoutSeconds`).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The plugin's deadline for a webhook that times out after `timeout` (the
-/// `timeout` the API server puts in the URL; 10 s, its default, if none).
+/// `timeout` the API server puts in the URL; 10 s, its default, if none;
+/// at most [`MAX_TIMEOUT`], since whoever reaches the port writes the URL).
 pub fn deadline(timeout: Option<Duration>) -> Duration {
     timeout
         .unwrap_or(Duration::from_secs(10))
+        .min(MAX_TIMEOUT)
         .saturating_sub(MARGIN)
         .max(MIN_DEADLINE)
 }
@@ -193,6 +198,11 @@ async fn enter(
     until: Instant,
 ) -> Result<Entry, (Answer, &'static str)> {
     let started = Instant::now();
+    let floor = webhook::review_floor(declared.unwrap_or(webhook.max_body()));
+    let share = limits.plugin_share();
+    if floor > share {
+        return Err(too_large(plugin, floor, share));
+    }
     let wait = |sem: Arc<Semaphore>| tokio::time::timeout_at(until.into(), sem.acquire_owned());
     let Ok(Ok(mine)) = wait(limits.plugin(plugin)).await else {
         return Err(busy(
@@ -208,13 +218,11 @@ async fn enter(
             started.elapsed(),
         ));
     };
-    let floor = webhook::review_floor(declared.unwrap_or(webhook.max_body()));
-    let share = limits.plugin_share();
-    if floor > share {
-        return Err(too_large(plugin, floor, share));
-    }
     let budget = limits.budget.clone();
-    let key: Arc<str> = format!("{plugin}/reviews").into();
+    // The plugin's own share of the budget, the one its calls are charged
+    // to: a flooded plugin's reviews and calls together hold at most half,
+    // and every other plugin keeps the rest.
+    let key: Arc<str> = plugin.into();
     let left = until.saturating_duration_since(Instant::now());
     let reserved = tokio::task::spawn_blocking(move || budget.reserve(&key, floor, share, left))
         .await
@@ -227,90 +235,155 @@ async fn enter(
     })
 }
 
+/// The answer to send, serialized, and what it still holds of the review
+/// bounds: kept with the response body until the body has been handed over,
+/// so an answer a client is slow to take still counts.
+pub struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub hold: Option<Hold>,
+}
+
+/// A review's place and memory, given back when dropped.
+pub struct Hold {
+    _entry: Entry,
+}
+
 /// Answer one review sent to `webhook` of `plugin` (the path
 /// `/<webhook>/<plugin>`). What serves it, and whether its grant allows the
 /// webhook, is decided from the path before `read` is called for the body
 /// (with the most bytes to read); then the review takes its place within
-/// `limits`, waiting inside `deadline`, which the plugin's call gets the
+/// the limits, waiting inside `deadline`, which the plugin's call gets the
 /// rest of.
+///
+/// The review runs as a task of its own: a client that hangs up does not
+/// give back the review's place and memory while its call still runs and
+/// holds the parsed review; the task does, when it ends (by the deadline).
 pub async fn answer<B, R>(
-    reviews: &Reviews,
+    reviews: &Arc<Reviews>,
     plugin: &str,
     webhook: Webhook,
     declared: Option<u64>,
     read: R,
     deadline: Duration,
-) -> Answer
+) -> Reply
+where
+    B: AsRef<[u8]> + Send + 'static,
+    R: Future<Output = Result<B, String>> + Send + 'static,
+{
+    let started = Instant::now();
+    let span = tracing::info_span!("webhook", plugin, webhook = webhook.as_str());
+    let (reviews, plugin) = (reviews.clone(), plugin.to_string());
+    let task = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let (answer, result, entry) = match review(
+                &reviews, &plugin, webhook, declared, read, started, deadline,
+            )
+            .await
+            {
+                Ok(answered) => answered,
+                Err((answer, result)) => (answer, result, None),
+            };
+            let body = serde_json::to_vec(&answer.body).unwrap_or_default();
+            // A name the host does not serve is counted under one label: the
+            // path is the sender's, and metrics must not grow with what
+            // strangers send.
+            let label = if result == "not_serving" {
+                ""
+            } else {
+                plugin.as_str()
+            };
+            reviews
+                .metrics
+                .webhook_answered(label, webhook.as_str(), result, started.elapsed());
+            Reply {
+                status: answer.status,
+                body,
+                hold: entry.map(|entry| Hold { _entry: entry }),
+            }
+        },
+        span,
+    ));
+    task.await.unwrap_or_else(|e| Reply {
+        status: 500,
+        body: serde_json::to_vec(
+            &status(500, "InternalError", format!("the review failed: {e}")).body,
+        )
+        .unwrap_or_default(),
+        hold: None,
+    })
+}
+
+type Answered = (Answer, &'static str, Option<Entry>);
+
+async fn review<B, R>(
+    reviews: &Reviews,
+    plugin: &str,
+    webhook: Webhook,
+    declared: Option<u64>,
+    read: R,
+    started: Instant,
+    deadline: Duration,
+) -> Result<Answered, (Answer, &'static str)>
 where
     B: AsRef<[u8]>,
     R: Future<Output = Result<B, String>>,
 {
-    let Reviews {
-        registry,
-        metrics,
-        limits,
-    } = reviews;
-    let started = Instant::now();
-    let span = tracing::info_span!("webhook", plugin, webhook = webhook.as_str());
-    let review = async {
-        let target = serving(registry, plugin, webhook)?;
-        let declared = declared.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-        if declared.is_some_and(|n| n > webhook.max_body()) {
-            return Err(too_long(webhook));
-        }
-        let until = started + deadline;
-        let mut entry = enter(limits, plugin, webhook, declared, until).await?;
-        let body = match tokio::time::timeout_at(until.into(), read).await {
-            Ok(Ok(body)) => body,
-            Ok(Err(e)) if e.contains("length limit") => return Err(too_long(webhook)),
-            Ok(Err(e)) => {
-                return Err((
-                    status(
-                        400,
-                        "BadRequest",
-                        format!("the review could not be read: {e}"),
-                    ),
-                    "malformed",
-                ));
-            }
-            Err(_) => {
-                return Err(busy(
-                    plugin,
-                    "the review's body was still arriving",
-                    started.elapsed(),
-                ));
-            }
-        };
-        let cost = webhook::review_cost(body.as_ref());
-        if cost > limits.plugin_share() {
-            return Err(too_large(plugin, cost, limits.plugin_share()));
-        }
-        if entry.memory.cover(cost).is_err() {
-            return Err(busy(plugin, "memory", started.elapsed()));
-        }
-        let review: Value = serde_json::from_slice(body.as_ref()).map_err(|e| {
-            (
-                status(400, "BadRequest", format!("not a JSON review: {e}")),
+    let limits = &reviews.limits;
+    let target = serving(&reviews.registry, plugin, webhook)?;
+    let declared = declared.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    if declared.is_some_and(|n| n > webhook.max_body()) {
+        return Err(too_long(webhook));
+    }
+    let until = started + deadline;
+    let mut entry = enter(limits, plugin, webhook, declared, until).await?;
+    let body = match tokio::time::timeout_at(until.into(), read).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) if e.contains("length limit") => return Err(too_long(webhook)),
+        Ok(Err(e)) => {
+            return Err((
+                status(
+                    400,
+                    "BadRequest",
+                    format!("the review could not be read: {e}"),
+                ),
                 "malformed",
-            )
-        })?;
-        drop(body);
-        let left = until.saturating_duration_since(Instant::now());
-        if left < MIN_DEADLINE {
-            return Err(busy(plugin, "time", started.elapsed()));
+            ));
         }
-        let answered = review_of(&target, plugin, webhook, review, left).await;
-        drop(entry);
-        Ok(answered)
+        Err(_) => {
+            return Err((
+                status(
+                    408,
+                    "Timeout",
+                    format!(
+                        "the review's body was still arriving after {:.1?}",
+                        started.elapsed()
+                    ),
+                ),
+                "busy",
+            ));
+        }
     };
-    let (answer, result) = match tracing::Instrument::instrument(review, span).await {
-        Ok(answered) | Err(answered) => answered,
-    };
-    // A name the host does not serve is counted under one label: the path
-    // is the sender's, and metrics must not grow with what strangers send.
-    let label = if result == "not_serving" { "" } else { plugin };
-    metrics.webhook_answered(label, webhook.as_str(), result, started.elapsed());
-    answer
+    let cost = webhook::review_cost(body.as_ref());
+    if cost > limits.plugin_share() {
+        return Err(too_large(plugin, cost, limits.plugin_share()));
+    }
+    if entry.memory.cover(cost).is_err() {
+        return Err(busy(plugin, "memory", started.elapsed()));
+    }
+    let review: Value = serde_json::from_slice(body.as_ref()).map_err(|e| {
+        (
+            status(400, "BadRequest", format!("not a JSON review: {e}")),
+            "malformed",
+        )
+    })?;
+    drop(body);
+    let left = until.saturating_duration_since(Instant::now());
+    if left < MIN_DEADLINE {
+        return Err(busy(plugin, "time", started.elapsed()));
+    }
+    let (answer, result) = review_of(&target, plugin, webhook, review, left).await;
+    Ok((answer, result, Some(entry)))
 }
 
 fn too_long(webhook: Webhook) -> (Answer, &'static str) {
@@ -649,6 +722,10 @@ mod tests {
             Duration::from_millis(1_500)
         );
         assert_eq!(deadline(Some(Duration::from_millis(200))), MIN_DEADLINE);
+        assert_eq!(
+            deadline(Some(Duration::from_secs(100_000_000))),
+            MAX_TIMEOUT - MARGIN
+        );
     }
 
     #[tokio::test]

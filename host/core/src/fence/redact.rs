@@ -19,9 +19,11 @@ use serde_json::{Map, Value};
 /// What replaces a string or key that holds a withheld value.
 pub const REDACTED: &str = "(withheld)";
 
-/// Strings shorter than this are not looked for: `true`, `1`, `TCP` would
+/// Strings shorter than this are not looked for: `1`, `TCP`, `spec` would
 /// blank half an answer and hide nothing.
-const MIN_LEN: usize = 4;
+const MIN_LEN: usize = 5;
+/// Nor these, which every answer holds.
+const COMMON: [&str; 3] = ["false", "value", "items"];
 
 /// The withheld values to look for.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -70,7 +72,7 @@ impl Redaction {
                 }
             }
         }
-        values.retain(|v| v.len() >= MIN_LEN);
+        values.retain(|v| v.len() >= MIN_LEN && !COMMON.contains(&v.as_str()));
         values.sort();
         values.dedup();
         Redaction { values }
