@@ -321,54 +321,73 @@ fn a_webhook_the_grant_does_not_cover_is_refused_and_a_dead_host_fails_closed() 
 
 /// Puts the v1-only CRD back however a test left it: a CRD whose storage
 /// moved to v2 cannot drop v2, so it is deleted (with its objects) and
-/// installed again. Databases that earlier tests left behind may still
-/// carry a finalizer that no running host will remove (their namespace's
-/// deletion waits on it too), which would hold the CRD's deletion forever:
-/// their finalizers are cleared until the CRD is gone.
+/// installed again. Its conversion webhook goes first: with the test's host
+/// gone, every read or write of a Database stored at the other version
+/// fails on it, deletes included, so the CRD could never go. Databases that
+/// earlier tests left behind may still carry a finalizer that no running
+/// host will remove (their namespace's deletion waits on it too), which
+/// would hold the CRD's deletion for ever: those finalizers are cleared
+/// until the CRD is gone (within two minutes).
 struct RestoreCrd;
+
+impl RestoreCrd {
+    /// Clear the finalizers of every Database that has some.
+    fn release_finalizers() {
+        let names = kubectl(
+            &[
+                "get",
+                "databases.v1.example.com",
+                "-A",
+                "-o",
+                r#"jsonpath={range .items[?(@.metadata.finalizers)]}{.metadata.namespace} {.metadata.name}{"\n"}{end}"#,
+            ],
+            None,
+        );
+        for line in String::from_utf8_lossy(&names.stdout).lines() {
+            if let Some((ns, name)) = line.split_once(' ') {
+                kubectl(
+                    &[
+                        "patch",
+                        "-n",
+                        ns,
+                        &format!("databases.v1.example.com/{name}"),
+                        "--type=merge",
+                        "-p",
+                        r#"{"metadata":{"finalizers":null}}"#,
+                    ],
+                    None,
+                );
+            }
+        }
+    }
+}
 
 impl Drop for RestoreCrd {
     fn drop(&mut self) {
+        // Versions convert by apiVersion alone from here on: no webhook.
+        kubectl(
+            &[
+                "patch",
+                "crd",
+                "databases.example.com",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"conversion":{"strategy":"None","webhook":null}}}"#,
+            ],
+            None,
+        );
+        Self::release_finalizers();
         kubectl(
             &["delete", "crd", "databases.example.com", "--wait=false"],
             None,
         );
-        for _ in 0..240 {
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_secs(120) {
             let gone = kubectl(&["get", "crd", "databases.example.com"], None);
             if String::from_utf8_lossy(&gone.stderr).contains("NotFound") {
                 break;
             }
-            // At the storage version, v1 or v2: a read at the other needs
-            // the conversion of a host that may be gone.
-            for version in ["v2", "v1"] {
-                let kind = format!("databases.{version}.example.com");
-                let names = kubectl(
-                    &[
-                        "get",
-                        &kind,
-                        "-A",
-                        "-o",
-                        r#"jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name}{"\n"}{end}"#,
-                    ],
-                    None,
-                );
-                for line in String::from_utf8_lossy(&names.stdout).lines() {
-                    if let Some((ns, name)) = line.split_once(' ') {
-                        kubectl(
-                            &[
-                                "patch",
-                                "-n",
-                                ns,
-                                &format!("{kind}/{name}"),
-                                "--type=merge",
-                                "-p",
-                                r#"{"metadata":{"finalizers":null}}"#,
-                            ],
-                            None,
-                        );
-                    }
-                }
-            }
+            Self::release_finalizers();
             std::thread::sleep(Duration::from_millis(500));
         }
         install_crds();
