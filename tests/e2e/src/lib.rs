@@ -1030,6 +1030,20 @@ impl ApiHost {
     }
 }
 
+/// The host's flags to serve the webhooks on loopback `port` with the
+/// serving certificate in `certs` ([`certificates`]).
+pub fn webhook_flags(certs: &Path, port: u16) -> Vec<String> {
+    let path = |file: &str| certs.join(file).to_str().expect("utf-8 path").to_string();
+    vec![
+        "--webhook-listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--webhook-cert".into(),
+        path("tls.crt"),
+        "--webhook-key".into(),
+        path("tls.key"),
+    ]
+}
+
 /// A CA and a serving certificate (deploy/apiservice/gen-cert) in
 /// `dir/api-certs`.
 pub fn certificates(dir: &Path) -> PathBuf {

@@ -124,6 +124,25 @@ impl MemoryCgroup {
     }
 }
 
+impl MemoryCgroup {
+    /// The host in this cgroup is alive, nothing in the cgroup was
+    /// OOM-killed, and its peak stayed below 85 % of `limit`.
+    fn assert_held(&self, host: &mut Host, limit: u64) {
+        assert!(host.running(), "the host is alive:\n{}", host.log_tail());
+        assert_eq!(
+            self.oom_kills(),
+            0,
+            "nothing in the host's cgroup was OOM-killed"
+        );
+        let peak = self.peak();
+        assert!(
+            peak < limit * 85 / 100,
+            "peak {} MiB stays below the limit with margin",
+            peak >> 20
+        );
+    }
+}
+
 impl Drop for MemoryCgroup {
     fn drop(&mut self) {
         for _ in 0..50 {
@@ -206,17 +225,7 @@ fn two_plugins_holding_120_mib_per_call_never_take_a_512_mib_host_down() {
         reserved_peak as u64 >> 20,
         budget as u64 >> 20,
     );
-    assert!(host.running(), "the host is alive:\n{}", host.log_tail());
-    assert_eq!(
-        cgroup.oom_kills(),
-        0,
-        "nothing in the host's cgroup was OOM-killed"
-    );
-    assert!(
-        peak < limit * 85 / 100,
-        "peak {} MiB stays below the limit with margin",
-        peak >> 20
-    );
+    cgroup.assert_held(&mut host, limit);
     assert!(
         reserved_peak <= budget,
         "calls never held more than the budget"
@@ -452,20 +461,9 @@ fn a_512_mib_host_survives_strangers_posting_30_mib_reviews_8_at_a_time() {
     let dir = PluginDir::with(&["database"]);
     let certs = certificates(&dir.path);
     let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let (cert, key) = (certs.join("tls.crt"), certs.join("tls.key"));
-    let mut host = Host::start_in_cgroup(
-        &dir,
-        &[
-            "--webhook-listen",
-            &listen,
-            "--webhook-cert",
-            cert.to_str().unwrap(),
-            "--webhook-key",
-            key.to_str().unwrap(),
-        ],
-        &cgroup.procs(),
-    );
+    let flags = webhook_flags(&certs, port);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut host = Host::start_in_cgroup(&dir, &flags, &cgroup.procs());
     running(&host, "database");
 
     // 30 MiB each: thirty 1 MiB objects (text, cheap to parse), and one
@@ -521,17 +519,7 @@ fn a_512_mib_host_survives_strangers_posting_30_mib_reviews_8_at_a_time() {
         count("wide", 413),
         count("nobody", 503),
     );
-    assert!(host.running(), "the host is alive:\n{}", host.log_tail());
-    assert_eq!(
-        cgroup.oom_kills(),
-        0,
-        "nothing in the host's cgroup was OOM-killed"
-    );
-    assert!(
-        peak < limit * 85 / 100,
-        "peak {} MiB stays below the limit with margin",
-        peak >> 20
-    );
+    cgroup.assert_held(&mut host, limit);
     for (what, code, took) in &answers {
         let expected: &[u16] = match *what {
             // Weighed before it is parsed, and refused (or, behind a wide

@@ -51,6 +51,32 @@ fn preview(ns: &str, body: &Value, user: Option<&str>) -> Value {
     serde_json::from_slice(&out.stdout).expect("the preview as JSON")
 }
 
+/// A Preview in `ns` as `user`, once RBAC lets the user create it (a new
+/// Role takes a moment to be seen by the API server).
+fn user_preview(ns: &str, body: &Value, user: &str) -> Value {
+    eventually("the user's preview", TIMEOUT, || {
+        let out = kubectl(
+            &[
+                "create",
+                "-n",
+                ns,
+                "-f",
+                "-",
+                "-o",
+                "json",
+                "--as",
+                user,
+                "--validate=false",
+            ],
+            Some(&body.to_string()),
+        );
+        out.status
+            .success()
+            .then(|| serde_json::from_slice::<Value>(&out.stdout).ok())
+            .flatten()
+    })
+}
+
 fn database(ns: &str, name: &str) {
     apply(
         ns,
@@ -120,27 +146,7 @@ fn a_preview_shows_no_live_values_of_kinds_its_caller_may_not_read() {
     assert!(admin["status"].get("withheld").is_none(), "{admin:#}");
 
     // The user sees what would change, not the values of what it may not read.
-    let answer = eventually("the user's preview", TIMEOUT, || {
-        let out = kubectl(
-            &[
-                "create",
-                "-n",
-                &ns.name,
-                "-f",
-                "-",
-                "-o",
-                "json",
-                "--as",
-                &user,
-                "--validate=false",
-            ],
-            Some(&body.to_string()),
-        );
-        out.status
-            .success()
-            .then(|| serde_json::from_slice::<Value>(&out.stdout).ok())
-            .flatten()
-    });
+    let answer = user_preview(&ns.name, &body, &user);
     let text = answer.to_string();
     assert!(!text.contains(&password), "the Secret's value: {answer:#}");
     let sts = rows(&answer)
@@ -226,27 +232,7 @@ fn a_spoofed_parent_uid_is_handed_no_other_namespace_s_children() {
     );
     let body = json!({"kind": "Preview", "apiVersion": "kubeplug.io/v1alpha1",
                       "spec": {"plugin": "database", "parent": spoofed}});
-    let answer = eventually("the spoofed preview", TIMEOUT, || {
-        let out = kubectl(
-            &[
-                "create",
-                "-n",
-                &caller.name,
-                "-f",
-                "-",
-                "-o",
-                "json",
-                "--as",
-                &user,
-                "--validate=false",
-            ],
-            Some(&body.to_string()),
-        );
-        out.status
-            .success()
-            .then(|| serde_json::from_slice::<Value>(&out.stdout).ok())
-            .flatten()
-    });
+    let answer = user_preview(&caller.name, &body, &user);
     let children = rows(&answer);
     assert!(!children.is_empty(), "{answer:#}");
     assert!(
@@ -622,27 +608,7 @@ fn a_preview_takes_out_a_withheld_value_the_plugin_copied_into_its_status() {
         &user,
         "- apiGroups: [kubeplug.io]\n  resources: [previews]\n  verbs: [create]\n- apiGroups: [test.kubeplug.io]\n  resources: [hostiles]\n  verbs: [get]\n",
     );
-    let answer = eventually("the user's preview", TIMEOUT, || {
-        let out = kubectl(
-            &[
-                "create",
-                "-n",
-                n,
-                "-f",
-                "-",
-                "-o",
-                "json",
-                "--as",
-                &user,
-                "--validate=false",
-            ],
-            Some(&body.to_string()),
-        );
-        out.status
-            .success()
-            .then(|| serde_json::from_slice::<Value>(&out.stdout).ok())
-            .flatten()
-    });
+    let answer = user_preview(n, &body, &user);
     let text = answer.to_string();
     assert!(!text.contains(&token), "the Secret's value: {answer:#}");
     assert_eq!(answer["status"]["status"]["changes"], true, "{answer:#}");

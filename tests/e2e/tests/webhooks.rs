@@ -56,16 +56,8 @@ fn host_with_webhooks(dir: &PluginDir, certs: &Path, port: u16) -> Host {
 /// A host serving the webhooks on loopback `port` with `certs`, and `more`
 /// arguments.
 fn host_with_webhooks_and(dir: &PluginDir, certs: &Path, port: u16, more: &[&str]) -> Host {
-    let listen = format!("127.0.0.1:{port}");
-    let (cert, key) = (certs.join("tls.crt"), certs.join("tls.key"));
-    let mut args = vec![
-        "--webhook-listen",
-        &listen,
-        "--webhook-cert",
-        cert.to_str().unwrap(),
-        "--webhook-key",
-        key.to_str().unwrap(),
-    ];
+    let flags = webhook_flags(certs, port);
+    let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
     args.extend_from_slice(more);
     Host::start_with(dir, &args)
 }
