@@ -49,6 +49,14 @@ impl Webhook {
         Webhook::ALL.into_iter().find(|w| w.as_str() == text)
     }
 
+    /// The largest review body of this webhook the host reads.
+    pub fn max_body(self) -> usize {
+        match self {
+            Webhook::Convert => MAX_CONVERSION_BODY,
+            Webhook::Validate | Webhook::Mutate => MAX_ADMISSION_BODY,
+        }
+    }
+
     /// How a grant allows it.
     pub fn grant_key(self) -> String {
         match self {
@@ -64,16 +72,6 @@ pub const MAX_ADMISSION_BODY: usize = 7 << 20;
 /// Largest ConversionReview read: a list the API server converts is sent
 /// whole, each object at most etcd's 1.5 MiB.
 pub const MAX_CONVERSION_BODY: usize = 32 << 20;
-
-impl Webhook {
-    /// The largest review body of this webhook the host reads.
-    pub fn max_body(self) -> usize {
-        match self {
-            Webhook::Convert => MAX_CONVERSION_BODY,
-            Webhook::Validate | Webhook::Mutate => MAX_ADMISSION_BODY,
-        }
-    }
-}
 
 /// What one parsed JSON value holds, on average, beyond its text: the
 /// `Value` itself and its share of a map entry, a key and allocator
