@@ -620,7 +620,9 @@ pub struct RunArgs {
     /// can run with one writer per plugin.
     #[arg(long, env = "KUBEPLUG_LEADER_ELECT")]
     pub leader_elect: bool,
-    /// Namespace of the Leases (default: the pod's namespace, else `default`).
+    /// The host's own namespace (default: the pod's namespace, else
+    /// `default`): its Leases and the record of versions promoted under a
+    /// gate (the ConfigMap `kubeplug-promotions`) live there.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     pub lease_namespace: String,
     /// How long a plugin's Lease lasts without renewal.

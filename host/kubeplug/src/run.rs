@@ -144,6 +144,10 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 ..Settings::default()
             },
             namespaces: (!args.namespaces.is_empty()).then(|| args.namespaces.clone()),
+            promotions: kubeplug_operator::registry::Record::new(
+                clients.host.clone(),
+                &args.lease_namespace,
+            ),
             max_plugin_bytes: args.max_plugin_bytes,
         },
     ));

@@ -34,6 +34,7 @@
 //! [`admission`] (compile, discover, admit), [`serving`] (start, upgrade,
 //! refuse, revalidate), [`status`] (the rows of `/plugins`, states in
 //! metrics), [`candidates`] (shadows and previews of `<name>.next.wasm`),
+//! [`promotion`] (the gate) and [`promoted`] (its record in the cluster),
 //! [`watch`] (file events and rescans), [`placement`] (where a file may
 //! serve from, and reading it), [`survey()`] (the directory as a scan would
 //! read it, for `kubeplug doctor`).
@@ -62,6 +63,7 @@ use kubeplug_runtime::{LimitSettings, Runtime};
 mod admission;
 mod candidates;
 mod placement;
+mod promoted;
 mod promotion;
 mod scan;
 mod serving;
@@ -71,6 +73,7 @@ mod watch;
 
 pub use placement::MAX_PLUGIN_BYTES;
 use placement::{Layout, Root};
+pub use promoted::{Promoted, RECORD_NAME, Record, RecordError};
 pub use promotion::Promotion;
 pub use status::{PluginDetail, Status};
 pub use survey::{Surveyed, survey};
@@ -106,6 +109,11 @@ struct FileEntry {
     candidate_error: Option<(String, String)>,
     /// The latest file, kept out of service by the promotion gate.
     promotion: Option<promotion::Promotion>,
+    /// Content key of the version recorded in the cluster as promoted by
+    /// this process (see [`promoted`]).
+    recorded: Option<String>,
+    /// Why the serving version could not be recorded as promoted.
+    unrecorded: Option<String>,
 }
 
 struct Serving {
@@ -138,6 +146,8 @@ pub struct Wiring {
     pub namespaces: Option<Vec<String>>,
     /// `--max-plugin-bytes`: larger plugin files are refused unread.
     pub max_plugin_bytes: u64,
+    /// Where the versions promoted under a gate are remembered.
+    pub promotions: Record,
 }
 
 /// The host's plugins and their controllers.

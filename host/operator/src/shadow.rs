@@ -489,9 +489,15 @@ impl Shadow {
 
 impl ShadowStatus {
     /// The status without examples or the what-if's details (they hold
-    /// cluster data).
+    /// cluster data), and the candidate's file by its name only (where the
+    /// plugins live is the host's business).
     pub fn summary(self) -> ShadowStatus {
+        let file = std::path::Path::new(&self.file)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         ShadowStatus {
+            file,
             examples: Vec::new(),
             whatif: self.whatif.map(Report::summary),
             ..self

@@ -3,8 +3,9 @@
 //! pulls one engine's image from another registry; the what-if names
 //! exactly that engine's Databases and the one field, faster than the 200
 //! reconciles took live; a gate of 10 % keeps the promoted version out of
-//! service (blocked, with the reason, an Event, `kubeplug whatif`) until
-//! the platform raises it.
+//! service (blocked, with the reason, an Event, `kubeplug whatif`), also
+//! after the host restarts (the cluster remembers the version promoted),
+//! until the platform lifts it.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -25,13 +26,19 @@ const IMAGE_FIELD: &str = "spec.template.spec.containers[0].image";
 /// The policy: `database`'s grant with a promotion gate of `percent`, and
 /// the calls' deadline the test relies on (no candidate call of the 200 may
 /// fail): roomy, not the 2 s default a call starved on a busy machine could
-/// run past.
-fn policy(percent: u32) -> String {
+/// run past. Without `percent`, no gate.
+fn policy(percent: Option<u32>) -> String {
+    let gate = percent
+        .map(|p| {
+            format!(
+                "    promotion:\n      maxChangedPercent: {p}\n      noPrunes: [StatefulSet.apps]\n"
+            )
+        })
+        .unwrap_or_default();
     format!(
         "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\nidentityNamespace: kubeplug-system\n\
          quotas:\n  callTimeoutMs: 30000\n\
-         plugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    admission: [validate]\n    conversion: true\n\
-         \x20   promotion:\n      maxChangedPercent: {percent}\n      noPrunes: [StatefulSet.apps]\n"
+         plugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    admission: [validate]\n    conversion: true\n{gate}"
     )
 }
 
@@ -101,9 +108,25 @@ fn a_whatif_names_the_parents_and_field_a_candidate_changes_and_a_gate_holds_its
     let ns = Namespace::new("whatif");
     let dir = PluginDir::with(&["database"]);
     let policy_file = dir.path.with_extension("policy.yaml");
-    std::fs::write(&policy_file, policy(10)).expect("write the policy");
-    let host = Host::start_with(&dir, &["--policy", policy_file.to_str().unwrap()]);
+    std::fs::write(&policy_file, policy(Some(10))).expect("write the policy");
+    // The host's namespace, where it records the version promoted: the
+    // test's own, so no other test's record is read.
+    let args = [
+        "--policy",
+        policy_file.to_str().unwrap(),
+        "--lease-namespace",
+        &ns.name,
+    ];
+    let host = Host::start_with(&dir, &args);
     running(&host, "database");
+    let first = eventually("the first version recorded as promoted", TIMEOUT, || {
+        recorded(&ns.name)
+    });
+    assert_eq!(
+        Some(first["digest"].as_str().unwrap()),
+        host.plugin("database").unwrap()["digest"].as_str(),
+        "{first}"
+    );
 
     // 200 Databases at once; live, the host reconciles each into a
     // StatefulSet (its first reconcile).
@@ -252,8 +275,30 @@ fn a_whatif_names_the_parents_and_field_a_candidate_changes_and_a_gate_holds_its
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(images_now(&ns.name), before);
 
-    // The platform raises the gate: the version is promoted as any other.
-    std::fs::write(&policy_file, policy(50)).expect("raise the gate");
+    // A restart (or a new replica: a process with nothing serving either)
+    // has no previous version to serve or to judge the file against; the
+    // record says it is not the version promoted, so it does not serve.
+    host.stop();
+    let host = Host::start_with(&dir, &args);
+    let row = eventually(
+        "the restarted host to hold the version back",
+        TIMEOUT,
+        || host.plugin("database").filter(|r| r["state"] == "blocked"),
+    );
+    let reason = row["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("not the version last promoted") && reason.contains("nothing serves"),
+        "{row:#}"
+    );
+    assert!(row["version"].is_null(), "nothing serves: {row:#}");
+    assert_eq!(recorded(&ns.name).as_ref(), Some(&first));
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(images_now(&ns.name), before);
+    assert_eq!(host.reconciles("database"), 0.0);
+
+    // The platform lifts the gate: the version serves. Raising it is not
+    // enough here: with nothing serving, there is nothing to judge against.
+    std::fs::write(&policy_file, policy(None)).expect("lift the gate");
     std::fs::write(dir.path.join("notes.txt"), "rescan").expect("touch the plugin directory");
     eventually(
         "PostgreSQL's StatefulSets to pull from the mirror",
@@ -270,4 +315,27 @@ fn a_whatif_names_the_parents_and_field_a_candidate_changes_and_a_gate_holds_its
         host.plugin("database")
             .filter(|r| r["state"] == "running" && r.get("promotion").is_none())
     });
+
+    // The gate again: what serves is recorded as promoted, and serves after
+    // the next restart.
+    std::fs::write(&policy_file, policy(Some(10))).expect("restore the gate");
+    std::fs::write(dir.path.join("notes.txt"), "rescan again").expect("touch the plugin directory");
+    let promoted = eventually("the new version recorded as promoted", TIMEOUT, || {
+        recorded(&ns.name).filter(|r| r["key"] != first["key"])
+    });
+    host.stop();
+    let host = Host::start_with(&dir, &args);
+    let row = eventually(
+        "the promoted version to serve after a restart",
+        TIMEOUT,
+        || host.plugin("database").filter(|r| r["state"] == "running"),
+    );
+    assert_eq!(row["digest"], promoted["digest"], "{row:#}");
+    assert!(row.get("promotion").is_none(), "{row:#}");
+}
+
+/// The version of `database` the host in `ns` recorded as promoted.
+fn recorded(ns: &str) -> Option<Value> {
+    let map = get_json(ns, "configmap/kubeplug-promotions")?;
+    serde_json::from_str(map["data"]["database"].as_str()?).ok()
 }

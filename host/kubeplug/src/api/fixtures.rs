@@ -123,10 +123,11 @@ pub fn full_row() -> Status {
     });
     row.candidate_error = Some("hunter2".into());
     row.promotion = Some(Promotion {
+        plugin: "database".into(),
         blocked: "1 of 1 parents (100.0 %) would change".into(),
         version: "0.2.0".into(),
         digest: "sha256:b".into(),
-        whatif: report(),
+        whatif: Some(report()),
     });
     let detail = row.detail.as_mut().expect("serving");
     let manifest = &mut detail.manifest;

@@ -7,15 +7,18 @@
 //! The report judged is the candidate's own when the same content
 //! (plugin and settings) ran as `<name>.next.wasm` before it was promoted,
 //! else one run now, on the serving version's caches. A first load has
-//! nothing serving to compare with and is not gated; nor is a version whose
-//! manifest changes shape (its what-if cannot run on the serving caches):
-//! that one is blocked, with the reason, until the gate is lifted.
+//! nothing serving to compare with: it serves only if it is the version
+//! last promoted, as the cluster remembers it (see [`super::promoted`]), or
+//! if none ever was. A version whose manifest changes shape (its what-if
+//! cannot run on the serving caches) is blocked, with the reason, until the
+//! gate is lifted.
 
 use std::path::Path;
 
 use serde::Serialize;
 
 use super::Registry;
+use super::promoted::{Promoted, RecordError};
 use crate::controller::Identity;
 use crate::whatif::{self, Phase, Report};
 use kubeplug_core::contract::Event;
@@ -26,24 +29,41 @@ use kubeplug_runtime::Plugin;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Promotion {
+    /// The plugin's name (its row's, when nothing serves it).
+    #[serde(skip)]
+    pub plugin: String,
     /// Each rule the what-if breaks, joined.
     pub blocked: String,
     pub version: String,
     pub digest: String,
-    /// The report it was judged on.
-    #[serde(rename = "whatIf")]
-    pub whatif: Report,
+    /// The report it was judged on; none when nothing served to judge it
+    /// against (a process that started with it: see [`super::promoted`]).
+    #[serde(rename = "whatIf", skip_serializing_if = "Option::is_none")]
+    pub whatif: Option<Report>,
 }
 
 impl Promotion {
     /// Without the report's details (they hold cluster data).
     pub fn summary(self) -> Promotion {
         Promotion {
-            whatif: self.whatif.summary(),
+            whatif: self.whatif.map(Report::summary),
             ..self
         }
     }
 }
+
+/// Why a version does not serve now.
+pub(super) enum Held {
+    /// The gate keeps it out.
+    Blocked(Box<Promotion>),
+    /// The record of promoted versions cannot be read: asked again at the
+    /// next rescan.
+    Unknown(RecordError),
+}
+
+/// How long the record's write is retried, doubling from 1 s, before the
+/// plugin's row says it is not recorded.
+const RECORD_RETRY: std::time::Duration = std::time::Duration::from_secs(16);
 
 impl Registry {
     /// Judge `plugin` (content key `key`), admitted for the file at `path`,
@@ -54,22 +74,24 @@ impl Registry {
         key: &str,
         plugin: &Plugin,
         identity: &Identity,
-    ) -> Result<(), Promotion> {
+    ) -> Result<(), Held> {
         let Some(gate) = identity.grant.grant.promotion.clone() else {
             return Ok(());
         };
-        let (handle, shadow) = {
+        let serving = {
             let files = self.files();
-            let Some(serving) = files.get(path).and_then(|e| e.serving.as_ref()) else {
-                return Ok(());
-            };
-            if serving.key == key {
-                return Ok(());
-            }
-            (
-                serving.controller.preview_handle(),
-                serving.controller.shadow().filter(|s| s.key() == key),
-            )
+            files.get(path).and_then(|e| e.serving.as_ref()).map(|s| {
+                (
+                    s.key == key,
+                    s.controller.preview_handle(),
+                    s.controller.shadow().filter(|s| s.key() == key),
+                )
+            })
+        };
+        let (handle, shadow) = match serving {
+            None => return self.unserved(key, plugin).await,
+            Some((true, ..)) => return Ok(()),
+            Some((false, handle, shadow)) => (handle, shadow),
         };
         let shadowed = match shadow {
             Some(shadow) => shadow.whatif_finished().await,
@@ -90,12 +112,89 @@ impl Registry {
             tracing::info!(plugin = %plugin.name(), version = %plugin.manifest().version, parents = report.summary.parents, changed = report.summary.changed, "the new version passes its promotion gate");
             return Ok(());
         }
-        Err(Promotion {
+        Err(Held::Blocked(Box::new(Promotion {
+            plugin: plugin.name().to_string(),
             blocked: breaches.join("; "),
             version: plugin.manifest().version.clone(),
             digest: plugin.digest().to_string(),
-            whatif: report,
-        })
+            whatif: Some(report),
+        })))
+    }
+
+    /// Nothing serves `plugin` in this process: it serves only if it is the
+    /// version last promoted (content key `key`), or if none ever was.
+    async fn unserved(&self, key: &str, plugin: &Plugin) -> Result<(), Held> {
+        let record = &self.wiring.promotions;
+        match record.get(plugin.name()).await.map_err(Held::Unknown)? {
+            None => Ok(()),
+            Some(promoted) if promoted.key == key => Ok(()),
+            Some(promoted) => Err(Held::Blocked(Box::new(Promotion {
+                plugin: plugin.name().to_string(),
+                blocked: format!(
+                    "it is not the version last promoted ({} sha256:{}, at {}, recorded in {}/{}) and nothing serves in this process to judge it against; put that version back, or lift the gate to promote this one",
+                    promoted.version,
+                    promoted.digest,
+                    promoted.promoted_at,
+                    record.namespace(),
+                    super::promoted::RECORD_NAME,
+                ),
+                version: plugin.manifest().version.clone(),
+                digest: plugin.digest().to_string(),
+                whatif: None,
+            }))),
+        }
+    }
+
+    /// `plugin` (content key `key`) now serves from `path` under a gate:
+    /// remember it in the cluster as the version promoted, so that a
+    /// restart, a failover or a new replica serves it and no other. A write
+    /// that keeps failing is reported on the plugin's row: it serves, but
+    /// a restart would hold it until it is recorded.
+    pub(super) async fn record(&self, path: &Path, key: String, plugin: &Plugin) {
+        let already = {
+            let files = self.files();
+            files
+                .get(path)
+                .is_some_and(|e| e.recorded.as_deref() == Some(key.as_str()))
+        };
+        if already {
+            return;
+        }
+        let promoted = Promoted {
+            key: key.clone(),
+            version: plugin.manifest().version.clone(),
+            digest: plugin.digest().to_string(),
+            promoted_at: super::now_rfc3339(),
+        };
+        let mut wait = std::time::Duration::from_secs(1);
+        let outcome = loop {
+            match self.wiring.promotions.set(plugin.name(), &promoted).await {
+                Ok(()) => break Ok(()),
+                Err(error) if wait > RECORD_RETRY => break Err(error),
+                Err(error) => {
+                    tracing::warn!(plugin = %plugin.name(), %error, "cannot record the promoted version yet; retrying");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+            }
+        };
+        let mut files = self.files();
+        let Some(entry) = files.get_mut(path) else {
+            return;
+        };
+        match outcome {
+            Ok(()) => {
+                tracing::info!(plugin = %plugin.name(), version = %promoted.version, digest = %promoted.digest, "recorded as the promoted version");
+                entry.recorded = Some(key);
+                entry.unrecorded = None;
+            }
+            Err(error) => {
+                tracing::error!(plugin = %plugin.name(), %error, "the promoted version is not recorded: after a restart its promotion gate would hold it");
+                entry.unrecorded = Some(format!(
+                    "{error}; it serves, but after a restart its promotion gate would hold it until the record is written"
+                ));
+            }
+        }
     }
 
     /// Keep the version judged in `promotion` (content key `key`) out of
@@ -103,13 +202,20 @@ impl Registry {
     /// or the policy changes.
     pub(super) fn blocked(&self, path: &Path, key: String, promotion: Promotion) {
         let mut files = self.files();
-        let Some(entry) = files.get_mut(path) else {
-            return;
-        };
+        // A process that starts with this file has no entry for it yet.
+        let entry = files.entry(path.to_path_buf()).or_default();
         entry.attempted = key;
         entry.revalidate = false;
         entry.last_error = None;
         let Some(serving) = &entry.serving else {
+            tracing::warn!(plugin = %promotion.plugin, version = %promotion.version, digest = %promotion.digest, reason = %promotion.blocked, "version kept out of service by its promotion gate; nothing serves this plugin here");
+            self.wiring.metrics.plugin_info(
+                &promotion.plugin,
+                &promotion.version,
+                &promotion.digest,
+                State::Blocked,
+            );
+            entry.promotion = Some(promotion);
             return;
         };
         let live = serving.controller.plugin();
@@ -133,8 +239,8 @@ impl Registry {
         };
         let changed = promotion
             .whatif
-            .details
             .as_ref()
+            .and_then(|w| w.details.as_ref())
             .map(|d| {
                 d.changed
                     .iter()

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::promotion::Held;
 use super::{Candidate, FileEntry, Registry, Serving, now_rfc3339};
 use crate::controller::{Controller, Identity};
 use kubeplug_core::manifest::Mode;
@@ -19,8 +20,14 @@ impl Registry {
         let rollback = candidate.settings.rollback;
         match self.admit(path, candidate).await {
             Ok((plugin, identity)) => match self.gate(path, &key, &plugin, &identity).await {
-                Ok(()) => self.serve(path, key, plugin, identity, rollback),
-                Err(promotion) => self.blocked(path, key, promotion),
+                Ok(()) => {
+                    let gated = identity.grant.grant.promotion.is_some();
+                    if self.serve(path, key.clone(), plugin.clone(), identity, rollback) && gated {
+                        self.record(path, key, &plugin).await;
+                    }
+                }
+                Err(Held::Blocked(promotion)) => self.blocked(path, key, *promotion),
+                Err(Held::Unknown(error)) => self.failed(path, None, error.to_string()),
             },
             Err(failure) => {
                 let error = failure.to_string();
@@ -96,6 +103,8 @@ impl Registry {
         None
     }
 
+    /// Serve `plugin` from `path`: `false` when it does not (its name or
+    /// kind is taken, or this very version was rolled back).
     fn serve(
         &self,
         path: &Path,
@@ -103,12 +112,13 @@ impl Registry {
         plugin: Plugin,
         identity: Identity,
         rollback: RollbackSettings,
-    ) {
+    ) -> bool {
         let w = &self.wiring;
         let mut files = self.files();
         if let Some(error) = Self::conflict(&files, path, &plugin) {
             drop(files);
-            return self.failed(path, Some(key), error);
+            self.failed(path, Some(key), error);
+            return false;
         }
         let entry = files.entry(path.to_path_buf()).or_default();
         // A version rolled back is not tried again until its file changes
@@ -121,7 +131,7 @@ impl Registry {
         {
             entry.attempted = key;
             entry.revalidate = false;
-            return;
+            return false;
         }
         entry.attempted = key.clone();
         entry.last_error = None;
@@ -185,6 +195,7 @@ impl Registry {
                 });
             }
         }
+        true
     }
 
     pub(super) fn failed(&self, path: &Path, key: Option<String>, error: String) {

@@ -106,7 +106,7 @@ impl Registry {
                     rolled_back.is_some(),
                     stuck,
                 ) {
-                    State::Running if entry.promotion.is_some() => State::Blocked,
+                    State::Running | State::Failed if entry.promotion.is_some() => State::Blocked,
                     state => state,
                 };
                 let rolled_back = rolled_back.map(|back| {
@@ -117,11 +117,18 @@ impl Registry {
                 });
                 let blocked = entry.promotion.as_ref().map(|p| {
                     format!(
-                        "version {} (sha256:{}) is kept out of service by the promotion gate: {}; the previous version serves",
-                        p.version, p.digest, p.blocked
+                        "version {} (sha256:{}) is kept out of service by the promotion gate: {}; {}",
+                        p.version,
+                        p.digest,
+                        p.blocked,
+                        match entry.serving {
+                            Some(_) => "the previous version serves",
+                            None => "nothing serves this plugin here",
+                        }
                     )
                 });
-                let reason = problem.map(|p| p.message).or(rolled_back).or(blocked).or_else(|| {
+                let unrecorded = entry.unrecorded.as_ref().filter(|_| entry.serving.is_some()).cloned();
+                let reason = problem.map(|p| p.message).or(rolled_back).or(blocked).or(unrecorded).or_else(|| {
                     entry
                         .last_error
                         .as_ref()
@@ -130,7 +137,9 @@ impl Registry {
                 });
                 Status {
                     file: path.display().to_string(),
-                    name: plugin.as_ref().map(|p| p.name().to_string()),
+                    name: plugin.as_ref().map(|p| p.name().to_string()).or_else(|| {
+                        entry.promotion.as_ref().map(|p| p.plugin.clone())
+                    }),
                     version: plugin.as_ref().map(|p| p.manifest().version.clone()),
                     digest: plugin.as_ref().map(|p| p.digest().to_string()),
                     state,
