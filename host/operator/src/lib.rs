@@ -3,11 +3,13 @@
 //! workers, error policy), [`reconcile`] (executes a plugin's
 //! [`kubeplug_core::plan::Plan`]), [`shadow`] runs of candidates,
 //! [`preview`]s, [`replay`] captures and the API server's
-//! [`webhooks`] (admission and conversion of a plugin's parent kind).
+//! [`webhooks`] (admission and conversion of a plugin's parent kind);
+//! [`fence_paths`] lists every path into a plugin and where it is fenced.
 
 #![forbid(unsafe_code)]
 
 pub mod controller;
+pub mod fence_paths;
 pub mod metrics;
 pub mod migrate;
 pub mod preview;
