@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -34,6 +35,12 @@ func init() {
 const (
 	auditPolicyFile = "audit-policy.yaml"
 	auditLogFile    = "audit.log"
+	// The admission plugins' configuration: the API server presents the
+	// client certificate of webhook-client.kubeconfig to every admission
+	// webhook that asks for one (a host with --webhook-client-ca). It sends
+	// none to conversion webhooks (kubernetes#131810).
+	admissionConfigFile = "admission.yaml"
+	webhookClientConfig = "webhook-client.kubeconfig"
 )
 
 // auditPolicy: one JSON line (level Metadata, stage ResponseComplete, or
@@ -52,6 +59,35 @@ func writeAuditPolicy(path string) error {
 	return os.WriteFile(path, []byte(auditPolicy), 0o644)
 }
 
+// writeAdmissionConfig writes the admission configuration and the
+// kubeconfig it names: the webhook client certificate for any webhook host
+// (the "*" user).
+func writeAdmissionConfig(p pkiPaths, dir string) error {
+	kubeconfig := filepath.Join(dir, webhookClientConfig)
+	users := fmt.Sprintf(`apiVersion: v1
+kind: Config
+users:
+- name: "*"
+  user:
+    client-certificate: %s
+    client-key: %s
+`, p.WebhookClientCert, p.WebhookClientKey)
+	if err := os.WriteFile(kubeconfig, []byte(users), 0o600); err != nil {
+		return err
+	}
+	var plugins strings.Builder
+	for _, name := range []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"} {
+		fmt.Fprintf(&plugins, `- name: %s
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: %s
+`, name, kubeconfig)
+	}
+	config := "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n" + plugins.String()
+	return os.WriteFile(filepath.Join(dir, admissionConfigFile), []byte(config), 0o644)
+}
+
 func apiserverFlags(p pkiPaths, dir, etcdURL string, port int) []string {
 	return []string{
 		"--advertise-address=127.0.0.1",
@@ -63,6 +99,7 @@ func apiserverFlags(p pkiPaths, dir, etcdURL string, port int) []string {
 		"--client-ca-file=" + p.CACert,
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
+		"--admission-control-config-file=" + filepath.Join(dir, admissionConfigFile),
 		"--allow-privileged=true",
 		"--service-cluster-ip-range=" + serviceCIDR,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",

@@ -226,6 +226,10 @@ func serve(args []string) int {
 		_ = ln.Close()
 		return fail(err)
 	}
+	if err := writeAdmissionConfig(p, *dir); err != nil {
+		_ = ln.Close()
+		return fail(err)
+	}
 	apiserverArgs := apiserverFlags(p, *dir, etcdURL, port)
 	_ = os.WriteFile(filepath.Join(*dir, "apiserver.flags"), []byte(strings.Join(apiserverArgs, "\n")+"\n"), 0o644)
 	apiRun, err := prepareAPIServer(ctx, apiserverArgs, ln)

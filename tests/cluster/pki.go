@@ -29,6 +29,10 @@ type pkiPaths struct {
 	FrontProxyCACert, FrontProxyCAKey         string
 	FrontProxyClientCert, FrontProxyClientKey string
 	SAKey, SAPub                              string
+	// The API server's client certificate for admission webhooks, from a CA
+	// of its own (a webhook trusts that CA only: see apiserver.go).
+	WebhookClientCACert, WebhookClientCAKey string
+	WebhookClientCert, WebhookClientKey     string
 }
 
 func newPKIPaths(dir string) pkiPaths {
@@ -43,6 +47,8 @@ func newPKIPaths(dir string) pkiPaths {
 		FrontProxyCACert: p("front-proxy-ca.crt"), FrontProxyCAKey: p("front-proxy-ca.key"),
 		FrontProxyClientCert: p("front-proxy-client.crt"), FrontProxyClientKey: p("front-proxy-client.key"),
 		SAKey: p("sa.key"), SAPub: p("sa.pub"),
+		WebhookClientCACert: p("webhook-client-ca.crt"), WebhookClientCAKey: p("webhook-client-ca.key"),
+		WebhookClientCert: p("webhook-client.crt"), WebhookClientKey: p("webhook-client.key"),
 	}
 }
 
@@ -132,6 +138,34 @@ func (kp *keyPair) write(certPath, keyPath string) error {
 
 // ensurePKI generates the whole set once per data dir; an existing set is reused.
 func ensurePKI(p pkiPaths) error {
+	if err := ensureBasePKI(p); err != nil {
+		return err
+	}
+	return ensureWebhookClient(p)
+}
+
+// ensureWebhookClient makes the webhook client CA and certificate, also in
+// a data dir kept from before they existed.
+func ensureWebhookClient(p pkiPaths) error {
+	if _, err := os.Stat(p.WebhookClientKey); err == nil {
+		return nil
+	}
+	ca, err := newCA("kubeplug-webhook-client-ca")
+	if err != nil {
+		return err
+	}
+	if err := ca.write(p.WebhookClientCACert, p.WebhookClientCAKey); err != nil {
+		return err
+	}
+	client, err := ca.issue("kube-apiserver-webhook-client", nil, false, nil, nil)
+	if err != nil {
+		return err
+	}
+	// The key last: its presence says the set is complete.
+	return client.write(p.WebhookClientCert, p.WebhookClientKey)
+}
+
+func ensureBasePKI(p pkiPaths) error {
 	if _, err := os.Stat(filepath.Join(p.Dir, ".complete")); err == nil {
 		return nil
 	}

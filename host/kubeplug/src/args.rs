@@ -552,6 +552,14 @@ pub struct RunArgs {
     /// PEM private key of that certificate.
     #[arg(long, env = "KUBEPLUG_WEBHOOK_KEY")]
     pub webhook_key: Option<PathBuf>,
+    /// PEM CA certificate(s) of the client certificate the API server
+    /// presents to admission webhooks (its AdmissionConfiguration's
+    /// `kubeConfigFile`): with it, an AdmissionReview from a client without
+    /// a certificate of that CA is refused before its body is read. The API
+    /// server presents none to conversion webhooks, so ConversionReviews
+    /// are not asked for one. Re-read every minute.
+    #[arg(long, env = "KUBEPLUG_WEBHOOK_CLIENT_CA", requires = "webhook_listen")]
+    pub webhook_client_ca: Option<PathBuf>,
     /// Previews a user may start per second (sustained) through the
     /// aggregated API; more get 429 before they cost anything.
     #[arg(long, env = "KUBEPLUG_PREVIEW_RATE", default_value_t = PreviewLimits::default().per_user_rate)]

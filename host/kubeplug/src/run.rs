@@ -189,6 +189,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                     .webhook_key
                     .clone()
                     .expect("clap requires --webhook-key"),
+                client_ca: args.webhook_client_ca.clone(),
             };
             let (registry, metrics, budget, mut drain) = (
                 registry.clone(),

@@ -1,6 +1,7 @@
 //! The serving certificates of the host's TLS listeners (the aggregated
-//! API, the webhooks): read from PEM files, which rotate, so each listener
-//! re-reads them now and then and keeps the previous ones on a failed read.
+//! API, the webhooks) and the CAs their clients are checked against: read
+//! from PEM files, which rotate, so each listener re-reads them now and
+//! then and keeps the previous ones on a failed read.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -48,4 +49,20 @@ pub fn serving_cert(
     let key = PrivateKeyDer::from_pem_file(key)
         .with_context(|| format!("cannot read the {what} key {}", key.display()))?;
     Ok((certs, key))
+}
+
+/// The CA certificates of a PEM file, as trust roots; `what` names it in
+/// errors.
+pub fn roots(path: &Path, what: &str) -> anyhow::Result<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+    let (added, _) = roots.add_parsable_certificates(certs);
+    anyhow::ensure!(
+        added > 0,
+        "the {what} {} holds no usable CA certificate",
+        path.display()
+    );
+    Ok(roots)
 }

@@ -3,10 +3,15 @@
 //! ConversionReviews to `/convert/<plugin>`, as the platform's webhook
 //! configurations and CRD name them; [`kubeplug_operator::webhooks`]
 //! answers. Like controller-runtime's webhook server: TLS with a serving
-//! certificate the API server trusts (the configurations' `caBundle`), no
-//! client certificate asked, every replica serving (leadership is about
-//! writes; a review writes nothing). Whoever reaches the port may post: a
-//! review's body is read only for a plugin serving that webhook, within
+//! certificate the API server trusts (the configurations' `caBundle`),
+//! every replica serving (leadership is about writes; a review writes
+//! nothing). With `--webhook-client-ca`, an AdmissionReview must come with
+//! a client certificate of that CA (the one the platform gives the API
+//! server for admission webhooks) or is refused unread; the API server
+//! sends no certificate to conversion webhooks (kubernetes#131810), so a
+//! ConversionReview is not asked for one. Whoever else reaches the port may
+//! post conversions (and, without a client CA, admissions): a review's body
+//! is read only for a plugin serving that webhook, within
 //! [`webhooks::ReviewLimits`] (how many at once, the memory they hold).
 
 use std::net::SocketAddr;
@@ -33,6 +38,9 @@ pub struct WebhookSettings {
     /// PEM serving certificate (chain) and key; re-read on change.
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// PEM CA of the API server's admission client certificate; re-read
+    /// with the serving certificate.
+    pub client_ca: Option<PathBuf>,
 }
 
 /// How often the serving certificate is re-read.
@@ -41,14 +49,38 @@ const RELOAD: Duration = Duration::from_secs(60);
 struct Server {
     tls: RwLock<Arc<tokio_rustls::TlsAcceptor>>,
     reviews: Arc<Reviews>,
+    /// `--webhook-client-ca` is set: admission reviews need a certificate.
+    admission_needs_cert: bool,
+}
+
+/// Who is on the other end of a connection, as its handshake showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Client {
+    /// Presented a certificate of the client CA (only asked with one).
+    Certified,
+    Anonymous,
 }
 
 fn acceptor(settings: &WebhookSettings) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
     let (certs, key) = crate::tls::serving_cert(&settings.cert, &settings.key, "webhook")?;
-    let mut config = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
+    let builder = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
         .with_safe_default_protocol_versions()
-        .context("TLS versions")?
-        .with_no_client_auth()
+        .context("TLS versions")?;
+    let builder = match &settings.client_ca {
+        None => builder.with_no_client_auth(),
+        // Asked, verified when given, not required at the handshake: a
+        // conversion comes without one (see `Server::handle`).
+        Some(ca) => builder.with_client_cert_verifier(
+            rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(crate::tls::roots(ca, "webhook client CA")?),
+                crate::tls::provider(),
+            )
+            .allow_unauthenticated()
+            .build()
+            .context("the webhook client CA")?,
+        ),
+    };
+    let mut config = builder
         .with_single_cert(certs, key)
         .context("the webhook certificate and key do not match")?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -65,6 +97,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let server = Arc::new(Server {
         tls: RwLock::new(Arc::new(acceptor(&settings)?)),
+        admission_needs_cert: settings.client_ca.is_some(),
         reviews: Arc::new(Reviews {
             registry,
             metrics,
@@ -75,7 +108,7 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    tracing::info!(addr = %settings.listen, "serving admission and conversion webhooks");
+    tracing::info!(addr = %settings.listen, admission_client_ca = ?settings.client_ca, "serving admission and conversion webhooks");
     loop {
         let (stream, peer) = crate::admin::accept(&listener).await;
         let server = server.clone();
@@ -84,9 +117,14 @@ pub async fn serve(
             let Some(stream) = crate::tls::handshake(&tls, stream, peer, "webhook").await else {
                 return;
             };
+            // Verified by the handshake when present.
+            let client = match stream.get_ref().1.peer_certificates() {
+                Some(_) => Client::Certified,
+                None => Client::Anonymous,
+            };
             let service = hyper::service::service_fn(move |req| {
                 let server = server.clone();
-                async move { Ok::<_, std::convert::Infallible>(server.handle(req).await) }
+                async move { Ok::<_, std::convert::Infallible>(server.handle(req, client).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -125,6 +163,23 @@ fn refuse(status: u16, message: String) -> Response<Body> {
     )
 }
 
+/// An admission review from a client without the API server's certificate,
+/// when the host knows its CA (`needs_cert`): refused before anything else
+/// (the body is never read). Conversions are not asked: the API server
+/// sends them no certificate.
+fn unauthenticated(needs_cert: bool, webhook: Webhook, client: Client) -> Option<Response<Body>> {
+    let asked = needs_cert && webhook != Webhook::Convert;
+    (asked && client == Client::Anonymous).then(|| {
+        refuse(
+            401,
+            format!(
+                "{} reviews are answered only for the API server: present its webhook client certificate (--webhook-client-ca)",
+                webhook.as_str()
+            ),
+        )
+    })
+}
+
 /// `/<webhook>/<plugin>`.
 fn route(path: &str) -> Option<(Webhook, &str)> {
     let (webhook, plugin) = path.strip_prefix('/')?.split_once('/')?;
@@ -159,7 +214,7 @@ fn parse_go_duration(text: &str) -> Option<Duration> {
 }
 
 impl Server {
-    async fn handle(&self, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    async fn handle(&self, req: Request<hyper::body::Incoming>, client: Client) -> Response<Body> {
         let path = req.uri().path().to_string();
         let query = req.uri().query().unwrap_or_default().to_string();
         if path == "/healthz" && req.method() == Method::GET {
@@ -175,6 +230,9 @@ impl Server {
         };
         if req.method() != Method::POST {
             return refuse(405, format!("{} {path}: reviews are POSTed", req.method()));
+        }
+        if let Some(refusal) = unauthenticated(self.admission_needs_cert, webhook, client) {
+            return refusal;
         }
         let declared = req
             .headers()
@@ -247,6 +305,22 @@ impl From<Full<Bytes>> for Body {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn with_a_client_ca_admissions_need_a_certificate_and_conversions_do_not() {
+        use Client::{Anonymous, Certified};
+        for webhook in Webhook::ALL {
+            for client in [Anonymous, Certified] {
+                assert!(unauthenticated(false, webhook, client).is_none());
+            }
+            assert!(unauthenticated(true, webhook, Certified).is_none());
+        }
+        for webhook in [Webhook::Validate, Webhook::Mutate] {
+            let refused = unauthenticated(true, webhook, Anonymous).expect("refused");
+            assert_eq!(refused.status(), 401);
+        }
+        assert!(unauthenticated(true, Webhook::Convert, Anonymous).is_none());
+    }
 
     #[test]
     fn a_path_names_the_webhook_and_the_plugin() {

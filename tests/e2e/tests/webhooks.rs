@@ -83,9 +83,26 @@ fn patch_v1(ns: &str, name: &str, patch: &str) -> std::process::Output {
 /// POST `body` to the host's webhook listener at `path` (as the API server
 /// would): the answer's body.
 fn post(port: u16, certs: &Path, path: &str, body: &str) -> String {
-    let out = Command::new("curl")
-        .args(["-s", "--max-time", "10", "--cacert"])
+    post_as(port, certs, path, body, None).1
+}
+
+/// [`post`] presenting `client` (certificate and key files) if given: the
+/// answer's status (0 when the TLS handshake failed) and body.
+fn post_as(
+    port: u16,
+    certs: &Path,
+    path: &str,
+    body: &str,
+    client: Option<(&Path, &Path)>,
+) -> (u16, String) {
+    let mut curl = Command::new("curl");
+    curl.args(["-s", "--max-time", "10", "--cacert"])
         .arg(certs.join("ca.crt"))
+        .args(["-w", "\n%{http_code}"]);
+    if let Some((cert, key)) = client {
+        curl.arg("--cert").arg(cert).arg("--key").arg(key);
+    }
+    let out = curl
         .args([
             "-H",
             "Content-Type: application/json",
@@ -95,7 +112,21 @@ fn post(port: u16, certs: &Path, path: &str, body: &str) -> String {
         .arg(format!("https://127.0.0.1:{port}{path}"))
         .output()
         .expect("curl runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// The API server's client certificate for admission webhooks, its key and
+/// its CA, as the local control plane made them (tests/cluster/pki.go) and
+/// presents them (tests/cluster/apiserver.go, `admission.yaml`).
+fn api_server_client() -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let pki = cluster_dir().join("pki");
+    (
+        pki.join("webhook-client.crt"),
+        pki.join("webhook-client.key"),
+        pki.join("webhook-client-ca.crt"),
+    )
 }
 
 /// `kubectl create` of `yaml` in `ns`: (succeeded, stderr).
@@ -120,7 +151,15 @@ fn plugins_validate_default_and_convert_through_the_api_server() {
     let dir = PluginDir::with(&["database", "myapp"]);
     let certs = certificates(&dir.path);
     let port = free_port();
-    let host = host_with_webhooks(&dir, &certs, port);
+    // Admission reviews only from the API server, by its client
+    // certificate (conversions come without one: kubernetes#131810).
+    let (client_cert, client_key, client_ca) = api_server_client();
+    let host = host_with_webhooks_and(
+        &dir,
+        &certs,
+        port,
+        &["--webhook-client-ca", client_ca.to_str().unwrap()],
+    );
     running(&host, "database");
     running(&host, "myapp");
     // Stored before the validation exists: a version the table refuses.
@@ -234,6 +273,68 @@ fn plugins_validate_default_and_convert_through_the_api_server() {
     assert!(reviews(&host, "database", "validate", "denied") >= 3.0);
     assert!(reviews(&host, "database", "convert", "converted") >= 1.0);
     assert!(reviews(&host, "myapp", "mutate", "patched") >= 1.0);
+
+    // Everything above came through the API server, with its client
+    // certificate. A stranger on the port without one is refused before
+    // its review is read; with a certificate of another CA (the serving
+    // certificate's), not even the handshake completes; the API server's
+    // own certificate is answered.
+    let review = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"s1","kind":{{"group":"example.com","version":"v1","kind":"Database"}},"resource":{{"group":"example.com","version":"v1","resource":"databases"}},"operation":"CREATE","namespace":"{ns}","name":"stranger","userInfo":{{}},"object":{}}}}}"#,
+        serde_json::to_string(&serde_yaml_value(&database("stranger"), &ns.name)).unwrap(),
+        ns = ns.name
+    );
+    let before = reviews(&host, "database", "validate", "allowed");
+    for path in ["/validate/database", "/mutate/myapp"] {
+        let (code, body) = post_as(port, &certs, path, &review, None);
+        assert_eq!(code, 401, "{path} without a client certificate: {body}");
+        assert!(body.contains("--webhook-client-ca"), "{body}");
+        let (code, body) = post_as(
+            port,
+            &certs,
+            path,
+            &review,
+            Some((&certs.join("tls.crt"), &certs.join("tls.key"))),
+        );
+        assert_eq!(code, 0, "{path} with another CA's certificate: {body}");
+    }
+    let (code, body) = post_as(
+        port,
+        &certs,
+        "/validate/database",
+        &review,
+        Some((&client_cert, &client_key)),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(r#""allowed":true"#), "{body}");
+    assert_eq!(
+        reviews(&host, "database", "validate", "allowed"),
+        before + 1.0,
+        "the strangers' reviews never reached the plugin"
+    );
+}
+
+/// The Database `yaml` as JSON, in namespace `ns`.
+fn serde_yaml_value(yaml: &str, ns: &str) -> serde_json::Value {
+    let out = kubectl(
+        &[
+            "create",
+            "--dry-run=client",
+            "-n",
+            ns,
+            "-o",
+            "json",
+            "-f",
+            "-",
+        ],
+        Some(yaml),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("kubectl prints JSON")
 }
 
 /// The `/plugins` row of `<file>.wasm` once it failed to load.
@@ -498,16 +599,6 @@ fn a_migration_round_trips_every_object_first_then_moves_storage_to_v2() {
 /// machine, so that a write is failed by the host's reason, never by the
 /// API server giving up first.
 const WEBHOOK_TIMEOUT_SECONDS: u64 = 10;
-
-/// `ca` as a webhook configuration's `caBundle` (base64).
-fn ca_bundle(ca: &Path) -> String {
-    let out = Command::new("base64")
-        .arg("-w0")
-        .arg(ca)
-        .output()
-        .expect("base64 runs");
-    String::from_utf8(out.stdout).expect("base64 is ASCII")
-}
 
 /// The hostile plugin's admission webhooks, registered for a test and
 /// removed at the end.
