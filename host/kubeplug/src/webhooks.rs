@@ -111,6 +111,7 @@ pub async fn serve(
     tracing::info!(addr = %settings.listen, admission_client_ca = ?settings.client_ca, "serving admission and conversion webhooks");
     loop {
         let (stream, peer) = crate::admin::accept(&listener).await;
+        let accepted = std::time::Instant::now();
         let server = server.clone();
         tokio::spawn(async move {
             let tls = server.tls.read().expect("tls lock").clone();
@@ -122,9 +123,20 @@ pub async fn serve(
                 Some(_) => Client::Certified,
                 None => Client::Anonymous,
             };
+            // The first review's time runs from the accept (the API server's
+            // from its dial); a later one's on this connection from its own
+            // arrival.
+            let first = Arc::new(std::sync::Mutex::new(Some(accepted)));
             let service = hyper::service::service_fn(move |req| {
                 let server = server.clone();
-                async move { Ok::<_, std::convert::Infallible>(server.handle(req, client).await) }
+                let arrived = first
+                    .lock()
+                    .expect("arrival lock")
+                    .take()
+                    .unwrap_or_else(std::time::Instant::now);
+                async move {
+                    Ok::<_, std::convert::Infallible>(server.handle(req, client, arrived).await)
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -214,7 +226,12 @@ fn parse_go_duration(text: &str) -> Option<Duration> {
 }
 
 impl Server {
-    async fn handle(&self, req: Request<hyper::body::Incoming>, client: Client) -> Response<Body> {
+    async fn handle(
+        &self,
+        req: Request<hyper::body::Incoming>,
+        client: Client,
+        arrived: std::time::Instant,
+    ) -> Response<Body> {
         let path = req.uri().path().to_string();
         let query = req.uri().query().unwrap_or_default().to_string();
         if path == "/healthz" && req.method() == Method::GET {
@@ -255,7 +272,7 @@ impl Server {
             webhook,
             declared,
             read,
-            webhooks::deadline(timeout(&query)),
+            (arrived, webhooks::deadline(timeout(&query))),
         )
         .await;
         Response::builder()

@@ -253,7 +253,9 @@ pub struct Hold {
 /// `/<webhook>/<plugin>`). What serves it, and whether its grant allows the
 /// webhook, is decided from the path before `read` is called for the body
 /// (with the most bytes to read); then the review takes its place within
-/// the limits, waiting inside `deadline`, which the plugin's call gets the
+/// the limits, waiting inside `deadline` counted from `arrived` (when the
+/// review reached the host: its connection's accept for the first review
+/// on it, so a slow handshake counts too), which the plugin's call gets the
 /// rest of.
 ///
 /// The review runs as a task of its own: a client that hangs up does not
@@ -265,13 +267,12 @@ pub async fn answer<B, R>(
     webhook: Webhook,
     declared: Option<u64>,
     read: R,
-    deadline: Duration,
+    (started, deadline): (Instant, Duration),
 ) -> Reply
 where
     B: AsRef<[u8]> + Send + 'static,
     R: Future<Output = Result<B, String>> + Send + 'static,
 {
-    let started = Instant::now();
     let span = tracing::info_span!("webhook", plugin, webhook = webhook.as_str());
     let (reviews, plugin) = (reviews.clone(), plugin.to_string());
     let task = tokio::spawn(tracing::Instrument::instrument(
@@ -382,7 +383,7 @@ where
     if left < MIN_DEADLINE {
         return Err(busy(plugin, "time", started.elapsed()));
     }
-    let (answer, result) = review_of(&target, plugin, webhook, review, left).await;
+    let (answer, result) = review_of(&target, plugin, webhook, review, until).await;
     Ok((answer, result, Some(entry)))
 }
 
@@ -455,15 +456,15 @@ async fn review_of(
     plugin: &str,
     webhook: Webhook,
     review: Value,
-    deadline: Duration,
+    until: Instant,
 ) -> (Answer, &'static str) {
     let outcome = match webhook {
         Webhook::Convert => match webhook::conversion_request(review) {
-            Ok(call) => Ok(convert(target, plugin, call, deadline).await),
+            Ok(call) => Ok(convert(target, plugin, call, until).await),
             Err(e) => Err(e),
         },
         Webhook::Validate | Webhook::Mutate => match webhook::admission_request(review) {
-            Ok(call) => admit(target, plugin, webhook, call, deadline).await,
+            Ok(call) => admit(target, plugin, webhook, call, until).await,
             Err(e) => Err(e),
         },
     };
@@ -481,13 +482,26 @@ fn now() -> String {
     format!("{:.0}", jiff::Timestamp::now())
 }
 
-/// Run a plugin call on a blocking thread (calls block on their deadline).
+/// Run a plugin call on a blocking thread (calls block on their deadline),
+/// with what is left until `until` once it has its thread: a wait for a
+/// thread counts against the review's time, and a call left with less than
+/// [`MIN_DEADLINE`] does not start (the host was busy, not the plugin slow).
 async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, kubeplug_runtime::CallError> + Send + 'static,
+    until: Instant,
+    f: impl FnOnce(Duration) -> Result<T, kubeplug_runtime::CallError> + Send + 'static,
 ) -> Result<T, String> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(e)) => Err(e.to_string()),
+    let call = move || {
+        let left = until.saturating_duration_since(Instant::now());
+        if left < MIN_DEADLINE {
+            return Err(format!(
+                "the host was busy: no thread for the call before {} ms of the review's time were left",
+                MIN_DEADLINE.as_millis()
+            ));
+        }
+        f(left).map_err(|e| e.to_string())
+    };
+    match tokio::task::spawn_blocking(call).await {
+        Ok(answer) => answer,
         Err(e) => Err(format!("the call's thread failed: {e}")),
     }
 }
@@ -542,7 +556,7 @@ async fn admit(
     plugin: &str,
     webhook: Webhook,
     call: AdmissionCall,
-    deadline: Duration,
+    until: Instant,
 ) -> Result<(Answer, &'static str), ReviewError> {
     call.check_kind(plugin, &target.plugin.manifest().parent)?;
     let uid = call.uid.clone();
@@ -559,7 +573,10 @@ async fn admit(
     let plugin_handle = target.plugin.clone();
     Ok(match webhook {
         Webhook::Validate => {
-            let verdict = blocking(move || plugin_handle.validate(&call, &now(), deadline)).await;
+            let verdict = blocking(until, move |left| {
+                plugin_handle.validate(&call, &now(), left)
+            })
+            .await;
             let verdict = match verdict.and_then(|v| {
                 webhook::check_verdict(&v).map_err(|over| format!("answered with {over}"))?;
                 Ok(v)
@@ -605,7 +622,8 @@ async fn admit(
                 }
                 (_, Some(object)) => object.clone(),
             };
-            let mutated = blocking(move || plugin_handle.mutate(&call, &now(), deadline)).await;
+            let mutated =
+                blocking(until, move |left| plugin_handle.mutate(&call, &now(), left)).await;
             let after = match mutated {
                 Ok(Some(after)) => after,
                 Ok(None) => {
@@ -652,7 +670,7 @@ async fn convert(
     target: &Target,
     plugin: &str,
     call: ConversionCall,
-    deadline: Duration,
+    until: Instant,
 ) -> (Answer, &'static str) {
     let review = |uid: &str, result: Result<Vec<Value>, String>| {
         let response = match result {
@@ -686,8 +704,8 @@ async fn convert(
     // Shared with the call's thread, not copied: the objects may be 32 MiB.
     let call = Arc::new(call);
     let (asked, plugin_handle) = (call.clone(), target.plugin.clone());
-    let converted = blocking(move || {
-        plugin_handle.convert(&asked.objects, &asked.desired_api_version, deadline)
+    let converted = blocking(until, move |left| {
+        plugin_handle.convert(&asked.objects, &asked.desired_api_version, left)
     })
     .await
     .and_then(|converted| {

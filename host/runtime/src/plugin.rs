@@ -501,7 +501,9 @@ impl Caller {
                 &self.name,
                 self.high_water.load(Ordering::Relaxed),
                 limits.memory_bytes,
-                MEMORY_WAIT.min(limits.timeout),
+                // Past half its deadline a call does not start (below), so
+                // it waits no longer than that for memory.
+                MEMORY_WAIT.min(limits.timeout / 2),
             )
             .map_err(|short| CallError::HostMemory {
                 plugin: plugin(),

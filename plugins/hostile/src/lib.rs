@@ -63,6 +63,10 @@
 //! - `copy`: the ok ConfigMap, and status `{"copied": [...]}`: every value
 //!   of the related objects' `data`, decoded from base64 when it is
 //!   (a plugin that copies what it reads into what it writes).
+//! - `label-from`: the ok ConfigMap labelled `<value>: handed`, and status
+//!   `{"<value>": "handed"}`, for every such value: keys, and so field
+//!   paths, built from what the plugin was handed (a candidate version whose
+//!   what-if would name them).
 //! - `events`: the ok ConfigMap, `spec.count` (default 1000) Normal events
 //!   (reason `Flood`, message `event <i>`), and requeue after 0 seconds.
 //! - `children`: `spec.count` (default 2000) ConfigMaps `<name>-<i>`.
@@ -91,7 +95,9 @@
 //!   then returns the ok ConfigMap. `finalize` sleeps likewise when the
 //!   parent's `spec.finalize` is `sleep`.
 //! - `hold`: fills `spec.mib` (default 120) MiB, holds it for `spec.ms`
-//!   (default 500) milliseconds, then answers with nothing to write.
+//!   (default 500) milliseconds, then answers with nothing to write
+//!   (`spec.admit: hold` does the same in `validate` and `mutate`, with
+//!   other defaults: see [`webhooks`]).
 //! - `log-fields`: one log call with `spec.count` (default 1,500,000)
 //!   empty fields, then the ok ConfigMap.
 //! - `marker` (isolation between calls): answers a ConfigMap
@@ -105,8 +111,9 @@
 //!
 //! # Admission and conversion
 //!
-//! `validate`, `mutate` and `convert` misbehave as the object says: see
-//! [`webhooks`].
+//! `validate`, `mutate` and `convert` misbehave as the object says
+//! (`spec.admit`: spin, sleep, grow, panic, hold memory for a while, warn,
+//! deny, escape their fence...): see [`webhooks`].
 //!
 //! # Finalize (`spec.finalize` of the parent picks what `finalize` does)
 //!
@@ -351,6 +358,7 @@ impl Plugin for Hostile {
             }
             "steal" => steal(ctx),
             "copy" => copy(ctx),
+            "label-from" => label_from(ctx),
             "events" => {
                 let mut response = ok(ctx)?.requeue_after(0);
                 for i in 0..count(ctx, "count", 1000) {
@@ -396,10 +404,7 @@ impl Plugin for Hostile {
                 ok(ctx)
             }
             "hold" => {
-                let hoard = vec![7u8; (count(ctx, "mib", 120) << 20) as usize];
-                std::hint::black_box(&hoard);
-                std::thread::sleep(std::time::Duration::from_millis(count(ctx, "ms", 500)));
-                std::hint::black_box(&hoard);
+                hold(count(ctx, "mib", 120), count(ctx, "ms", 500));
                 // Nothing to write: valid for a decorator too.
                 Ok(Response::default())
             }
@@ -498,6 +503,15 @@ fn memory_pages() -> usize {
     return 0;
 }
 
+/// `hold`: fill `mib` MiB of memory and keep it for `ms` milliseconds (in
+/// `reconcile`, `validate` and `mutate` alike).
+fn hold(mib: u64, ms: u64) {
+    let hoard = vec![7u8; (mib << 20) as usize];
+    std::hint::black_box(&hoard);
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    std::hint::black_box(&hoard);
+}
+
 /// `spec.<key>` as a count, or `default` when absent or not a number.
 fn count(ctx: &Context<Config>, key: &str, default: u64) -> u64 {
     ctx.parent["spec"][key].as_u64().unwrap_or(default)
@@ -586,9 +600,11 @@ fn steal(ctx: &Context<Config>) -> Result<Response, Error> {
         .status(&json!({ "loot": loot }))
 }
 
-fn copy(ctx: &Context<Config>) -> Result<Response, Error> {
+/// Every value of the related objects' `data`, decoded from base64 when it
+/// is.
+fn handed_values(ctx: &Context<Config>) -> Vec<String> {
     use base64::Engine as _;
-    let mut copied = Vec::new();
+    let mut values = Vec::new();
     for object in &ctx.related {
         for value in object["data"]
             .as_object()
@@ -600,10 +616,32 @@ fn copy(ctx: &Context<Config>) -> Result<Response, Error> {
                 .decode(text)
                 .ok()
                 .and_then(|d| String::from_utf8(d).ok());
-            copied.push(Value::String(decoded.unwrap_or_else(|| text.to_string())));
+            values.push(decoded.unwrap_or_else(|| text.to_string()));
         }
     }
-    ok(ctx)?.status(&json!({ "copied": copied }))
+    values
+}
+
+fn copy(ctx: &Context<Config>) -> Result<Response, Error> {
+    ok(ctx)?.status(&json!({ "copied": handed_values(ctx) }))
+}
+
+/// `label-from`: the handed values as label keys of the ok ConfigMap and as
+/// status keys.
+fn label_from(ctx: &Context<Config>) -> Result<Response, Error> {
+    let values = handed_values(ctx);
+    let mut cm = config_map(&format!("{}-ok", ctx.name()), []);
+    cm.metadata.labels = Some(
+        values
+            .iter()
+            .map(|v| (v.clone(), "handed".to_string()))
+            .collect(),
+    );
+    let status: serde_json::Map<String, Value> = values
+        .into_iter()
+        .map(|v| (v, Value::from("handed")))
+        .collect();
+    Response::default().child(&cm)?.status(&status)
 }
 
 kubeplug_sdk::export_plugin!(Hostile);

@@ -6,6 +6,10 @@
 //! `spec.admit`:
 //! - `loop`: spins forever; `sleep`: sleeps an hour; `alloc`: grows memory
 //!   without bound; `panic`: panics (in validate and mutate alike).
+//! - `hold`: fills `spec.mib` (default 100) MiB and holds it for `spec.ms`
+//!   (default 1800) milliseconds, then allows, unchanged (validate and
+//!   mutate alike; the reconcile behaviour `hold` with other defaults): a
+//!   heavy review that stays within a plugin's memory cap and deadline.
 //! - `warnings`: validate allows with 100 warnings (over the host's quota).
 //! - `deny`: validate denies, naming `spec.admit`.
 //! - `escape`: mutate sets `status`, an ownerReference and the label
@@ -29,11 +33,13 @@ use serde_json::{Value, json};
 
 use crate::Config;
 
+/// The object under review: the new one, or the old one of a delete.
+fn reviewed(request: &AdmissionRequest<Config>) -> Option<&Value> {
+    request.object.as_ref().or(request.old_object.as_ref())
+}
+
 fn admit_behaviour(request: &AdmissionRequest<Config>) -> String {
-    request
-        .object
-        .as_ref()
-        .or(request.old_object.as_ref())
+    reviewed(request)
         .and_then(|o| {
             o["spec"]["admit"]
                 .as_str()
@@ -68,9 +74,19 @@ fn misbehave(behave: &str) -> bool {
     }
 }
 
+/// `hold` as the object under review asks (see the module docs).
+fn hold(request: &AdmissionRequest<Config>) {
+    let spec = reviewed(request).map(|o| &o["spec"]);
+    let count = |key: &str, default: u64| spec.and_then(|s| s[key].as_u64()).unwrap_or(default);
+    crate::hold(count("mib", 100), count("ms", 1800));
+}
+
 pub fn validate(request: &AdmissionRequest<Config>) -> Result<Verdict, Error> {
     let behave = admit_behaviour(request);
     misbehave(&behave);
+    if behave == "hold" {
+        hold(request);
+    }
     Ok(match behave.as_str() {
         "warnings" => (0..100).fold(Verdict::allow(), |v, i| v.warn(format!("warning {i}"))),
         "deny" => Verdict::deny_field("spec.admit", "the hostile plugin denies on request"),
@@ -81,6 +97,9 @@ pub fn validate(request: &AdmissionRequest<Config>) -> Result<Verdict, Error> {
 pub fn mutate(request: &AdmissionRequest<Config>) -> Result<Option<Value>, Error> {
     let behave = admit_behaviour(request);
     misbehave(&behave);
+    if behave == "hold" {
+        hold(request);
+    }
     let Some(mut object) = request.object.clone() else {
         return Ok(None);
     };

@@ -10,6 +10,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod spans;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -301,10 +304,24 @@ pub fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// An address of this machine that is not loopback (`hostname -I`), if it
+/// has one: a client connecting to it from this machine comes from it.
+pub fn non_loopback_address() -> Option<String> {
+    let out = Command::new("hostname").arg("-I").output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|a| a.parse::<Ipv4Addr>().is_ok_and(|ip| !ip.is_loopback()))
+        .map(String::from)
+}
+
 /// A running `kubeplug run` process, killed when dropped.
 pub struct Host {
     child: Child,
+    /// The admin listener's port (`--listen`).
     pub port: u16,
+    /// The admin listener's address: loopback unless the test passed its
+    /// own `--listen`.
+    listen: IpAddr,
     pub log: PathBuf,
 }
 
@@ -359,13 +376,24 @@ impl Host {
     /// before it execs, so that it runs under that cgroup's limits from its
     /// first instruction (as in a pod).
     pub fn start_in_cgroup(dir: &PluginDir, extra: &[&str], procs: &Path) -> Self {
+        Self::start_in_cgroup_with_env(dir, extra, procs, &[])
+    }
+
+    /// [`Host::start_in_cgroup`] with `env` added to the host's
+    /// environment (e.g. [`spans::Receiver::env`]).
+    pub fn start_in_cgroup_with_env(
+        dir: &PluginDir,
+        extra: &[&str],
+        procs: &Path,
+        env: &[(&str, &str)],
+    ) -> Self {
         Self::spawn(
             dir,
             extra,
             Path::new(&required_env("KUBECONFIG")),
             Some(procs),
             &host_binary(),
-            &[],
+            env,
         )
     }
 
@@ -377,13 +405,20 @@ impl Host {
         binary: &Path,
         env: &[(&str, &str)],
     ) -> Self {
-        let port = free_port();
+        // The admin listener: the test's `--listen`, or a free loopback port.
+        let given = listen_flag(extra);
+        let listen = given.unwrap_or_else(|| SocketAddr::from((Ipv4Addr::LOCALHOST, free_port())));
+        let port = listen.port();
         let log = dir.path.with_extension(format!("host-{port}.log"));
         let file = std::fs::File::create(&log).expect("create host log");
         let policy = if extra.iter().any(|a| a.starts_with("--policy")) {
             Vec::new()
         } else {
             vec!["--policy".to_string(), default_policy()]
+        };
+        let listen_args = match given {
+            Some(_) => Vec::new(),
+            None => vec!["--listen".to_string(), listen.to_string()],
         };
         let mut command = match procs {
             None => Command::new(binary),
@@ -398,7 +433,7 @@ impl Host {
         };
         let child = command
             .args(["run", "--plugins", dir.path.to_str().expect("utf-8 path")])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(listen_args)
             .args(["--rescan-seconds", "2"])
             .args(policy)
             .args(extra)
@@ -409,7 +444,12 @@ impl Host {
             .stderr(file)
             .spawn()
             .expect("start kubeplug run");
-        let mut host = Host { child, port, log };
+        let mut host = Host {
+            child,
+            port,
+            listen: listen.ip(),
+            log,
+        };
         host.wait_ready();
         host
     }
@@ -466,39 +506,49 @@ impl Host {
     /// A host started by the caller (e.g. from its image, as in a pod),
     /// serving on `port`, logging to `log`; returns once it is ready.
     pub fn adopt(child: Child, port: u16, log: PathBuf) -> Self {
-        let mut host = Host { child, port, log };
+        let mut host = Host {
+            child,
+            port,
+            listen: Ipv4Addr::LOCALHOST.into(),
+            log,
+        };
         host.wait_ready();
         host
     }
 
-    /// GET a path on the host's HTTP endpoint: (status code, body).
+    /// GET a path on the host's HTTP endpoint as a loopback client (which
+    /// sees more of `/plugins` than others), wherever its listener is:
+    /// (status code, body).
     pub fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
-        self.get_at("127.0.0.1", path)
+        if self.listen.is_loopback() || self.listen.is_unspecified() {
+            return self.get_at("127.0.0.1", path);
+        }
+        // A listener on another address: bound to loopback, then connected.
+        let to = SocketAddr::new(self.listen, self.port);
+        let from: IpAddr = match to {
+            SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+        };
+        let stream = connect_from(from, to)
+            .with_context(|| format!("connect to host port {to} from {from}"))?;
+        Self::request(stream, path)
     }
 
-    /// GET a path through the host's address `ip` (a loopback client sees
-    /// more of `/plugins` than others).
+    /// GET a path through the host's address `ip`: a client connecting to
+    /// one of this machine's addresses comes from that address (so from
+    /// [`non_loopback_address`], it is not a loopback client).
     pub fn get_at(&self, ip: &str, path: &str) -> anyhow::Result<(u16, String)> {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect((ip, self.port))
+        let stream = TcpStream::connect((ip, self.port))
             .with_context(|| format!("connect to host port {ip}:{}", self.port))?;
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        write!(
+        Self::request(stream, path)
+    }
+
+    fn request(stream: TcpStream, path: &str) -> anyhow::Result<(u16, String)> {
+        http_exchange(
             stream,
-            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-        )?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response)?;
-        let code: u16 = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .context("malformed HTTP response")?;
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((code, dechunk(&body)))
+            Duration::from_secs(5),
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
+        )
     }
 
     /// The value of a metric series (summed over matching lines), 0 if absent.
@@ -627,6 +677,37 @@ impl Drop for Host {
     }
 }
 
+/// The address of a `--listen` flag in `extra` (`--listen ADDR` or
+/// `--listen=ADDR`), if there is one.
+fn listen_flag(extra: &[&str]) -> Option<SocketAddr> {
+    let value =
+        extra
+            .iter()
+            .enumerate()
+            .find_map(|(i, arg)| match arg.strip_prefix("--listen")? {
+                "" => extra.get(i + 1).copied(),
+                rest => rest.strip_prefix('='),
+            })?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|e| panic!("--listen {value}: {e}")),
+    )
+}
+
+/// A TCP connection to `to` from the address `from` (bound before it
+/// connects, so the server sees that peer).
+fn connect_from(from: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(to),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.bind(&SocketAddr::new(from, 0).into())?;
+    socket.connect_timeout(&to.into(), Duration::from_secs(5))?;
+    Ok(socket.into())
+}
+
 /// Decode a chunked HTTP/1.1 body (hyper chunks larger responses).
 fn dechunk(body: &str) -> String {
     let mut out = String::new();
@@ -734,6 +815,9 @@ pub struct AuditedWrite {
     pub user_agent: String,
     /// RFC 3339 with microseconds, as the API server writes it.
     pub received: String,
+    /// When its answer was complete (the object stored, for a write that
+    /// succeeded), written as `received`.
+    pub completed: String,
 }
 
 /// Every write (create, update, patch, delete) in the API server's audit
@@ -761,9 +845,34 @@ pub fn audited_writes() -> Vec<AuditedWrite> {
                 code: e["responseStatus"]["code"].as_u64().unwrap_or_default() as u16,
                 user_agent: s(&e["userAgent"]),
                 received: s(&e["requestReceivedTimestamp"]),
+                completed: s(&e["stageTimestamp"]),
             }
         })
         .collect()
+}
+
+/// An audited time (RFC 3339 UTC, e.g. `2026-12-06T03:10:37.123456Z`) in
+/// nanoseconds since the Unix epoch, as spans give theirs
+/// ([`spans::Span::start`]); `None` if it is not one.
+pub fn audit_nanos(time: &str) -> Option<u128> {
+    let (date, clock) = time.strip_suffix('Z')?.split_once('T')?;
+    let mut ymd = date.splitn(3, '-').map(|n| n.parse::<i64>().ok());
+    let (y, m, d) = (ymd.next()??, ymd.next()??, ymd.next()??);
+    let (hms, fraction) = clock.split_once('.').unwrap_or((clock, "0"));
+    let mut parts = hms.splitn(3, ':').map(|n| n.parse::<i64>().ok());
+    let (hour, minute, second) = (parts.next()??, parts.next()??, parts.next()??);
+    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+    // days_from_civil).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
+    let digits = fraction.get(..fraction.len().min(9))?;
+    let nanos: u128 = format!("{digits:0<9}").parse().ok()?;
+    Some(u128::try_from(seconds).ok()? * 1_000_000_000 + nanos)
 }
 
 /// Now, as the audit log writes times (RFC 3339 UTC, microseconds), so that
@@ -914,9 +1023,25 @@ pub fn hostile_as(dir: &PluginDir, name: &str, config: &str) {
 
 /// [`hostile_as`] with more settings after `config:` (e.g. `limits:`).
 pub fn hostile_with(dir: &PluginDir, name: &str, config: &str, more: &str) {
-    let indented: String = config.lines().map(|l| format!("  {l}\n")).collect();
-    dir.settings(name, &format!("config:\n  name: {name}\n{indented}{more}"));
+    dir.settings(name, &hostile_settings(name, config, more));
     dir.install("hostile", name);
+}
+
+/// Place the built hostile guest as the candidate of plugin `name`
+/// (`<name>.next.wasm`, which starts a shadow and a what-if) with `config`:
+/// the serving version's, a `behave:` line added, say.
+pub fn hostile_candidate(dir: &PluginDir, name: &str, config: &str) {
+    let next = format!("{name}.next");
+    dir.settings(&next, &hostile_settings(name, config, ""));
+    dir.put(
+        &next,
+        &std::fs::read(built("hostile")).expect("read built plugin"),
+    );
+}
+
+fn hostile_settings(name: &str, config: &str, more: &str) -> String {
+    let indented: String = config.lines().map(|l| format!("  {l}\n")).collect();
+    format!("config:\n  name: {name}\n{indented}{more}")
 }
 
 /// A `Hostile` parent that does `behave` (see plugins/hostile), with more
@@ -947,6 +1072,67 @@ pub fn database_runs(ns: &str, name: &str) {
         let db = get_json(ns, &format!("database/{name}"))?;
         (db["status"]["phase"] == "Running").then_some(())
     });
+}
+
+/// A user bound in `ns` to `rules` (a Role and its RoleBinding, named
+/// after the user).
+pub fn role(ns: &str, user: &str, rules: &str) {
+    kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {user}\n  namespace: {ns}\nrules:\n{rules}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {user}\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {user}\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: {user}\n"
+        )),
+    );
+}
+
+/// A user bound cluster-wide to one of the ClusterRoles for readers of
+/// `plugins` that deploy/ ships (deploy/components/aggregated-api/rbac.yaml:
+/// `kubeplug-plugin-viewer`, `kubeplug-plugin-details-viewer`), by a
+/// ClusterRoleBinding of the user's name, deleted when dropped.
+pub struct PluginReader {
+    pub name: String,
+}
+
+impl PluginReader {
+    pub fn new(prefix: &str, cluster_role: &str) -> Self {
+        let rbac = repo().join("deploy/components/aggregated-api/rbac.yaml");
+        kubectl_ok(&["apply", "-f", rbac.to_str().expect("utf-8 path")], None);
+        let name = format!("{prefix}-{}", std::process::id());
+        kubectl_ok(
+            &["apply", "-f", "-"],
+            Some(&format!(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {name}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {cluster_role}\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: {name}\n"
+            )),
+        );
+        PluginReader { name }
+    }
+
+    /// The `Plugin` `plugin` as this user sees it through the aggregator
+    /// (JSON), `None` while that fails (RBAC not yet seen, say).
+    pub fn plugin(&self, plugin: &str) -> Option<Value> {
+        let out = kubectl(
+            &["get", "plugin", plugin, "-o", "json", "--as", &self.name],
+            None,
+        );
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).ok())
+            .flatten()
+    }
+}
+
+impl Drop for PluginReader {
+    fn drop(&mut self) {
+        let _ = kubectl(
+            &[
+                "delete",
+                "clusterrolebinding",
+                &self.name,
+                "--ignore-not-found",
+            ],
+            None,
+        );
+    }
 }
 
 /// The APIService `v1alpha1.kubeplug.io`.
@@ -1042,6 +1228,117 @@ pub fn webhook_flags(certs: &Path, port: u16) -> Vec<String> {
         "--webhook-key".into(),
         path("tls.key"),
     ]
+}
+
+/// `ca` as a webhook configuration's `caBundle` (base64).
+pub fn ca_bundle(ca: &Path) -> String {
+    let out = Command::new("base64")
+        .arg("-w0")
+        .arg(ca)
+        .output()
+        .expect("base64 runs");
+    String::from_utf8(out.stdout).expect("base64 is ASCII")
+}
+
+/// `kubectl proxy` on a loopback port, stopped when dropped: requests to
+/// the API server as the tests' admin, many at once, without a kubectl
+/// process (and its start-up's CPU and time) for each.
+pub struct ApiProxy {
+    child: Child,
+    port: u16,
+}
+
+impl ApiProxy {
+    pub fn start() -> Self {
+        let port = free_port();
+        let child = Command::new(required_env("KUBECTL"))
+            .args(["proxy", "--address", "127.0.0.1", "--port"])
+            .arg(port.to_string())
+            .env("KUBECONFIG", required_env("KUBECONFIG"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start kubectl proxy");
+        let proxy = ApiProxy { child, port };
+        eventually("kubectl proxy to serve", Duration::from_secs(60), || {
+            proxy
+                .request("GET", "/version", "")
+                .ok()
+                .filter(|(code, _)| *code == 200)
+        });
+        proxy
+    }
+
+    /// POST the JSON `body` to `path` (`/apis/...`): (HTTP status, body);
+    /// status 0 and the reason if no answer came.
+    pub fn post(&self, path: &str, body: &str) -> (u16, String) {
+        self.request("POST", path, body)
+            .unwrap_or_else(|e| (0, format!("{e:#}")))
+    }
+
+    fn request(&self, method: &str, path: &str, body: &str) -> anyhow::Result<(u16, String)> {
+        let stream =
+            TcpStream::connect(("127.0.0.1", self.port)).context("connect to kubectl proxy")?;
+        http_exchange(
+            stream,
+            Duration::from_secs(60),
+            &format!(
+                "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    }
+}
+
+/// A listener on a loopback port that hands each connection, on a thread
+/// of its own, to `serve` with `state` (a receiver of the host's traces,
+/// say): its port.
+pub fn loopback_server<S, F>(state: S, serve: F) -> u16
+where
+    S: Clone + Send + 'static,
+    F: Fn(TcpStream, &S) + Clone + Send + 'static,
+{
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = listener.local_addr().expect("bound").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (state, serve) = (state.clone(), serve.clone());
+            std::thread::spawn(move || serve(stream, &state));
+        }
+    });
+    port
+}
+
+/// Send `request` (HTTP/1.1, `Connection: close`) on `stream` and read the
+/// whole answer within `timeout`: (status, body, de-chunked if it came so).
+fn http_exchange(
+    mut stream: TcpStream,
+    timeout: Duration,
+    request: &str,
+) -> anyhow::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    stream.set_read_timeout(Some(timeout))?;
+    stream.write_all(request.as_bytes())?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let code: u16 = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .context("malformed HTTP response")?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    Ok((code, if chunked { dechunk(body) } else { body.into() }))
+}
+
+impl Drop for ApiProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// A CA and a serving certificate (deploy/apiservice/gen-cert) in

@@ -1,8 +1,11 @@
 //! The fence's second wall at run time, tried with hostile guests on the
 //! real control plane: the host-wide memory budget (a host in a 512 MiB
 //! memory cgroup, as in its pod, with two plugins holding ~120 MiB per
-//! call, and strangers posting 30 MiB reviews to its webhook port), and
-//! deadlines that hold inside host calls (guests sleeping for an hour in
+//! call, and strangers posting 30 MiB reviews to its webhook port), one
+//! team's flood of heavy reviews beside another team's parents and
+//! webhooks (issue 42: their latencies from the API server's audit log,
+//! every review's and call's time from the host's spans), and deadlines
+//! that hold inside host calls (guests sleeping for an hour in
 //! `reconcile`, `finalize` and `manifest()`).
 
 use std::path::{Path, PathBuf};
@@ -569,4 +572,534 @@ fn a_512_mib_host_survives_strangers_posting_30_mib_reviews_8_at_a_time() {
         "example.com/v2"
     );
     println!("figures: a small review after the flood answered in {took:.2} s");
+}
+
+/// The API server's timeout of team A's (hostile's) validation: its
+/// review's deadline is 2.5 s (the host keeps 0.5 s for the answer's way
+/// back), its call's too (its `callTimeoutMs` below is no shorter).
+const FLOOD_TIMEOUT_SECONDS: u64 = 3;
+/// Team A's call deadline: the review's.
+const FLOOD_CALL_MS: u64 = 2500;
+/// The API server's timeout of team B's (database's) validation, as
+/// `deploy/webhooks/register-loopback` registers it: a review's deadline of
+/// 4.5 s, its call's 2 s (`callTimeoutMs` below).
+const DATABASE_TIMEOUT_SECONDS: u64 = 5;
+const DATABASE_CALL_MS: u64 = 2000;
+/// Creates of team A's kind in flight at once, each held by its webhook.
+const FLOOD_WORKERS: usize = 160;
+/// What each of them asks team A's validation to hold: 100 MiB for 1.8 s,
+/// inside its 128 MiB cap and its 2.5 s deadline, so that one review alone
+/// is served and a few at once fill the plugin's share of the budget.
+const FLOOD_HOSTILE: &str = r#"{"apiVersion":"test.kubeplug.io/v1","kind":"Hostile","metadata":{"generateName":"flood-"},"spec":{"behave":"ok","admit":"hold","mib":100,"ms":1800}}"#;
+/// Team B's Databases created during the flood, one every 1.5 s.
+const FLOOD_DATABASES: usize = 8;
+/// The issue's bounds: a parent reconciled within 2 s of its creation,
+/// every call ended within its deadline and 100 ms.
+const RECONCILED_WITHIN: Duration = Duration::from_secs(2);
+const OVERRUN: Duration = Duration::from_millis(100);
+
+/// Two teams: hostile in namespace `a`, database in `b`, each granted its
+/// validation there, with the deadlines this test relies on.
+fn teams_policy(a: &str, b: &str) -> String {
+    format!(
+        "apiVersion: kubeplug.io/v1alpha1
+kind: PluginPolicy
+strict: true
+identityNamespace: kubeplug-system
+plugins:
+  hostile:
+    serviceAccount: kubeplug-plugin-hostile
+    parent: [Hostile.test.kubeplug.io]
+    children: [ConfigMap]
+    admission: [validate, mutate]
+    namespaces: [{a}]
+    quotas: {{callTimeoutMs: {FLOOD_CALL_MS}}}
+  database:
+    parent: [Database.example.com]
+    children: [StatefulSet.apps, Service, Secret]
+    related: [Pod]
+    admission: [validate]
+    conversion: true
+    namespaces: [{b}]
+    quotas: {{callTimeoutMs: {DATABASE_CALL_MS}}}
+"
+    )
+}
+
+/// Both teams' validating webhooks, each for its kind in its namespace,
+/// registered through the API server for a test and removed when dropped.
+struct TeamValidations;
+
+impl TeamValidations {
+    const NAME: &str = "kubeplug-test-teams";
+
+    fn register(port: u16, ca: &Path, a: &str, b: &str) -> Self {
+        let ca = ca_bundle(ca);
+        let webhook = |plugin: &str, group: &str, resource: &str, ns: &str, timeout: u64| {
+            format!(
+                "  - name: {plugin}.validate.kubeplug.io\n    clientConfig:\n      url: https://127.0.0.1:{port}/validate/{plugin}\n      caBundle: {ca}\n    rules:\n      - apiGroups: [{group}]\n        apiVersions: [v1]\n        resources: [{resource}]\n        operations: [CREATE, UPDATE]\n    namespaceSelector:\n      matchLabels:\n        kubernetes.io/metadata.name: {ns}\n    matchPolicy: Equivalent\n    failurePolicy: Fail\n    sideEffects: None\n    timeoutSeconds: {timeout}\n    admissionReviewVersions: [v1]\n"
+            )
+        };
+        let yaml = format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata:\n  name: {}\nwebhooks:\n{}{}",
+            Self::NAME,
+            webhook(
+                "hostile",
+                "test.kubeplug.io",
+                "hostiles",
+                a,
+                FLOOD_TIMEOUT_SECONDS
+            ),
+            webhook(
+                "database",
+                "example.com",
+                "databases",
+                b,
+                DATABASE_TIMEOUT_SECONDS
+            ),
+        );
+        kubectl_ok(&["apply", "-f", "-"], Some(&yaml));
+        TeamValidations
+    }
+}
+
+impl Drop for TeamValidations {
+    fn drop(&mut self) {
+        kubectl(
+            &[
+                "delete",
+                "validatingwebhookconfiguration",
+                Self::NAME,
+                "--ignore-not-found",
+            ],
+            None,
+        );
+    }
+}
+
+/// A Database of `name` as JSON, at `version` (16.4.0 is in database's
+/// table; 12.1.0 is refused by its validation).
+fn database_json(name: &str, version: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"example.com/v1","kind":"Database","metadata":{{"name":"{name}"}},"spec":{{"engine":"postgresql","version":"{version}","replicas":1}}}}"#
+    )
+}
+
+/// How one create of the flood ended, from the API server's answer.
+fn flood_outcome(code: u16, body: &str) -> &'static str {
+    if code == 201 {
+        "admitted"
+    } else if body.contains("context deadline exceeded") || body.contains("Timeout:") {
+        // The API server gave up on the webhook: the host did not answer
+        // within the timeout.
+        "api-server-timeout"
+    } else if body.contains("429") || body.contains("at their bound") {
+        "refused-429"
+    } else if body.contains("kubeplug: plugin hostile failed") {
+        // The grant's failurePolicy (Fail) answered: the call was not run
+        // (the host busy, or its memory taken), or ran out of time.
+        if body.contains("exceeded its deadline") {
+            "failed-deadline"
+        } else if body.contains("was not run") && body.contains("memory budget") {
+            "failed-host-memory"
+        } else if body.contains("was not run") {
+            "failed-host-busy"
+        } else {
+            "failed-other"
+        }
+    } else {
+        "other"
+    }
+}
+
+/// The first write the API server completed (2xx) of `resource` `name` in
+/// `ns` (`subresource`: "" or "status"): when it completed, in Unix
+/// nanoseconds.
+fn first_write(
+    writes: &[AuditedWrite],
+    ns: &str,
+    resource: &str,
+    subresource: &str,
+    name: &str,
+) -> Option<u128> {
+    writes
+        .iter()
+        .filter(|w| {
+            w.namespace == ns
+                && w.resource == resource
+                && w.subresource == subresource
+                && w.name == name
+                && (200..300).contains(&w.code)
+        })
+        .filter_map(|w| audit_nanos(&w.completed))
+        .min()
+}
+
+#[test]
+fn one_teams_flood_of_heavy_reviews_leaves_another_teams_parents_and_webhooks_on_time() {
+    install_crds();
+    let team_a = Namespace::new("flood-a");
+    let team_b = Namespace::new("flood-b");
+    let (a, b) = (team_a.name.as_str(), team_b.name.as_str());
+    let limit: u64 = 512 << 20;
+    let cgroup = MemoryCgroup::new(limit);
+    let dir = PluginDir::with(&["database"]);
+    hostile_with(
+        &dir,
+        "hostile",
+        &format!("admission: true\nbehave: nothing\nnamespaces: [{a}]"),
+        "",
+    );
+    let policy = dir.path.with_extension("teams-policy.yaml");
+    std::fs::write(&policy, teams_policy(a, b)).expect("write policy");
+    let certs = certificates(&dir.path);
+    let port = free_port();
+    let mut args = webhook_flags(&certs, port);
+    args.extend(["--policy".into(), policy.to_str().expect("utf-8").into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // Every review and every call is a span: their times, to the
+    // nanosecond, are the evidence of the deadlines.
+    let receiver = spans::Receiver::start();
+    let env = receiver.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut host = Host::start_in_cgroup_with_env(&dir, &args, &cgroup.procs(), &env);
+    running(&host, "hostile");
+    running(&host, "database");
+    let _validations = TeamValidations::register(port, &certs.join("ca.crt"), a, b);
+    let api = ApiProxy::start();
+    let hostiles = format!("/apis/test.kubeplug.io/v1/namespaces/{a}/hostiles");
+    let databases = format!("/apis/example.com/v1/namespaces/{b}/databases");
+
+    // Both validations answer (the API server has read the configuration),
+    // and each plugin has served once before anything is timed.
+    eventually("database's validation to refuse 12.1.0", TIMEOUT, || {
+        let (code, body) = api.post(&databases, &database_json("old", "12.1.0"));
+        (code != 201 && body.contains("database.validate.kubeplug.io")).then_some(())
+    });
+    eventually("hostile's validation to deny on request", TIMEOUT, || {
+        let (code, body) = api.post(
+            &hostiles,
+            r#"{"apiVersion":"test.kubeplug.io/v1","kind":"Hostile","metadata":{"generateName":"deny-"},"spec":{"behave":"ok","admit":"deny"}}"#,
+        );
+        (code != 201 && body.contains("spec.admit")).then_some(())
+    });
+    let (code, body) = api.post(&databases, &database_json("warm", "16.4.0"));
+    assert_eq!(code, 201, "{body}");
+    eventually("the warm-up Database's status", TIMEOUT, || {
+        get_json(b, "database/warm").filter(|d| d["status"]["phase"].is_string())
+    });
+
+    // Team A's flood: creates of its kind, each held by its validation,
+    // FLOOD_WORKERS at once, again as soon as each is answered. They start
+    // spread over one review's deadline, as a steady flood arrives: started
+    // together, they would run in lockstep, every review of a wave ending
+    // in the same millisecond and the next wave's connections all opening
+    // at once.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let api = std::sync::Arc::new(api);
+    let flood_started = Instant::now();
+    let spread = Duration::from_millis(FLOOD_CALL_MS) / FLOOD_WORKERS as u32;
+    let workers: Vec<_> = (0..FLOOD_WORKERS)
+        .map(|i| {
+            let (api, stop, hostiles) = (api.clone(), stop.clone(), hostiles.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(spread * i as u32);
+                let mut answers = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let started = Instant::now();
+                    let (code, body) = api.post(&hostiles, FLOOD_HOSTILE);
+                    answers.push((flood_outcome(code, &body), started.elapsed(), body));
+                }
+                answers
+            })
+        })
+        .collect();
+    // Under way: more of its reviews at the host than it may serve at once.
+    eventually("the flood to fill hostile's review places", TIMEOUT, || {
+        (host.metric(
+            "kubeplug_webhook_requests_total",
+            r#"plugin="hostile",webhook="validate""#,
+        ) >= 32.0)
+            .then_some(())
+    });
+
+    // Team B's Databases, created during the flood.
+    let names: Vec<String> = (0..FLOOD_DATABASES).map(|i| format!("db-{i}")).collect();
+    let mut creates = Vec::new();
+    for name in &names {
+        let started = Instant::now();
+        let (code, body) = api.post(&databases, &database_json(name, "16.4.0"));
+        creates.push((name.clone(), code, started.elapsed(), body));
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answers: Vec<(&str, Duration, String)> = workers
+        .into_iter()
+        .flat_map(|w| w.join().expect("a flood worker"))
+        .collect();
+    let flood_took = flood_started.elapsed();
+    // (b) Every create of team B went through its validation, none timed out.
+    for (name, code, took, body) in &creates {
+        assert_eq!(
+            *code, 201,
+            "Database {name} not created in {took:?}: {body}"
+        );
+    }
+    for name in &names {
+        eventually(&format!("Database {name}'s status"), TIMEOUT, || {
+            get_json(b, &format!("database/{name}")).filter(|d| d["status"]["phase"].is_string())
+        });
+    }
+
+    // (a) From the API server's audit log: each Database stored, then its
+    // children and status written, to the microsecond.
+    let writes = audited_writes();
+    let mut latencies = Vec::new();
+    for name in &names {
+        let created = first_write(&writes, b, "databases", "", name).expect("audited create");
+        let secret = format!("{name}-credentials");
+        let written = [
+            first_write(&writes, b, "statefulsets", "", name),
+            first_write(&writes, b, "services", "", name),
+            first_write(&writes, b, "secrets", "", &secret),
+            first_write(&writes, b, "databases", "status", name),
+        ];
+        let done = written
+            .iter()
+            .map(|w| w.unwrap_or_else(|| panic!("{name}: a child or status not written")))
+            .max()
+            .expect("four writes");
+        let latency = Duration::from_nanos(u64::try_from(done - created).expect("ns"));
+        latencies.push((name.as_str(), created, latency));
+    }
+
+    // (c) Every review and every plugin call, from the host's spans, once
+    // the host has sent them all: as many reviews and reconciles as its
+    // metrics count.
+    let webhook_total = |plugin: &str| {
+        host.series("kubeplug_webhook_requests_total")
+            .iter()
+            .filter(|(l, _)| l.contains(&format!("plugin=\"{plugin}\"")))
+            .map(|(_, v)| v)
+            .sum::<f64>() as usize
+    };
+    let reconcile_total = |plugin: &str| {
+        host.metric("kubeplug_reconciles_total", &format!("plugin=\"{plugin}\"")) as usize
+    };
+    let spans = eventually("every review's and reconcile's span", TIMEOUT, || {
+        let expected = [
+            ("webhook", "hostile", webhook_total("hostile")),
+            ("webhook", "database", webhook_total("database")),
+            ("reconcile", "hostile", reconcile_total("hostile")),
+            ("reconcile", "database", reconcile_total("database")),
+        ];
+        let spans = receiver.spans();
+        let received = |name: &str, plugin: &str| {
+            spans
+                .iter()
+                .filter(|s| s.name == name && s.attr("plugin") == Some(plugin))
+                .filter(|s| s.attr("result") != Some("skipped"))
+                .count()
+        };
+        expected
+            .iter()
+            .all(|(name, plugin, n)| received(name, plugin) >= *n)
+            .then_some(spans)
+    });
+    let deadline_of = |plugin: &str| match plugin {
+        "hostile" => Duration::from_millis(FLOOD_CALL_MS),
+        _ => Duration::from_millis(DATABASE_CALL_MS),
+    };
+    // A review's deadline: its webhook's timeout less the host's 0.5 s.
+    let review_deadline = |plugin: &str| {
+        match plugin {
+            "hostile" => Duration::from_secs(FLOOD_TIMEOUT_SECONDS),
+            _ => Duration::from_secs(DATABASE_TIMEOUT_SECONDS),
+        }
+        .saturating_sub(Duration::from_millis(500))
+    };
+    let reviews: Vec<&spans::Span> = spans.iter().filter(|s| s.name == "webhook").collect();
+    let reconciles: std::collections::HashMap<&str, &str> = spans
+        .iter()
+        .filter(|s| s.name == "reconcile")
+        .map(|s| (s.span_id.as_str(), s.attr("plugin").unwrap_or_default()))
+        .collect();
+    // Calls in reconciles (reconcile, finalize, references), by plugin.
+    let calls: Vec<(&str, &spans::Span)> = spans
+        .iter()
+        .filter(|s| s.name == "call")
+        .filter_map(|s| Some((*reconciles.get(s.parent_span_id.as_str())?, s)))
+        .collect();
+    let slowest_review = |plugin: &str| {
+        reviews
+            .iter()
+            .filter(|s| s.attr("plugin") == Some(plugin))
+            .map(|s| s.duration())
+            .max()
+            .unwrap_or_default()
+    };
+    let slowest_call = |plugin: &str| {
+        calls
+            .iter()
+            .filter(|(p, _)| *p == plugin)
+            .map(|(_, s)| s.duration())
+            .max()
+            .unwrap_or_default()
+    };
+    // The flood at each Database's creation: hostile's reviews in flight.
+    let in_flight = |at: u128| {
+        reviews
+            .iter()
+            .filter(|s| s.attr("plugin") == Some("hostile") && s.start <= at && at <= s.end)
+            .count()
+    };
+
+    let count = |outcome: &str| answers.iter().filter(|a| a.0 == outcome).count();
+    let hostile_results: Vec<String> = host
+        .series("kubeplug_webhook_requests_total")
+        .into_iter()
+        .filter(|(l, _)| l.contains("plugin=\"hostile\""))
+        .filter_map(|(l, v)| Some(format!("{} {v}", l.split_once("result=")?.1)))
+        .collect();
+    let peak = cgroup.peak();
+    let reserved_peak = host.metric("kubeplug_call_memory_bytes", "amount=\"peak\"");
+    println!(
+        "figures: flood of {FLOOD_WORKERS} creates at once for {flood_took:.1?}: {} creates, \
+         {} admitted (held 100 MiB for 1.8 s), {} refused 429, failed by the grant's \
+         failurePolicy: {} not run (host busy), {} not run (memory), {} past their deadline, \
+         {} otherwise; {} timed out at the API server, {} other; slowest create {:.2?}",
+        answers.len(),
+        count("admitted"),
+        count("refused-429"),
+        count("failed-host-busy"),
+        count("failed-host-memory"),
+        count("failed-deadline"),
+        count("failed-other"),
+        count("api-server-timeout"),
+        count("other"),
+        answers.iter().map(|a| a.1).max().unwrap_or_default(),
+    );
+    println!(
+        "figures: hostile's reviews by result: {}",
+        hostile_results.join(", ")
+    );
+    // How far past its deadline each of hostile's reviews ended: those whose
+    // plugin call failed (its warning is an event of the span) and the rest
+    // (answered 429 without a call, or allowed).
+    let past = |failed_call: bool| {
+        let mut past: Vec<Duration> = reviews
+            .iter()
+            .filter(|s| s.attr("plugin") == Some("hostile"))
+            .filter(|s| s.events.iter().any(|e| e == "the plugin failed a review") == failed_call)
+            .map(|s| s.duration().saturating_sub(review_deadline("hostile")))
+            .collect();
+        past.sort();
+        let over_50ms = past
+            .iter()
+            .filter(|p| **p > Duration::from_millis(50))
+            .count();
+        (
+            past.len(),
+            over_50ms,
+            past.last().copied().unwrap_or_default(),
+        )
+    };
+    println!(
+        "figures: hostile's reviews past their deadline (count, over 50 ms, most): with a \
+         failed call {:?}, without {:?}",
+        past(true),
+        past(false)
+    );
+    println!(
+        "figures: {} reviews, slowest hostile review {:.3?} (deadline {:?}), slowest database \
+         review {:.3?} (deadline {:?}, its call's {:?}); {} reconcile calls, slowest database \
+         call {:.3?}, slowest hostile call {:.3?}",
+        reviews.len(),
+        slowest_review("hostile"),
+        review_deadline("hostile"),
+        slowest_review("database"),
+        review_deadline("database"),
+        deadline_of("database"),
+        calls.len(),
+        slowest_call("database"),
+        slowest_call("hostile"),
+    );
+    for (name, created, latency) in &latencies {
+        let create = creates.iter().find(|c| c.0 == *name).map(|c| c.2);
+        // Where the time went: to its first reconcile's start (the watch,
+        // the queue's 500 ms debounce), in that reconcile (call, writes).
+        let object = format!("{b}/{name}");
+        let first = spans
+            .iter()
+            .filter(|s| s.name == "reconcile" && s.attr("object") == Some(object.as_str()))
+            .min_by_key(|s| s.start);
+        let (queued, took) = first.map_or((None, None), |s| {
+            let queued = s.start.saturating_sub(*created);
+            let queued = Duration::from_nanos(u64::try_from(queued).unwrap_or(u64::MAX));
+            (Some(queued), Some(s.duration()))
+        });
+        println!(
+            "figures: {name}: created in {create:.2?} (its validation included), reconciled \
+             {latency:.3?} after it was stored (its first reconcile started after {queued:.3?}, \
+             took {took:.3?}), {} of hostile's reviews in flight then",
+            in_flight(*created)
+        );
+    }
+    println!(
+        "figures: memory reserved by calls and reviews at most {} MiB of {} MiB; the host's \
+         cgroup peaked at {} MiB of {} MiB",
+        reserved_peak as u64 >> 20,
+        host.metric("kubeplug_call_memory_bytes", "amount=\"budget\"") as u64 >> 20,
+        peak >> 20,
+        limit >> 20,
+    );
+
+    // The flood was heavy and on at every creation: hostile's calls held
+    // their 100 MiB, and it had more reviews in flight than its 16 places.
+    assert!(
+        reserved_peak >= (100u64 << 20) as f64,
+        "no call held its 100 MiB"
+    );
+    for (name, created, _) in &latencies {
+        let n = in_flight(*created);
+        assert!(
+            n > 16,
+            "only {n} of hostile's reviews in flight when {name} was created"
+        );
+    }
+    // (a) Team B's parents reconciled within 2 s of their creation.
+    for (name, _, latency) in &latencies {
+        assert!(
+            *latency <= RECONCILED_WITHIN,
+            "{name} reconciled {latency:?} after its creation"
+        );
+    }
+    // (b) Its validation answered within its timeout, every create admitted
+    // (asserted above).
+    let timeout = Duration::from_secs(DATABASE_TIMEOUT_SECONDS);
+    assert!(slowest_review("database") < timeout);
+    // (c) Every review ended within its deadline and 100 ms (hostile's
+    // call has the review's deadline; database's call a shorter one, inside
+    // the review), every reconcile's call within its plugin's.
+    for review in &reviews {
+        let plugin = review.attr("plugin").unwrap_or_default();
+        let bound = review_deadline(plugin) + OVERRUN;
+        assert!(
+            review.duration() <= bound,
+            "a review of {plugin} took {:?} (bound {bound:?})",
+            review.duration()
+        );
+    }
+    for (plugin, call) in &calls {
+        let bound = deadline_of(plugin) + OVERRUN;
+        assert!(
+            call.duration() <= bound,
+            "a {} call of {plugin} took {:?} (bound {bound:?})",
+            call.attr("function").unwrap_or_default(),
+            call.duration()
+        );
+    }
+    // The host stayed up, within its memory.
+    cgroup.assert_held(&mut host, limit);
+    assert!(host.get("/healthz").is_ok_and(|(code, _)| code == 200));
 }

@@ -26,16 +26,6 @@ fn wait_for_previews() {
     });
 }
 
-/// A user bound in `ns` to the given rules (a Role and its RoleBinding).
-fn role(ns: &str, user: &str, rules: &str) {
-    kubectl_ok(
-        &["apply", "-f", "-"],
-        Some(&format!(
-            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {user}\n  namespace: {ns}\nrules:\n{rules}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {user}\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {user}\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: {user}\n"
-        )),
-    );
-}
-
 /// A Preview in `ns` through the aggregator, as `user` (admin if `None`).
 fn preview(ns: &str, body: &Value, user: Option<&str>) -> Value {
     let mut args = vec!["create", "-n", ns, "-f", "-", "-o", "json"];
@@ -409,15 +399,6 @@ fn a_flood_of_previews_with_new_names_costs_the_replica_none_of_its_leases() {
     );
 }
 
-/// The `Plugin` `name` as `user` (JSON), through the aggregator.
-fn plugin_as(name: &str, user: &str) -> Option<Value> {
-    let out = kubectl(&["get", "plugin", name, "-o", "json", "--as", user], None);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).ok())
-        .flatten()
-}
-
 #[test]
 fn error_texts_and_shadow_examples_need_get_on_plugins_details() {
     install_crds();
@@ -435,41 +416,17 @@ fn error_texts_and_shadow_examples_need_get_on_plugins_details() {
     database(&ns.name, "shop");
 
     // The roles as deploy/ ships them.
-    kubectl_ok(
-        &[
-            "apply",
-            "-f",
-            repo()
-                .join("deploy/components/aggregated-api/rbac.yaml")
-                .to_str()
-                .unwrap(),
-        ],
-        None,
-    );
-    let (viewer, inspector) = (
-        format!("viewer-{}", std::process::id()),
-        format!("inspector-{}", std::process::id()),
-    );
-    for (user, role) in [
-        (&viewer, "kubeplug-plugin-viewer"),
-        (&inspector, "kubeplug-plugin-details-viewer"),
-    ] {
-        kubectl_ok(
-            &["apply", "-f", "-"],
-            Some(&format!(
-                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {user}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {role}\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: {user}\n"
-            )),
-        );
-    }
+    let viewer = PluginReader::new("viewer", "kubeplug-plugin-viewer");
+    let inspector = PluginReader::new("inspector", "kubeplug-plugin-details-viewer");
 
     // The one with the right sees the error text and the shadow examples.
     let broken = eventually("the inspector to see the load error", TIMEOUT, || {
-        let p = plugin_as("broken", &inspector)?;
+        let p = inspector.plugin("broken")?;
         p["status"]["lastError"].is_string().then_some(p)
     });
     let error = broken["status"]["lastError"].as_str().unwrap().to_string();
     let db = eventually("shadow examples for the inspector", TIMEOUT, || {
-        let p = plugin_as("database", &inspector)?;
+        let p = inspector.plugin("database")?;
         p["status"]["shadow"]["examples"]
             .as_array()
             .is_some_and(|e| !e.is_empty())
@@ -478,22 +435,28 @@ fn error_texts_and_shadow_examples_need_get_on_plugins_details() {
     assert!(db["status"].get("withheld").is_none(), "{db:#}");
 
     // The plain viewer: the same objects without them, by get, list and watch.
-    let seen = plugin_as("broken", &viewer).expect("the viewer may get plugins");
+    let seen = viewer.plugin("broken").expect("the viewer may get plugins");
     assert_eq!(seen["status"]["state"], "failed", "{seen:#}");
     assert!(seen["status"].get("lastError").is_none(), "{seen:#}");
     assert!(seen["status"].get("reason").is_none(), "{seen:#}");
     assert!(seen["status"]["withheld"].is_string(), "{seen:#}");
-    let seen = plugin_as("database", &viewer).expect("database");
+    let seen = viewer.plugin("database").expect("database");
     assert!(seen["status"]["shadow"].is_object(), "{seen:#}");
     assert!(
         seen["status"]["shadow"].get("examples").is_none(),
         "{seen:#}"
     );
-    let list = kubectl_ok(&["get", "plugins", "-o", "json", "--as", &viewer], None);
+    let list = kubectl_ok(
+        &["get", "plugins", "-o", "json", "--as", &viewer.name],
+        None,
+    );
     assert!(!list.contains(&error), "{list}");
     assert!(!list.contains("\"examples\""), "{list}");
     assert!(!list.contains(&dir.path.display().to_string()), "{list}");
-    let wide = kubectl_ok(&["get", "plugins", "-o", "wide", "--as", &viewer], None);
+    let wide = kubectl_ok(
+        &["get", "plugins", "-o", "wide", "--as", &viewer.name],
+        None,
+    );
     assert!(!wide.contains(&error), "{wide}");
     let watched = Command::new(std::env::var("KUBECTL").expect("KUBECTL"))
         .args([
@@ -507,7 +470,7 @@ fn error_texts_and_shadow_examples_need_get_on_plugins_details() {
             "--request-timeout",
             "30s",
             "--as",
-            &viewer,
+            &viewer.name,
         ])
         .env(
             "KUBECONFIG",
@@ -526,7 +489,7 @@ fn error_texts_and_shadow_examples_need_get_on_plugins_details() {
             "--raw",
             "/apis/kubeplug.io/v1alpha1/plugins/broken/details",
             "--as",
-            &viewer,
+            &viewer.name,
         ],
         None,
     );
@@ -537,14 +500,11 @@ fn error_texts_and_shadow_examples_need_get_on_plugins_details() {
             "--raw",
             "/apis/kubeplug.io/v1alpha1/plugins/broken/details",
             "--as",
-            &inspector,
+            &inspector.name,
         ],
         None,
     );
     assert!(out.contains("lastError"), "{out}");
-    for user in [&viewer, &inspector] {
-        kubectl(&["delete", "clusterrolebinding", user], None);
-    }
 }
 
 #[test]

@@ -158,7 +158,38 @@ fn deploy_and_its_overlays_are_admitted_in_a_restricted_namespace() {
             out.contains("deployment.apps/kubeplug serverside-applied (server dry run)"),
             "{dir}: {out}"
         );
+        // The API server validates the NetworkPolicies (no network plugin
+        // enforces them here): base's, and the aggregated API's own.
+        let mut policies = vec!["kubeplug"];
+        if dir.ends_with("aggregated-api") {
+            policies.push("kubeplug-api");
+        }
+        for name in policies {
+            assert!(
+                out.contains(&format!(
+                    "networkpolicy.networking.k8s.io/{name} serverside-applied (server dry run)"
+                )),
+                "{dir}: {out}"
+            );
+        }
     }
+
+    // The webhooks' policy too (its component has no overlay of its own).
+    let policy = repo().join("deploy/components/webhooks/networkpolicy.yaml");
+    let out = kubectl_ok(
+        &[
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "-f",
+            path_str(&policy),
+        ],
+        None,
+    );
+    assert!(
+        out.contains("networkpolicy.networking.k8s.io/kubeplug-webhooks serverside-applied"),
+        "{out}"
+    );
 
     // For real: the pods are admitted and scheduled, and kwok runs them.
     apply_kustomization("deploy", false);
@@ -178,6 +209,19 @@ fn deploy_and_its_overlays_are_admitted_in_a_restricted_namespace() {
     }
     let pdb = get_json(SYSTEM, "pdb/kubeplug").expect("the PodDisruptionBudget");
     assert_eq!(pdb["spec"]["minAvailable"], 1);
+    // The admin port admits monitoring only; egress is left open (the host
+    // must reach the API server).
+    let policy = get_json(SYSTEM, "networkpolicy/kubeplug").expect("the NetworkPolicy");
+    assert_eq!(
+        policy["spec"]["policyTypes"],
+        serde_json::json!(["Ingress"])
+    );
+    let rule = &policy["spec"]["ingress"][0];
+    assert_eq!(rule["ports"][0]["port"], 8080, "{policy}");
+    assert_eq!(
+        rule["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/name"], "prometheus",
+        "{policy}"
+    );
 
     // Image volumes: the Deployment rolls to pods with one image per plugin.
     apply_kustomization("deploy/overlays/image-volumes", false);
@@ -343,6 +387,11 @@ fn the_host_runs_from_its_image_as_the_helm_chart_installs_it() {
         assert_eq!(
             ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
             "restricted"
+        );
+        let policy = get_json(SYSTEM, "networkpolicy/kubeplug").expect("the chart's NetworkPolicy");
+        assert_eq!(
+            policy["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm",
+            "the release owns the NetworkPolicy"
         );
         for name in ["database", "myapp", "pod-annotator"] {
             let configmap = get_json(SYSTEM, &format!("configmap/kubeplug-plugin-{name}"))
@@ -653,18 +702,6 @@ fn host_runs_as_in_its_pod(install: impl Fn()) {
     // Put the seed plugin back as the install has it.
     install();
     delete_deployment();
-}
-
-/// An address of this machine that is not loopback, if it has one.
-fn non_loopback_address() -> Option<String> {
-    let out = Command::new("hostname").arg("-I").output().ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .find(|a| {
-            a.parse::<std::net::Ipv4Addr>()
-                .is_ok_and(|ip| !ip.is_loopback())
-        })
-        .map(String::from)
 }
 
 fn decode_base64(text: &str) -> Vec<u8> {

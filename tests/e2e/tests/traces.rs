@@ -6,7 +6,7 @@
 //! down costs the reconciles nothing and is said once.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,15 +39,9 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-        let port = listener.local_addr().expect("bound").port();
         let spans = Arc::new(Mutex::new(Vec::new()));
-        let kept = spans.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let kept = kept.clone();
-                std::thread::spawn(move || serve(stream, &kept));
-            }
+        let port = loopback_server(spans.clone(), |stream, spans| {
+            let _ = serve(stream, spans);
         });
         Receiver { port, spans }
     }
