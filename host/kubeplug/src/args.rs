@@ -560,6 +560,16 @@ pub struct RunArgs {
     /// are not asked for one. Re-read every minute.
     #[arg(long, env = "KUBEPLUG_WEBHOOK_CLIENT_CA", requires = "webhook_listen")]
     pub webhook_client_ca: Option<PathBuf>,
+    /// The common names that certificate may have (repeat, or separate
+    /// with commas); without any, every certificate of the CA is taken,
+    /// so give the API server a CA of its own for this.
+    #[arg(
+        long,
+        env = "KUBEPLUG_WEBHOOK_CLIENT_NAMES",
+        value_delimiter = ',',
+        requires = "webhook_client_ca"
+    )]
+    pub webhook_client_name: Vec<String>,
     /// Previews a user may start per second (sustained) through the
     /// aggregated API; more get 429 before they cost anything.
     #[arg(long, env = "KUBEPLUG_PREVIEW_RATE", default_value_t = PreviewLimits::default().per_user_rate)]

@@ -190,6 +190,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                     .clone()
                     .expect("clap requires --webhook-key"),
                 client_ca: args.webhook_client_ca.clone(),
+                client_names: args.webhook_client_name.clone(),
             };
             let (registry, metrics, budget, mut drain) = (
                 registry.clone(),

@@ -41,24 +41,47 @@ pub struct WebhookSettings {
     /// PEM CA of the API server's admission client certificate; re-read
     /// with the serving certificate.
     pub client_ca: Option<PathBuf>,
+    /// The common names that certificate may have (empty: any).
+    pub client_names: Vec<String>,
 }
 
 /// How often the serving certificate is re-read.
 const RELOAD: Duration = Duration::from_secs(60);
+
+/// A connection's first review that comes later than this after its
+/// handshake was parked by the client: its time runs from its arrival.
+const PARKED: Duration = Duration::from_secs(1);
 
 struct Server {
     tls: RwLock<Arc<tokio_rustls::TlsAcceptor>>,
     reviews: Arc<Reviews>,
     /// `--webhook-client-ca` is set: admission reviews need a certificate.
     admission_needs_cert: bool,
+    /// `--webhook-client-name`: the names that certificate may have.
+    client_names: Vec<String>,
 }
 
 /// Who is on the other end of a connection, as its handshake showed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Client {
-    /// Presented a certificate of the client CA (only asked with one).
+    /// Presented a certificate of the client CA (only asked with one) with
+    /// one of the allowed names.
     Certified,
     Anonymous,
+}
+
+impl Client {
+    /// The holder of `leaf` (verified against the client CA), if its
+    /// common name is one of `names` (or `names` is empty).
+    fn of(leaf: &[u8], names: &[String]) -> Client {
+        let named = names.is_empty()
+            || crate::api::der::subject_common_name(leaf).is_some_and(|cn| names.contains(&cn));
+        if named {
+            Client::Certified
+        } else {
+            Client::Anonymous
+        }
+    }
 }
 
 fn acceptor(settings: &WebhookSettings) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
@@ -98,6 +121,7 @@ pub async fn serve(
     let server = Arc::new(Server {
         tls: RwLock::new(Arc::new(acceptor(&settings)?)),
         admission_needs_cert: settings.client_ca.is_some(),
+        client_names: settings.client_names.clone(),
         reviews: Arc::new(Reviews {
             registry,
             metrics,
@@ -118,14 +142,16 @@ pub async fn serve(
             let Some(stream) = crate::tls::handshake(&tls, stream, peer, "webhook").await else {
                 return;
             };
-            // Verified by the handshake when present.
+            // Verified by the handshake when present; named as allowed?
             let client = match stream.get_ref().1.peer_certificates() {
-                Some(_) => Client::Certified,
-                None => Client::Anonymous,
+                Some([leaf, ..]) => Client::of(leaf, &server.client_names),
+                _ => Client::Anonymous,
             };
             // The first review's time runs from the accept (the API server's
-            // from its dial); a later one's on this connection from its own
-            // arrival.
+            // from its dial, so a slow handshake counts), unless it came
+            // long after (a connection the client dialled and parked idle);
+            // a later one's on this connection from its own arrival.
+            let handshaken = std::time::Instant::now();
             let first = Arc::new(std::sync::Mutex::new(Some(accepted)));
             let service = hyper::service::service_fn(move |req| {
                 let server = server.clone();
@@ -133,6 +159,7 @@ pub async fn serve(
                     .lock()
                     .expect("arrival lock")
                     .take()
+                    .filter(|_| handshaken.elapsed() < PARKED)
                     .unwrap_or_else(std::time::Instant::now);
                 async move {
                     Ok::<_, std::convert::Infallible>(server.handle(req, client, arrived).await)
@@ -185,7 +212,7 @@ fn unauthenticated(needs_cert: bool, webhook: Webhook, client: Client) -> Option
         refuse(
             401,
             format!(
-                "{} reviews are answered only for the API server: present its webhook client certificate (--webhook-client-ca)",
+                "{} reviews are answered only for the API server: present its webhook client certificate (--webhook-client-ca, --webhook-client-name)",
                 webhook.as_str()
             ),
         )
@@ -337,6 +364,17 @@ mod tests {
             assert_eq!(refused.status(), 401);
         }
         assert!(unauthenticated(true, Webhook::Convert, Anonymous).is_none());
+    }
+
+    #[test]
+    fn a_client_certificate_counts_only_with_an_allowed_name() {
+        use crate::api::der::tests::{CERT, decode};
+        let leaf = decode(CERT);
+        assert_eq!(Client::of(&leaf, &[]), Client::Certified);
+        let named = ["front-proxy-client".to_string()];
+        assert_eq!(Client::of(&leaf, &named), Client::Certified);
+        let other = ["kube-apiserver-webhook-client".to_string()];
+        assert_eq!(Client::of(&leaf, &other), Client::Anonymous);
     }
 
     #[test]

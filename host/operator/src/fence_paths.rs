@@ -83,40 +83,101 @@ mod tests {
         FsPath::new(env!("CARGO_MANIFEST_DIR")).join("../..")
     }
 
-    /// The functions of the interfaces a plugin world exports, with their
-    /// parameter lists.
-    fn wit_exports() -> BTreeMap<String, String> {
-        let wit = std::fs::read_to_string(root().join("wit/plugin.wit")).expect("read the WIT");
-        let exported: BTreeSet<&str> = wit
+    /// The WIT without comments.
+    fn wit() -> String {
+        std::fs::read_to_string(root().join("wit/plugin.wit"))
+            .expect("read the WIT")
             .lines()
-            .filter_map(|l| l.trim().strip_prefix("export "))
-            .map(|name| name.trim_end_matches(';').trim())
-            .collect();
-        let mut functions = BTreeMap::new();
-        // The interface being read, and how deep in its braces (records
-        // and variants nest).
-        let mut current: Option<&str> = None;
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The body of each `<keyword> <name> { ... }` block at the top level
+    /// of `text` (or of a block), by name.
+    fn blocks<'t>(text: &'t str, keyword: &str) -> BTreeMap<String, &'t str> {
+        let mut found = BTreeMap::new();
+        let opener = format!("{keyword} ");
         let mut depth = 0usize;
-        for line in wit.lines() {
-            let line = line.trim();
-            if let Some(name) = line.strip_prefix("interface ") {
-                current = Some(name.trim_end_matches('{').trim());
-            }
-            if current.is_some_and(|i| exported.contains(i))
-                && let Some((name, rest)) = line.split_once(": func(")
+        let mut i = 0;
+        while i < text.len() {
+            let rest = &text[i..];
+            if depth == 0
+                && rest.starts_with(&opener)
+                && (i == 0 || text[..i].ends_with(|c: char| c.is_whitespace()))
+                && let Some(open) = rest.find('{')
             {
-                let params = rest.split_once(')').map(|(p, _)| p).unwrap_or_default();
-                functions.insert(name.trim().to_string(), params.to_string());
+                let name = rest[opener.len()..open].trim().to_string();
+                let body = &rest[open + 1..];
+                let mut inner = 1usize;
+                let end = body
+                    .char_indices()
+                    .find(|&(_, c)| {
+                        match c {
+                            '{' => inner += 1,
+                            '}' => inner -= 1,
+                            _ => {}
+                        }
+                        inner == 0
+                    })
+                    .map(|(at, _)| at)
+                    .expect("a closed block");
+                found.insert(name, &body[..end]);
+                i += open + 1 + end + 1;
+                continue;
             }
-            depth += line.matches('{').count();
-            depth = depth.saturating_sub(line.matches('}').count());
-            if depth == 0 {
-                current = None;
+            match rest.chars().next() {
+                Some('{') => depth += 1,
+                Some('}') => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            i += rest.chars().next().map_or(1, char::len_utf8);
+        }
+        found
+    }
+
+    /// Every `name: func(params)` in `body`, however its parameters are
+    /// laid out over lines.
+    fn functions_in(body: &str, out: &mut BTreeMap<String, String>) {
+        for (at, _) in body.match_indices(": func(") {
+            let name = body[..at]
+                .rsplit(|c: char| c.is_whitespace() || c == '{' || c == ';')
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("export ")
+                .to_string();
+            let params = &body[at + ": func(".len()..];
+            let params = &params[..params.find(')').expect("a closed parameter list")];
+            out.insert(
+                name,
+                params.split_whitespace().collect::<Vec<_>>().join(" "),
+            );
+        }
+    }
+
+    /// The functions a plugin world exports (from the interfaces it
+    /// exports, or inline), with their parameter lists.
+    fn wit_exports() -> BTreeMap<String, String> {
+        let wit = wit();
+        let interfaces = blocks(&wit, "interface");
+        let mut functions = BTreeMap::new();
+        for world in blocks(&wit, "world").values() {
+            for line in world.lines().map(str::trim) {
+                let Some(export) = line.strip_prefix("export ") else {
+                    continue;
+                };
+                match export.trim_end_matches(';').trim() {
+                    name if interfaces.contains_key(name) => {
+                        functions_in(interfaces[name], &mut functions)
+                    }
+                    // `export f: func(...)` or `export x: interface { ... }`.
+                    _ => functions_in(world, &mut functions),
+                }
             }
         }
         assert!(
-            functions.contains_key("reconcile"),
-            "the WIT parse found no reconcile: {functions:?}"
+            functions.contains_key("reconcile") && functions.contains_key("convert"),
+            "the WIT parse found no reconcile or convert: {functions:?}"
         );
         functions
     }
@@ -155,6 +216,13 @@ mod tests {
     #[test]
     fn every_export_that_is_handed_cluster_data_has_a_fenced_path() {
         let handed = handed();
+        // The parse sees the exports called with configuration only, and
+        // tells them apart.
+        let exports = wit_exports();
+        for config_only in ["manifest", "kinds", "metadata-only", "offered"] {
+            assert!(exports.contains_key(config_only), "{exports:?}");
+            assert!(!handed.iter().any(|h| h == config_only), "{handed:?}");
+        }
         for name in &handed {
             assert!(
                 PATHS.iter().any(|p| p.export == name),
@@ -171,20 +239,45 @@ mod tests {
         }
     }
 
+    /// `text` without its test modules (`#[cfg(test)]` then `mod`):
+    /// unit tests call plugins on fixtures they build. Any other item under
+    /// `#[cfg(test)]` is read.
+    fn without_tests(text: &str) -> &str {
+        let cut = text.match_indices("#[cfg(test)]").find(|&(at, marker)| {
+            let next = text[at + marker.len()..].trim_start();
+            next.starts_with("mod ") || next.starts_with("pub(crate) mod ")
+        });
+        cut.map_or(text, |(at, _)| &text[..at])
+    }
+
+    /// The host code that may call plugins on what the cluster holds: the
+    /// operator, and the binary's own modules. (The kit works on files a
+    /// developer gives it.)
+    const SCANNED: [&str; 2] = ["host/operator/src", "host/kubeplug/src"];
+
     #[test]
     fn every_call_of_a_plugin_export_is_a_listed_path() {
-        let src = root().join("host/operator/src");
         let mut files = Vec::new();
-        sources(&src, &src, &mut files);
+        for dir in SCANNED {
+            let src = root().join(dir);
+            let mut here = Vec::new();
+            sources(&src, &src, &mut here);
+            // The operator's files by their path under src/, as listed.
+            let prefix = if dir == "host/operator/src" {
+                ""
+            } else {
+                "kubeplug/"
+            };
+            files.extend(here.into_iter().map(|(f, t)| (format!("{prefix}{f}"), t)));
+        }
         let mut found: BTreeSet<(String, String)> = BTreeSet::new();
         for (file, text) in &files {
-            // Unit tests call plugins on fixtures they build.
             if file.ends_with("tests.rs") || file.contains("/tests/") || file == "fence_paths.rs" {
                 continue;
             }
-            let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+            let text = without_tests(text);
             for export in handed() {
-                let call = format!(".{export}(");
+                let call = format!(".{}(", export.replace('-', "_"));
                 for (at, _) in text.match_indices(&call) {
                     // A call with arguments (`hasher.finalize()` and
                     // `settings.validate()` are not plugin calls).
@@ -206,6 +299,11 @@ mod tests {
             );
         }
         for path in PATHS {
+            assert!(
+                !path.call_sites.is_empty(),
+                "{} lists no call site: a path is where the host calls the plugin",
+                path.name
+            );
             for site in path.call_sites {
                 assert!(
                     found.contains(&(site.to_string(), path.export.to_string())),
@@ -215,6 +313,40 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The runtime calls an export only from the method named after it,
+    /// so no wrapper under another name reaches a plugin around the table.
+    #[test]
+    fn the_runtime_calls_each_export_from_its_own_method_only() {
+        let exports = wit_exports();
+        let src = root().join("host/runtime/src");
+        let mut files = Vec::new();
+        sources(&src, &src, &mut files);
+        let mut calls = 0;
+        for (file, text) in &files {
+            let text = without_tests(text);
+            for (at, _) in text.match_indices("self.call_export(") {
+                calls += 1;
+                let method = text[..at]
+                    .rsplit_once("pub fn ")
+                    .map(|(_, after)| {
+                        after
+                            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                            .next()
+                            .unwrap_or_default()
+                    })
+                    .unwrap_or_default();
+                assert!(
+                    exports.contains_key(&method.replace('_', "-")),
+                    "host/runtime/src/{file} calls an export from `{method}`, not from the method named after the export: a path around fence_paths::PATHS"
+                );
+            }
+        }
+        assert!(
+            calls >= PATHS.len(),
+            "found {calls} calls of exports in the runtime"
+        );
     }
 
     #[test]

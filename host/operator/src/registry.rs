@@ -109,9 +109,9 @@ struct FileEntry {
     candidate_error: Option<(String, String)>,
     /// The latest file, kept out of service by the promotion gate.
     promotion: Option<promotion::Promotion>,
-    /// Content key of the version recorded in the cluster as promoted by
-    /// this process (see [`promoted`]).
-    recorded: Option<String>,
+    /// What this process last recorded in the cluster as promoted for the
+    /// plugin serving here (see [`promoted`]).
+    recorded: Option<Promoted>,
     /// Why the serving version could not be recorded as promoted.
     unrecorded: Option<String>,
 }
@@ -167,6 +167,9 @@ pub struct Registry {
     /// Files being loaded now: added by the scan, removed by each load's
     /// own task, read alone.
     loading: DashSet<PathBuf>,
+    /// Held while the promotion record is brought in line (one pass at a
+    /// time: see [`promoted`]).
+    recording: tokio::sync::Mutex<()>,
 }
 
 fn now_rfc3339() -> String {
@@ -195,6 +198,7 @@ impl Registry {
             wiring,
             files: Mutex::new(BTreeMap::new()),
             loading: DashSet::new(),
+            recording: tokio::sync::Mutex::new(()),
         }
     }
 

@@ -510,8 +510,11 @@ impl Caller {
                 reason: short_reason(&short),
             })?;
         clock.lap(Stage::Reserve);
+        // Past half its deadline a call does not start (below): it waits
+        // for a slot no longer than that, and gives its memory back then.
+        let slot_wait = || left().saturating_sub(limits.timeout - limits.timeout / 2);
         let slot = match &self.loaded.slots {
-            Some(slots) => Some(slots.take_for(&self.name, left()).map_err(|busy| {
+            Some(slots) => Some(slots.take_for(&self.name, slot_wait()).map_err(|busy| {
                 CallError::HostBusy {
                     plugin: plugin(),
                     reason: if busy.share {

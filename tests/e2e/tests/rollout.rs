@@ -313,6 +313,75 @@ fn a_version_failing_on_every_parent_is_rolled_back_and_not_retried_until_its_fi
     assert_eq!(rollbacks(&host), 1.0);
 }
 
+/// A version that passes its promotion gate (the gate lets failures
+/// through) and is then rolled back live: the cluster's record says so, and
+/// a restart, which has no previous version to go back to, serves nothing
+/// rather than the version rolled back.
+#[test]
+fn a_version_rolled_back_under_a_gate_does_not_serve_after_a_restart() {
+    install_crds();
+    let ns = Namespace::new("gated-rollback");
+    let dir = PluginDir::with(&[]);
+    let policies = kubeplug_e2e::with_policy(
+        &dir,
+        "apiVersion: kubeplug.io/v1alpha1\nkind: PluginPolicy\nstrict: true\n\
+         identityNamespace: kubeplug-system\nplugins:\n  hostile:\n    \
+         parent: [Hostile.test.kubeplug.io]\n    children: [ConfigMap]\n    \
+         promotion:\n      maxChangedPercent: 100\n      maxFailed: 1000\n",
+    );
+    hostile_settings(&dir, "  {}\n");
+    dir.install("hostile", "hostile");
+    // The record in the test's namespace (the host's, here).
+    let args = ["--policy", policies.as_str(), "--lease-namespace", &ns.name];
+    let host = Host::start_with(&dir, &args);
+    for name in ["a", "b", "c"] {
+        apply(&ns.name, &hostile(name, "ok"));
+    }
+    eventually("the ok ConfigMaps", TIMEOUT, || {
+        ["a", "b", "c"]
+            .iter()
+            .all(|n| get_json(&ns.name, &format!("configmap/{n}-ok")).is_some())
+            .then_some(())
+    });
+    let record = || -> Option<Value> {
+        let map = get_json(&ns.name, "configmap/kubeplug-promotions")?;
+        serde_json::from_str(map["data"]["hostile"].as_str()?).ok()
+    };
+    let first = eventually("the first version recorded", TIMEOUT, record);
+    assert!(first.get("rolledBackAt").is_none(), "{first}");
+
+    // The new version fails everywhere; the gate lets it through, its
+    // probation does not.
+    hostile_settings(&dir, "  behave: error\n");
+    eventually("the new version to be rolled back", TIMEOUT, || {
+        host.plugin("hostile")
+            .filter(|p| p["state"] == "rolled-back")
+    });
+    let marked = eventually("the record to say it was rolled back", TIMEOUT, || {
+        record().filter(|r| r["key"] != first["key"] && r.get("rolledBackAt").is_some())
+    });
+    eprintln!("recorded: {marked}");
+
+    host.stop();
+    let host = Host::start_with(&dir, &args);
+    let row = eventually("the restarted host to hold it back", TIMEOUT, || {
+        host.plugin("hostile").filter(|p| p["state"] == "blocked")
+    });
+    assert!(
+        row["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("rolled back")),
+        "{row}"
+    );
+    apply(&ns.name, &hostile("after", "ok"));
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        get_json(&ns.name, "configmap/after-ok").is_none(),
+        "nothing serves"
+    );
+    assert_eq!(host.reconciles("hostile"), 0.0);
+}
+
 #[test]
 fn a_failed_reconcile_is_fetched_and_replayed_offline_with_the_same_error_and_secrets_redacted() {
     install_crds();

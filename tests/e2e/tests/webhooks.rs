@@ -158,7 +158,12 @@ fn plugins_validate_default_and_convert_through_the_api_server() {
         &dir,
         &certs,
         port,
-        &["--webhook-client-ca", client_ca.to_str().unwrap()],
+        &[
+            "--webhook-client-ca",
+            client_ca.to_str().unwrap(),
+            "--webhook-client-name",
+            "kube-apiserver-webhook-client",
+        ],
     );
     running(&host, "database");
     running(&host, "myapp");

@@ -292,6 +292,15 @@ fn a_whatif_names_the_parents_and_field_a_candidate_changes_and_a_gate_holds_its
     );
     assert!(row["version"].is_null(), "nothing serves: {row:#}");
     assert_eq!(recorded(&ns.name).as_ref(), Some(&first));
+    // A new replica beside it: the same.
+    let replica = Host::start_with(&dir, &args);
+    eventually("a new replica to hold the version back", TIMEOUT, || {
+        replica
+            .plugin("database")
+            .filter(|r| r["state"] == "blocked" && r["version"].is_null())
+    });
+    assert_eq!(replica.reconciles("database"), 0.0);
+    drop(replica);
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(images_now(&ns.name), before);
     assert_eq!(host.reconciles("database"), 0.0);

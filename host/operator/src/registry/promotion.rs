@@ -18,7 +18,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::Registry;
-use super::promoted::{Promoted, RecordError};
+use super::promoted::RecordError;
 use crate::controller::Identity;
 use crate::whatif::{self, Phase, Report};
 use kubeplug_core::contract::Event;
@@ -60,10 +60,6 @@ pub(super) enum Held {
     /// next rescan.
     Unknown(RecordError),
 }
-
-/// How long the record's write is retried, doubling from 1 s, before the
-/// plugin's row says it is not recorded.
-const RECORD_RETRY: std::time::Duration = std::time::Duration::from_secs(16);
 
 impl Registry {
     /// Judge `plugin` (content key `key`), admitted for the file at `path`,
@@ -125,9 +121,25 @@ impl Registry {
     /// version last promoted (content key `key`), or if none ever was.
     async fn unserved(&self, key: &str, plugin: &Plugin) -> Result<(), Held> {
         let record = &self.wiring.promotions;
+        let blocked = |reason: String| {
+            Err(Held::Blocked(Box::new(Promotion {
+                plugin: plugin.name().to_string(),
+                blocked: reason,
+                version: plugin.manifest().version.clone(),
+                digest: plugin.digest().to_string(),
+                whatif: None,
+            })))
+        };
         match record.get(plugin.name()).await.map_err(Held::Unknown)? {
             None => Ok(()),
-            Some(promoted) if promoted.key == key => Ok(()),
+            Some(promoted) if promoted.key == key => match &promoted.rolled_back_at {
+                None => Ok(()),
+                Some(at) => blocked(format!(
+                    "it was rolled back at {at} (recorded in {}/{}) and the version it replaced is not here to serve; put that version back, or lift the gate",
+                    record.namespace(),
+                    super::promoted::RECORD_NAME,
+                )),
+            },
             Some(promoted) => Err(Held::Blocked(Box::new(Promotion {
                 plugin: plugin.name().to_string(),
                 blocked: format!(
@@ -142,58 +154,6 @@ impl Registry {
                 digest: plugin.digest().to_string(),
                 whatif: None,
             }))),
-        }
-    }
-
-    /// `plugin` (content key `key`) now serves from `path` under a gate:
-    /// remember it in the cluster as the version promoted, so that a
-    /// restart, a failover or a new replica serves it and no other. A write
-    /// that keeps failing is reported on the plugin's row: it serves, but
-    /// a restart would hold it until it is recorded.
-    pub(super) async fn record(&self, path: &Path, key: String, plugin: &Plugin) {
-        let already = {
-            let files = self.files();
-            files
-                .get(path)
-                .is_some_and(|e| e.recorded.as_deref() == Some(key.as_str()))
-        };
-        if already {
-            return;
-        }
-        let promoted = Promoted {
-            key: key.clone(),
-            version: plugin.manifest().version.clone(),
-            digest: plugin.digest().to_string(),
-            promoted_at: super::now_rfc3339(),
-        };
-        let mut wait = std::time::Duration::from_secs(1);
-        let outcome = loop {
-            match self.wiring.promotions.set(plugin.name(), &promoted).await {
-                Ok(()) => break Ok(()),
-                Err(error) if wait > RECORD_RETRY => break Err(error),
-                Err(error) => {
-                    tracing::warn!(plugin = %plugin.name(), %error, "cannot record the promoted version yet; retrying");
-                    tokio::time::sleep(wait).await;
-                    wait *= 2;
-                }
-            }
-        };
-        let mut files = self.files();
-        let Some(entry) = files.get_mut(path) else {
-            return;
-        };
-        match outcome {
-            Ok(()) => {
-                tracing::info!(plugin = %plugin.name(), version = %promoted.version, digest = %promoted.digest, "recorded as the promoted version");
-                entry.recorded = Some(key);
-                entry.unrecorded = None;
-            }
-            Err(error) => {
-                tracing::error!(plugin = %plugin.name(), %error, "the promoted version is not recorded: after a restart its promotion gate would hold it");
-                entry.unrecorded = Some(format!(
-                    "{error}; it serves, but after a restart its promotion gate would hold it until the record is written"
-                ));
-            }
         }
     }
 

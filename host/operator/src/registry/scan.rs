@@ -77,6 +77,10 @@ impl Registry {
                 registry.loading.remove(&path);
             });
         }
+        // A record write that failed is tried again; a file held back by
+        // the record is let through once another replica promoted it.
+        let registry = self.clone();
+        tokio::spawn(async move { registry.settle_records().await });
         again
     }
 
@@ -109,14 +113,23 @@ impl Registry {
             .cloned()
             .collect();
         for path in gone {
-            if let Some(FileEntry {
-                serving: Some(s), ..
-            }) = files.remove(&path)
-            {
-                tracing::info!(plugin = %s.name, file = %path.display(), "plugin file removed; stopping its controller (children are kept)");
-                self.wiring.metrics.plugin_removed(&s.name);
-                warn_orphaned_finalizer(&s.controller.plugin());
-                s.controller.stop();
+            match files.remove(&path) {
+                Some(FileEntry {
+                    serving: Some(s), ..
+                }) => {
+                    tracing::info!(plugin = %s.name, file = %path.display(), "plugin file removed; stopping its controller (children are kept)");
+                    self.wiring.metrics.plugin_removed(&s.name);
+                    warn_orphaned_finalizer(&s.controller.plugin());
+                    s.controller.stop();
+                }
+                // Held back by its gate with nothing serving: its state
+                // goes from the metrics too.
+                Some(FileEntry {
+                    serving: None,
+                    promotion: Some(held),
+                    ..
+                }) => self.wiring.metrics.plugin_removed(&held.plugin),
+                _ => {}
             }
         }
     }

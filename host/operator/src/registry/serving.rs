@@ -22,8 +22,8 @@ impl Registry {
             Ok((plugin, identity)) => match self.gate(path, &key, &plugin, &identity).await {
                 Ok(()) => {
                     let gated = identity.grant.grant.promotion.is_some();
-                    if self.serve(path, key.clone(), plugin.clone(), identity, rollback) && gated {
-                        self.record(path, key, &plugin).await;
+                    if self.serve(path, key, plugin, identity, rollback) && gated {
+                        self.settle_records().await;
                     }
                 }
                 Err(Held::Blocked(promotion)) => self.blocked(path, key, *promotion),
@@ -204,8 +204,13 @@ impl Registry {
         if let Some(key) = key {
             entry.attempted = key;
         }
-        // A newer file replaced the one the gate kept out.
-        entry.promotion = None;
+        // A newer file replaced the one the gate kept out (whose state, if
+        // nothing served, was the plugin's in the metrics).
+        if let Some(held) = entry.promotion.take()
+            && entry.serving.is_none()
+        {
+            self.wiring.metrics.plugin_removed(&held.plugin);
+        }
         // The file's path without `.wasm` (`database`, `team-a/database`):
         // a file in a team's folder must not count against the plugin it
         // is named after.

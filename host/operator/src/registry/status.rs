@@ -102,7 +102,7 @@ impl Registry {
                     .and_then(|s| s.controller.rolled_back());
                 let state = match State::of(
                     entry.serving.is_some(),
-                    entry.last_error.is_some(),
+                    entry.last_error.is_some() || entry.unrecorded.is_some(),
                     rolled_back.is_some(),
                     stuck,
                 ) {
