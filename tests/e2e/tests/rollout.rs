@@ -331,8 +331,18 @@ fn a_version_rolled_back_under_a_gate_does_not_serve_after_a_restart() {
     );
     hostile_settings(&dir, "  {}\n");
     dir.install("hostile", "hostile");
-    // The record in the test's namespace (the host's, here).
-    let args = ["--policy", policies.as_str(), "--lease-namespace", &ns.name];
+    // The record in the test's namespace (the host's, here); parents of
+    // this namespace only (other tests' parents still going away would be
+    // finalized by the new version, and its successes count towards its
+    // probation).
+    let args = [
+        "--policy",
+        policies.as_str(),
+        "--lease-namespace",
+        &ns.name,
+        "--namespaces",
+        &ns.name,
+    ];
     let host = Host::start_with(&dir, &args);
     for name in ["a", "b", "c"] {
         apply(&ns.name, &hostile(name, "ok"));
