@@ -1310,6 +1310,58 @@ where
     port
 }
 
+/// Answer the OTLP/HTTP trace exports of one connection (the exporter keeps
+/// it open): the body of each `POST /v1/traces` sent as `content_type` goes
+/// to `keep`, which says whether it could read it (200, with `reply` as the
+/// body, in that type); anything else is answered 400.
+pub fn serve_trace_exports(
+    stream: TcpStream,
+    content_type: &str,
+    reply: &str,
+    mut keep: impl FnMut(&[u8]) -> bool,
+) -> std::io::Result<()> {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut writer = stream;
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line)? == 0 {
+            return Ok(());
+        }
+        let (mut length, mut sent_as) = (0, String::new());
+        loop {
+            let mut header = String::new();
+            reader.read_line(&mut header)?;
+            let Some((name, value)) = header.trim_end().split_once(':') else {
+                break;
+            };
+            match name.to_ascii_lowercase().as_str() {
+                "content-length" => length = value.trim().parse().unwrap_or(0),
+                "content-type" => sent_as = value.trim().to_string(),
+                _ => {}
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        let read = request_line.starts_with("POST /v1/traces ")
+            && sent_as.starts_with(content_type)
+            && keep(&body);
+        if !read {
+            eprintln!("trace receiver: unexpected {request_line:?} ({sent_as})");
+        }
+        let (status, reply) = if read {
+            ("200 OK", reply)
+        } else {
+            ("400 Bad Request", "")
+        };
+        write!(
+            writer,
+            "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{reply}",
+            reply.len()
+        )?;
+    }
+}
+
 /// Send `request` (HTTP/1.1, `Connection: close`) on `stream` and read the
 /// whole answer within `timeout`: (status, body, de-chunked if it came so).
 fn http_exchange(

@@ -7,7 +7,6 @@
 //! exporter's default protocol and the trace's shape.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -78,43 +77,20 @@ impl Receiver {
     }
 }
 
-/// Answer the requests of one connection (the exporter keeps it open).
+/// Keep the spans of each JSON export of one connection.
 fn serve(stream: TcpStream, spans: &Mutex<Vec<Span>>) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut writer = stream;
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line)? == 0 {
-            return Ok(());
-        }
-        let mut length = 0;
-        loop {
-            let mut header = String::new();
-            reader.read_line(&mut header)?;
-            let Some((name, value)) = header.trim_end().split_once(':') else {
-                break;
-            };
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body)?;
-        let status = match serde_json::from_slice::<Value>(&body) {
-            Ok(request) if request_line.starts_with("POST /v1/traces ") => {
+    crate::serve_trace_exports(
+        stream,
+        "application/json",
+        "{}",
+        |body| match serde_json::from_slice::<Value>(body) {
+            Ok(request) => {
                 keep(&request, spans);
-                "200 OK"
+                true
             }
-            _ => {
-                eprintln!("span receiver: unexpected {request_line:?}");
-                "400 Bad Request"
-            }
-        };
-        write!(
-            writer,
-            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
-        )?;
-    }
+            Err(_) => false,
+        },
+    )
 }
 
 /// The spans of an `ExportTraceServiceRequest` in OTLP/JSON.

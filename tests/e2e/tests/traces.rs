@@ -5,7 +5,6 @@
 //! JSON log lines of that reconcile carry its trace id. A collector that is
 //! down costs the reconciles nothing and is said once.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -55,46 +54,13 @@ impl Receiver {
     }
 }
 
-/// Answer the requests of one connection (the exporter keeps it open).
+/// Keep the spans of each protobuf export of one connection.
 fn serve(stream: TcpStream, spans: &Mutex<Vec<Received>>) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut writer = stream;
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line)? == 0 {
-            return Ok(());
-        }
-        let (mut length, mut content_type) = (0, String::new());
-        loop {
-            let mut header = String::new();
-            reader.read_line(&mut header)?;
-            let Some((name, value)) = header.trim_end().split_once(':') else {
-                break;
-            };
-            match name.to_ascii_lowercase().as_str() {
-                "content-length" => length = value.trim().parse().unwrap_or(0),
-                "content-type" => content_type = value.trim().to_string(),
-                _ => {}
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body)?;
-        let status = if request_line.starts_with("POST /v1/traces ")
-            && content_type == "application/x-protobuf"
-        {
-            let request = ExportTraceServiceRequest::decode(body.as_slice())
-                .expect("an OTLP protobuf request");
-            keep(request, spans);
-            "200 OK"
-        } else {
-            eprintln!("receiver: unexpected {request_line:?} ({content_type})");
-            "400 Bad Request"
-        };
-        write!(
-            writer,
-            "HTTP/1.1 {status}\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n"
-        )?;
-    }
+    serve_trace_exports(stream, "application/x-protobuf", "", |body| {
+        let request = ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf request");
+        keep(request, spans);
+        true
+    })
 }
 
 fn keep(request: ExportTraceServiceRequest, spans: &Mutex<Vec<Received>>) {
