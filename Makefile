@@ -149,7 +149,7 @@ lint: toolchain deny-tool
 	@# The Helm chart (Helm built once from its Go module, tests/helm/build):
 	@# lints and renders with its defaults (chart-check compares each choice).
 	helm="$$(tests/helm/build)"; \
-	  "$$helm" lint --strict deploy/chart; \
+	  "$$helm" lint --strict --with-subcharts deploy/chart; \
 	  "$$helm" template kubeplug deploy/chart --namespace kubeplug-system >/dev/null
 
 # The chart renders the same objects as the kustomization, for each choice

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use kubeplug_core::plan::{self, FenceError};
-use kubeplug_core::report::format_chain;
 use kubeplug_kit::render::RenderError;
+use kubeplug_kube::report::format_chain;
 use kubeplug_operator::reconcile::ReconcileError;
 use kubeplug_runtime::{CallError, GuestError};
 

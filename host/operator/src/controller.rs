@@ -7,6 +7,7 @@
 //! ([`Controller::upgrade`]): calls in flight finish on the old version.
 
 mod error_policy;
+mod failing;
 mod overdue;
 pub mod routes;
 mod shards;
@@ -14,7 +15,6 @@ mod shards;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use dashmap::DashMap;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -98,8 +98,8 @@ struct Shared {
     fence: Fence,
     metrics: OperatorMetrics,
     settings: Settings,
-    /// Failures per parent, shared by the plugin's workers.
-    failures: DashMap<ObjectKey, u32>,
+    /// Failures per parent, shared by the plugin's workers (see [`failing`]).
+    failing: failing::Failing,
     /// Calls past their deadline lately (see [`overdue`]).
     overdue: Mutex<overdue::Overdue>,
     /// The plugin's leadership when it is not sharded; when it is, a token
@@ -290,7 +290,7 @@ impl Controller {
             fence,
             metrics,
             settings: settings.clone(),
-            failures: DashMap::new(),
+            failing: failing::Failing::default(),
             overdue: Mutex::default(),
             counts: Counts::default(),
             leadership,
@@ -381,14 +381,20 @@ impl Controller {
         }
     }
 
-    /// Why this plugin cannot see all it needs, if so: the first informer
-    /// it uses that cannot list or watch.
-    /// Or: its calls keep running past their deadline.
+    /// Why this plugin is not healthy, if so: the first informer it uses
+    /// that cannot list or watch; or its calls keep running past their
+    /// deadline; or most of its parents keep failing.
     pub fn problem(&self) -> Option<kubeplug_kube::informers::Problem> {
-        self.shared
+        let shared = &self.shared;
+        shared
             .sources
             .problem()
-            .or_else(|| self.shared.overdue.lock().expect("overdue lock").problem())
+            .or_else(|| shared.overdue.lock().expect("overdue lock").problem())
+            .or_else(|| {
+                shared
+                    .failing
+                    .problem(|k| shared.sources.parent.get(&k.namespace, &k.name).is_some())
+            })
     }
 
     /// True once every cache the plugin reads has listed once.
@@ -435,7 +441,7 @@ impl Controller {
             .lock()
             .expect("rollout lock")
             .start(plugin, previous, key, rollback);
-        self.shared.failures.clear();
+        self.shared.failing.clear();
         self.shared.fence.last_calls.forget_all();
         // The live version changed: what the shadow compared no longer holds.
         let shadow = self.shared.shadow.read().expect("shadow lock").clone();
@@ -611,7 +617,7 @@ async fn judge(shared: &Shared, plugin: &Plugin, key: &ObjectKey, fault: bool) {
             }
         }
     };
-    shared.failures.clear();
+    shared.failing.clear();
     shared.fence.last_calls.forget_all();
     requeue_all(shared);
     let event = Event {
@@ -779,7 +785,7 @@ async fn route(shared: &Shared, key: &ObjectKey) -> Option<(Writer, Leadership, 
             shards::label_stray(shards, &manifest, key).await;
         } else {
             // Deleted, or moved to a shard held elsewhere: forget it.
-            shared.failures.remove(key);
+            shared.failing.forget(key);
             reconcile::forget(
                 shared.shadow.read().expect("shadow lock").as_ref(),
                 &shared.fence,

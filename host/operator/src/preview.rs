@@ -22,8 +22,8 @@ use kubeplug_core::fence::redact::Redaction;
 use kubeplug_core::manifest::{ApiResource, same_shape};
 use kubeplug_core::plan::diff::Fields;
 use kubeplug_core::plan::{self, Action};
-use kubeplug_core::report::format_chain;
 use kubeplug_kube::informers::Object;
+use kubeplug_kube::report::format_chain;
 use kubeplug_runtime::Plugin;
 
 /// What a running controller lends a dry run: the plugin version serving,

@@ -22,11 +22,14 @@ use kubeplug_core::manifest::{ApiResource, Manifest, Related};
 use kubeplug_core::plan::{self, Action, FenceError, Plan, TypedKey};
 use kubeplug_core::policy::Effective;
 use kubeplug_core::reference::{self, Reference, Target};
-use kubeplug_core::report::format_chain;
 use kubeplug_kube::apply::{WriteError, Writer};
 use kubeplug_kube::identity::{Access, AccessError};
 use kubeplug_kube::informers::{Object, ObjectKey, View};
+use kubeplug_kube::report::format_chain;
 use kubeplug_runtime::{CallError, Event, Plugin, Request};
+
+/// See [`ReconcileError::retry_within`].
+pub const DENIED_RETRY_WITHIN: Duration = Duration::from_secs(30);
 
 /// Why a reconcile failed. Each is retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +50,15 @@ impl ReconcileError {
     /// True if the reconcile stopped because this replica lost leadership.
     pub fn not_leader(&self) -> bool {
         matches!(self, ReconcileError::Write(e) if e.not_leader())
+    }
+
+    /// The longest its retry may wait: a refused read is the platform's to
+    /// fix, and checking it again costs one cached SubjectAccessReview, so a
+    /// rule the platform adds takes effect within this, however long the
+    /// parent failed.
+    pub fn retry_within(&self) -> Option<Duration> {
+        matches!(self, ReconcileError::Access(AccessError::Denied { .. }))
+            .then_some(DENIED_RETRY_WITHIN)
     }
 
     /// The server's `Retry-After` on the write that failed, if it

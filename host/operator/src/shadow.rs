@@ -28,8 +28,8 @@ use crate::metrics::OperatorMetrics;
 use crate::whatif::{Report, WhatIf};
 use kubeplug_core::plan::diff::{Fields, diff};
 use kubeplug_core::plan::{Plan, TypedKey};
-use kubeplug_core::report::format_chain;
 use kubeplug_kube::informers::ObjectKey;
+use kubeplug_kube::report::format_chain;
 use kubeplug_runtime::{Desired, Plugin, Request};
 
 /// Comparisons waiting for a slot, at most.

@@ -21,8 +21,8 @@ use crate::reconcile::{Inputs, ReconcileError, decide, gather};
 use kubeplug_core::key::ObjectKey;
 use kubeplug_core::manifest::same_shape;
 use kubeplug_core::policy::KindRef;
-use kubeplug_core::report::format_chain;
 use kubeplug_core::whatif::{Details, Summary, Tally};
+use kubeplug_kube::report::format_chain;
 use kubeplug_runtime::Plugin;
 
 /// The share of one core a what-if may take, on average: it sleeps as long

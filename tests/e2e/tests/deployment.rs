@@ -292,7 +292,7 @@ fn a_plugin_whose_role_loses_a_rule_fails_with_a_clear_event_while_the_others_go
     }
     kubectl_ok(&["apply", "-f", "-"], Some(&role.to_string()));
 
-    let _host = Host::start_as(&dir, &[], &kubeconfig);
+    let host = Host::start_as(&dir, &[], &kubeconfig);
     apply(
         &ns.name,
         "apiVersion: example.com/v1alpha1\nkind: MyApp\nmetadata:\n  name: cut-app\nspec:\n  replicas: 1\n",
@@ -323,14 +323,116 @@ fn a_plugin_whose_role_loses_a_rule_fails_with_a_clear_event_while_the_others_go
         (pod["metadata"]["annotations"]["example.com/injected"] == "true").then_some(())
     });
     assert!(get_json(&ns.name, "deployment/cut-app-deploy").is_none());
+    // Its every reconcile fails: the plugin says so, in the API server's words.
+    let reason = degraded_for(&host, "myapp");
+    for needle in [
+        "reconciles keep failing",
+        "failed to apply Deployment",
+        "cannot patch resource \"deployments\"",
+        "(Forbidden, 403)",
+    ] {
+        assert!(reason.contains(needle), "{needle:?} not in {reason}");
+    }
+    assert_eq!(host.plugin("database").unwrap()["state"], "running");
+    assert_one_line_failures(&host, "myapp");
 
-    // The platform puts the rule back: the app converges on a retry.
+    // The platform puts the rule back: the app converges on a retry, and
+    // the plugin is running again.
     drop(_restore);
     eventually(
         "the app's deployment once the rule is back",
         TIMEOUT,
         || get_json(&ns.name, "deployment/cut-app-deploy"),
     );
+    running_again(&host, "myapp");
+}
+
+/// A plugin whose ServiceAccount may not read its own parents (the issue a
+/// new team meets first: a Role without `get`) is `degraded` with that
+/// reason within 30 s, not `running` with every reconcile failing, and
+/// `running` again once the platform adds the rule, with no restart.
+#[test]
+fn a_plugin_denied_a_read_it_needs_is_degraded_with_the_reason_and_recovers_when_granted() {
+    let (ns, dir, kubeconfig) = seed_plugins_as_service_account("read-cut");
+    let restore = RestoreRoles;
+    let role = kubectl_ok(
+        &["get", "clusterrole", "kubeplug-plugin-myapp", "-o", "json"],
+        None,
+    );
+    let mut role: serde_json::Value = serde_json::from_str(&role).expect("role JSON");
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if rule["resources"] == serde_json::json!(["myapps"]) {
+            rule["verbs"] = serde_json::json!(["list", "watch", "patch", "update"]);
+        }
+    }
+    kubectl_ok(&["apply", "-f", "-"], Some(&role.to_string()));
+
+    // Its own namespace only: other tests' MyApps are not this one's parents.
+    let host = Host::start_as(&dir, &["--namespaces", &ns.name], &kubeconfig);
+    apply(
+        &ns.name,
+        "apiVersion: example.com/v1alpha1\nkind: MyApp\nmetadata:\n  name: unread\nspec:\n  replicas: 1\n",
+    );
+    let started = std::time::Instant::now();
+    let reason = degraded_for(&host, "myapp");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "degraded after {:?}",
+        started.elapsed()
+    );
+    for needle in [
+        "reconciles keep failing (1 of the 1 parents",
+        &format!("{}/unread", ns.name),
+        "kubeplug-plugin-myapp may not get myapps.example.com",
+    ] {
+        assert!(reason.contains(needle), "{needle:?} not in {reason}");
+    }
+    assert_one_line_failures(&host, "myapp");
+    assert!(get_json(&ns.name, "deployment/unread-deploy").is_none());
+
+    drop(restore);
+    running_again(&host, "myapp");
+    eventually("the app's deployment once it may read", TIMEOUT, || {
+        get_json(&ns.name, "deployment/unread-deploy")
+    });
+}
+
+/// The `reason` of `plugin` once it is `degraded`.
+fn degraded_for(host: &Host, plugin: &str) -> String {
+    let row = eventually(&format!("{plugin} to be degraded"), TIMEOUT, || {
+        host.plugin(plugin).filter(|p| p["state"] == "degraded")
+    });
+    row["reason"].as_str().unwrap_or_default().to_string()
+}
+
+/// `plugin` turns `running` by itself (a refused read is retried at least
+/// every 30 s; the write the first test cut, with backoff).
+fn running_again(host: &Host, plugin: &str) {
+    eventually(&format!("{plugin} to be running again"), TIMEOUT, || {
+        host.plugin(plugin).filter(|p| p["state"] == "running")
+    });
+}
+
+/// The host's `reconcile failed` lines for `plugin` read as the API server
+/// wrote its answer: no `Debug` dump of kube's `Status`.
+fn assert_one_line_failures(host: &Host, plugin: &str) {
+    let log = std::fs::read_to_string(&host.log).unwrap_or_default();
+    let failures: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("reconcile failed") && l.contains(plugin))
+        .collect();
+    assert!(
+        !failures.is_empty(),
+        "no failure logged:\n{}",
+        host.log_tail()
+    );
+    for line in failures {
+        assert!(
+            !line.contains("Status {"),
+            "a Debug dump in the log: {line}"
+        );
+        assert!(line.len() < 1500, "{} bytes: {line}", line.len());
+    }
 }
 
 /// A plugin whose parent kind the host's own RBAC does not let it watch (no

@@ -17,8 +17,8 @@ use crate::metrics::Ended;
 use crate::reconcile::{Handed, Outcome, ReconcileError};
 use crate::replay::{Call, Capture};
 use kubeplug_core::contract::Event;
-use kubeplug_core::report::format_chain;
 use kubeplug_kube::informers::ObjectKey;
+use kubeplug_kube::report::format_chain;
 use kubeplug_runtime::Plugin;
 
 /// Act on a finished reconcile of `key` by `plugin`, which took `took`.
@@ -54,7 +54,7 @@ pub(super) async fn settle(
     }
     match result {
         Ok(outcome) => {
-            shared.failures.remove(key);
+            shared.failing.succeeded(key);
             let ended = match outcome.requeue_after {
                 Some(_) => Ended::RequeueAfter,
                 None => Ended::Success,
@@ -107,16 +107,13 @@ async fn failed(
     took: Duration,
     span: &Span,
 ) {
-    let failures = {
-        let mut n = shared.failures.entry(key.clone()).or_insert(0);
-        *n += 1;
-        *n
-    };
+    let failures = shared.failing.failed(key, format_chain(error));
     // Never sooner than a throttling server asked (client-go's habit): a
     // write the client's retries gave up on must not come back at once.
     let delay = shared
         .settings
         .jittered_backoff(failures)
+        .min(error.retry_within().unwrap_or(Duration::MAX))
         .max(error.retry_after().unwrap_or_default());
     shared
         .metrics

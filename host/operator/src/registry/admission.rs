@@ -18,7 +18,7 @@ use kubeplug_runtime::{Plugin, PluginOptions};
 pub(super) enum Failure {
     #[error(transparent)]
     Admit(#[from] AdmitError),
-    #[error("{}", kubeplug_core::report::format_chain(.0))]
+    #[error("{}", kubeplug_kube::report::format_chain(.0))]
     Load(kubeplug_runtime::LoadError),
     #[error("loader panicked: {0}")]
     Panicked(tokio::task::JoinError),

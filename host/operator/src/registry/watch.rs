@@ -55,7 +55,7 @@ impl Registry {
                     self.revalidate_all();
                 }
                 Err(error) => {
-                    tracing::error!(error = %kubeplug_core::report::format_chain(&error), "policy unreadable; the previous one stays in force")
+                    tracing::error!(error = %kubeplug_kube::report::format_chain(&error), "policy unreadable; the previous one stays in force")
                 }
             }
             again = self.sync().await;

@@ -14,8 +14,8 @@ use super::report::Check;
 use kubeplug_core::admission::{Admission, Offline, Placed, Scope, Served};
 use kubeplug_core::manifest::{ApiResource, Manifest, Mode};
 use kubeplug_core::policy::{Effective, Policy};
-use kubeplug_core::report::format_chain;
 use kubeplug_kube::discovery::Discovered;
+use kubeplug_kube::report::format_chain;
 use kubeplug_operator::registry::{self, Surveyed};
 use kubeplug_runtime::{PluginOptions, Runtime};
 
