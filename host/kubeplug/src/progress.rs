@@ -3,11 +3,12 @@
 //! interpreter is compiled with it), and the one a user should not sit
 //! through in silence. Loads from the compile cache say nothing.
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::{IsTerminal as _, Write};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kubeplug_runtime::CompileWatch;
+use kubeplug_runtime::{CompileWatch, Runtime};
 
 /// `run`: a log line as a compile starts and one as it ends.
 pub struct LogLines;
@@ -102,5 +103,147 @@ impl Drop for Ticking {
         if let Some(ticker) = self.ticker.take() {
             let _ = ticker.join();
         }
+    }
+}
+
+/// `runtime` (an offline command's, which shows a compile on a terminal)
+/// with [`Plain`] lines on stderr when stderr is not a terminal, so that a
+/// CI log says why the first `kubeplug test` of a Python plugin sits there
+/// for seconds. `cached`: compiles are kept in the compile cache.
+pub fn unattended(runtime: Runtime, cached: bool) -> Runtime {
+    if std::io::stderr().is_terminal() {
+        runtime
+    } else {
+        runtime.with_compile_watch(Arc::new(Plain::stderr(cached)))
+    }
+}
+
+/// Offline commands when stderr is not a terminal (CI logs, scripts): a
+/// plain line as a compile starts and one as it ends, nothing erased or
+/// rewritten; nothing for a compile over within [`Terminal::GRACE`].
+pub struct Plain {
+    cached: bool,
+    out: Arc<Mutex<dyn Write + Send>>,
+}
+
+impl Plain {
+    /// Lines on this process's stderr.
+    pub fn stderr(cached: bool) -> Self {
+        Plain::to(cached, Arc::new(Mutex::new(std::io::stderr())))
+    }
+
+    /// Lines on `out`.
+    pub fn to(cached: bool, out: Arc<Mutex<dyn Write + Send>>) -> Self {
+        Plain { cached, out }
+    }
+
+    /// The line a compile starts with.
+    pub fn starting(label: &str, bytes: usize, cached: bool) -> String {
+        let mib = bytes as f64 / (1 << 20) as f64;
+        let kept = if cached {
+            "; cached for next time"
+        } else {
+            "; not cached: --no-cache"
+        };
+        format!("compiling {label} ({mib:.1} MiB{kept})...")
+    }
+
+    /// The line a compile ends with.
+    pub fn finished(label: &str, took: Duration) -> String {
+        format!("compiled {label} in {:.1} s", took.as_secs_f64())
+    }
+}
+
+impl CompileWatch for Plain {
+    fn compiling(&self, label: &str, bytes: usize) -> Box<dyn Send> {
+        let (done, finished) = mpsc::channel::<()>();
+        let (label, cached, out) = (label.to_string(), self.cached, self.out.clone());
+        let started = Instant::now();
+        let line = move |text: String| {
+            if let Ok(mut out) = out.lock() {
+                let _ = writeln!(out, "{text}");
+                let _ = out.flush();
+            }
+        };
+        let ticker = std::thread::spawn(move || {
+            if finished.recv_timeout(Terminal::GRACE) != Err(RecvTimeoutError::Timeout) {
+                return;
+            }
+            line(Plain::starting(&label, bytes, cached));
+            // Until the compile ends (the sender is dropped).
+            let _ = finished.recv();
+            line(Plain::finished(&label, started.elapsed()));
+        });
+        Box::new(Ticking {
+            done: Some(done),
+            ticker: Some(ticker),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a [`Plain`] watch wrote.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    #[test]
+    fn a_long_compile_off_a_terminal_says_so_as_it_starts_and_ends() {
+        let out = Shared::default();
+        let watch = Plain::to(true, Arc::new(Mutex::new(out.clone())));
+        let compiling = watch.compiling("dist/x.wasm", 19_084_083);
+        std::thread::sleep(Terminal::GRACE + Duration::from_millis(300));
+        assert_eq!(
+            out.text(),
+            "compiling dist/x.wasm (18.2 MiB; cached for next time)...\n",
+            "the first line is out while it compiles"
+        );
+        drop(compiling);
+        let text = out.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[1].starts_with("compiled dist/x.wasm in "), "{text}");
+        assert!(lines[1].ends_with(" s"), "{text}");
+        assert!(
+            !text.contains('\r') && !text.contains('\x1b'),
+            "plain lines: {text:?}"
+        );
+    }
+
+    #[test]
+    fn a_short_compile_says_nothing() {
+        let out = Shared::default();
+        let watch = Plain::to(false, Arc::new(Mutex::new(out.clone())));
+        drop(watch.compiling("dist/small.wasm", 200_000));
+        assert_eq!(out.text(), "");
+    }
+
+    #[test]
+    fn the_lines_say_size_caching_and_time() {
+        assert_eq!(
+            Plain::starting("a.wasm", 3 << 20, false),
+            "compiling a.wasm (3.0 MiB; not cached: --no-cache)..."
+        );
+        assert_eq!(
+            Plain::finished("a.wasm", Duration::from_millis(11_840)),
+            "compiled a.wasm in 11.8 s"
+        );
     }
 }

@@ -66,9 +66,21 @@ fn whatever_a_typescript_plugin_throws_is_its_own_error_never_a_trap() {
             other => panic!("{throw}: expected the plugin's own error, got {other:?}"),
         }
     };
-    assert_eq!(answer("error"), GuestError::Failed("boom in web".into()));
+    // A thrown Error names where it was thrown, in the plugin's source (the
+    // line table `build` embeds maps the bundle's lines), on one line.
+    assert_eq!(
+        answer("error"),
+        GuestError::Failed("boom in web (at src/plugin.ts:23 in reconcile)".into())
+    );
     match answer("type") {
-        GuestError::Failed(message) => assert!(message.contains("undefined"), "{message}"),
+        GuestError::Failed(message) => {
+            assert!(message.starts_with("TypeError: "), "{message}");
+            assert!(message.contains("undefined"), "{message}");
+            assert!(
+                message.ends_with(" (at src/plugin.ts:26 in reconcile)"),
+                "{message}"
+            );
+        }
         other => panic!("a TypeError is failed(..): {other:?}"),
     }
     assert_eq!(

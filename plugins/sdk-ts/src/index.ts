@@ -1,6 +1,6 @@
 // @kubeplug/sdk: write a kubeplug reconcile plugin in TypeScript.
 // See ../README.md; the WIT contract is wit/plugin.wit.
-export { PluginError, InvalidConfig, InvalidInput, Failed, toWitError } from './errors.js';
+export { PluginError, InvalidConfig, InvalidInput, Failed, toWitError, trace, MAX_FRAMES, MAX_TRACE, type LineTable } from './errors.js';
 export { Manifest, Resource, Kinds, ParentName, type LabelValue, type Mode } from './manifest.js';
 export { Context, isKind, type KubeObject, type KindRef } from './context.js';
 export { Reference } from './references.js';

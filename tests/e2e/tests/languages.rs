@@ -185,10 +185,16 @@ fn a_default_componentize_js_build_loads_and_its_fetch_fails_while_the_host_goes
         get_json(n, "statefulset/db")
     });
     assert!(failed_reconciles(&host, "fetch-ts") > 0.0);
-    let row = host.plugin("fetch-ts").expect("listed");
-    assert_eq!(
-        row["state"], "running",
-        "a failing call degrades nothing: {row}"
+    // Its only parent keeps failing: the plugin says so, and why; the
+    // other plugin is untouched.
+    let row = eventually("fetch-ts to be degraded", TIMEOUT, || {
+        host.plugin("fetch-ts").filter(|p| p["state"] == "degraded")
+    });
+    let reason = row["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("reconciles keep failing") && reason.contains("fetch failed: "),
+        "{row}"
     );
+    assert_eq!(host.plugin("database").expect("listed")["state"], "running");
     host.stop();
 }

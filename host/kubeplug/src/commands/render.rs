@@ -17,6 +17,16 @@ use kubeplug_kit::webhook::admit;
 use kubeplug_operator::replay::{Call, Capture};
 use kubeplug_runtime::{LimitSettings, Plugin};
 
+/// The offline runtime; off a terminal (CI), a compile is said in plain
+/// lines on stderr.
+fn unattended_runtime(args: &RenderArgs) -> anyhow::Result<kubeplug_runtime::Runtime> {
+    let runtime = &args.common.runtime;
+    Ok(crate::progress::unattended(
+        runtime.bounded_runtime()?,
+        !runtime.no_cache,
+    ))
+}
+
 /// `kubeplug render`: run a plugin on a parent read from files and print
 /// what the operator would apply.
 pub fn run(args: RenderArgs) -> anyhow::Result<()> {
@@ -27,7 +37,7 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
     }
     let config = args.common.config.as_deref().map(read_config).transpose()?;
     let limits = args.common.runtime.limits();
-    let runtime = args.common.runtime.bounded_runtime()?;
+    let runtime = unattended_runtime(&args)?;
     let plugin = kit::load::compile(&runtime, &args.plugin, config, limits, &policy)?;
     let kit::load::Loaded {
         plugin,
@@ -194,7 +204,7 @@ fn replay_cmd(
         timeout_ms: Some(u64::try_from(capture.limits.timeout.as_millis()).unwrap_or(u64::MAX)),
         memory_bytes: Some(capture.limits.memory_bytes),
     });
-    let runtime = args.common.runtime.bounded_runtime()?;
+    let runtime = unattended_runtime(args)?;
     let plugin = kit::load::compile(&runtime, &args.plugin, Some(config), limits, policy)?;
     let kit::load::Loaded {
         plugin,

@@ -30,7 +30,9 @@ pub fn run(args: TestArgs) -> ExitCode {
             policy,
             crds: read_crds(&args.crd)?,
         };
-        let runtime = args.runtime.bounded_runtime()?;
+        // Off a terminal (CI), a compile is said in plain lines.
+        let runtime =
+            crate::progress::unattended(args.runtime.bounded_runtime()?, !args.runtime.no_cache);
         Ok(kubeplug_kit::kit::run(&runtime, &args.dir, &options)?)
     };
     match tested() {

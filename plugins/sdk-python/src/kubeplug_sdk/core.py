@@ -35,14 +35,15 @@ def parse_config(plugin, text: str) -> Any:
     return hook(raw) if hook is not None else raw
 
 
-def _guard(fn):
-    """Run `fn`, turning any exception into a `PluginError`."""
+def _guard(fn, plugin=None):
+    """Run `fn`, turning any exception into a `PluginError`; one from a bug
+    names the frames of `plugin`'s code it went through (`errors.trace`)."""
     try:
         return fn()
     except PluginError:
         raise
     except Exception as e:  # noqa: BLE001 - a plugin bug must not trap
-        raise as_plugin_error(e) from e
+        raise as_plugin_error(e, plugin) from e
 
 
 def manifest(plugin, config_text: str) -> Manifest:
@@ -54,7 +55,7 @@ def manifest(plugin, config_text: str) -> Manifest:
         if not isinstance(m, Manifest):
             raise TypeError(f"manifest() returned {type(m).__name__}, not Manifest")
         return m
-    return _guard(run)
+    return _guard(run, plugin)
 
 
 def metadata_only(plugin, config_text: str) -> list:
@@ -96,7 +97,7 @@ def references(plugin, parent: str, config_text: str) -> list:
             if not isinstance(ref, Reference):
                 raise TypeError(f"references() returned a {type(ref).__name__}, not a Reference")
         return list(r)
-    return _guard(run)
+    return _guard(run, plugin)
 
 
 #: The webhooks a plugin may offer, in the WIT `webhook` enum's order, each
@@ -138,7 +139,7 @@ def _answer(plugin, method: str, answer_type, build, missing, shown=None):
             raise TypeError(f"{method}() returned {type(r).__name__}, "
                             f"not {shown or answer_type.__name__}")
         return r
-    return _guard(run)
+    return _guard(run, plugin)
 
 
 def reconcile(plugin, parent: str, observed, related, config_text: str, now: str, entropy) -> Response:
@@ -193,7 +194,7 @@ def mutate(plugin, *request, **fields) -> Optional[str]:
         if before is not None and _canonical(r) == _canonical(before):
             return None
         return text
-    return _guard(run)
+    return _guard(run, plugin)
 
 
 def convert(plugin, objects, api_version: str, config_text: str) -> list:
@@ -217,7 +218,7 @@ def convert(plugin, objects, api_version: str, config_text: str) -> list:
         if not isinstance(r, list):
             raise TypeError(f"convert() returned {type(r).__name__}, not list")
         return [o if isinstance(o, str) else to_json_text("a converted object", o) for o in r]
-    return _guard(run)
+    return _guard(run, plugin)
 
 
 def _plugin_name(p, config) -> str:

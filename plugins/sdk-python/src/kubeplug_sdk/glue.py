@@ -41,7 +41,8 @@ def _wit_error(types, e):
         "invalid-config": types.Error_InvalidConfig,
         "invalid-input": types.Error_InvalidInput,
     }.get(e.kind, types.Error_Failed)
-    return cls(e.message)
+    # A bug's error names where it raised (`PluginError.text`).
+    return cls(e.text)
 
 
 def _resource(types, r):
@@ -121,7 +122,8 @@ def export(plugin):
     """The `(Reconciler, Reads)` export classes for `plugin` (a class with
     `manifest(config)`, `reconcile(ctx)` and optionally `finalize(ctx)`).
     A `PluginError` becomes the WIT error; any other exception becomes
-    `failed("<Type>: message")` instead of a trap."""
+    `failed("<Type>: message (at <frames of the plugin's code>)")` instead
+    of a trap (`errors.as_plugin_error`)."""
 
     class Reconciler:
         def manifest(self, config: str):
