@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod kit;
+pub mod platform;
 pub mod references;
 pub mod render;
 pub mod webhook;

@@ -53,8 +53,13 @@ enum Command {
     /// its answers with the expected ones. Needs no cluster.
     Test(TestArgs),
     /// Create a plugin project from a template: `NAME/` with the plugin,
-    /// a fixture, a build script and a README.
+    /// fixtures, a build script, a README, CI and `kubeplug.toml` (which
+    /// pins the SDK this kubeplug carries).
     New(NewArgs),
+    /// Build a plugin project (`kubeplug new`'s) of any language: unpack
+    /// the SDK its kubeplug.toml pins, run its build, leave
+    /// `dist/<name>.wasm` for `kubeplug test .`.
+    Build(crate::commands::build::BuildArgs),
     /// Run the operator: load every plugin in a directory and reconcile.
     Run(Box<RunArgs>),
     /// Round-trip every stored object of a CRD through a plugin's
@@ -74,6 +79,11 @@ enum Command {
     /// Check an installation: the cluster, the aggregated API, the plugins,
     /// their kinds and their identities; one line per check.
     Doctor(crate::commands::doctor::DoctorArgs),
+    /// Write the platform side of a plugin from its manifest: its
+    /// ServiceAccount and role, the host's read and impersonation rules
+    /// for it, and its grant (a kustomization, or Helm values). Needs no
+    /// cluster.
+    Platform(crate::commands::platform::PlatformArgs),
     /// Print a shell completion script: `source <(kubeplug completion
     /// bash)`, `kubeplug completion zsh > "${fpath[1]}/_kubeplug"`,
     /// `kubeplug completion fish | source`.
@@ -116,6 +126,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let done = match cli.command {
         Command::Test(args) => return Ok(commands::test::run(args)),
         Command::New(args) => commands::new::run(args),
+        Command::Build(args) => commands::build::run(args),
         Command::Render(args) => commands::render::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Package(args) => commands::package::run(args),
@@ -127,6 +138,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => crate::commands::replay::replay_cmd(args),
         Command::Whatif(args) => crate::commands::whatif::whatif_cmd(args),
         Command::Doctor(args) => return crate::commands::doctor::doctor_cmd(args),
+        Command::Platform(args) => return Ok(crate::commands::platform::run(args)),
         Command::Completion { shell } => {
             completion(shell, &mut std::io::stdout());
             Ok(())

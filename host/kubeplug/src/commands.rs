@@ -5,6 +5,7 @@
 //! and `doctor` talk to the API server, `replay` and `whatif` to a running
 //! host's admin server (in a pod: through [`forward`]).
 
+pub mod build;
 pub mod doctor;
 pub mod forward;
 pub mod inspect;
@@ -12,6 +13,7 @@ pub mod migrate;
 pub mod new;
 pub mod offline;
 pub mod package;
+pub mod platform;
 pub mod push;
 pub mod release_finalizers;
 pub mod render;

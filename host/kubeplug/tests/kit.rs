@@ -1,13 +1,14 @@
 //! The plugin author's loop as a user runs it: `kubeplug new` scaffolds a
-//! Rust plugin, its `./build` builds it, `kubeplug test` passes on its
-//! fixture and fails with a diff once the fixture expects something else.
-//! Also `kubeplug test` on the shipped plugins, its exit codes, and the
-//! admission it shares with the live host.
+//! plugin project outside the checkout, `kubeplug build` unpacks the SDK
+//! it pins and builds it, `kubeplug test` passes on its fixture and fails
+//! with a diff once the fixture expects something else. Also `kubeplug
+//! test` on the shipped plugins, its exit codes, and the admission it
+//! shares with the live host.
 
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::*;
 
@@ -46,16 +47,84 @@ fn scaffold_target_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kit-scaffold-target")
 }
 
+/// `kubeplug build` in the project `dir`, as a team's CI runs it: from
+/// the project's directory, with a HOME of its own (the toolchains' homes
+/// named explicitly, crates from their local registry cache, offline), so
+/// that nothing of this checkout or of the user's home is used.
 fn build(dir: &Path) {
-    let output = Command::new(dir.join("build"))
+    let home = tempfile::tempdir().unwrap();
+    let real_home = PathBuf::from(std::env::var_os("HOME").expect("HOME"));
+    let toolchain_home = |var: &str, default: &str| {
+        std::env::var_os(var).map_or_else(|| real_home.join(default), PathBuf::from)
+    };
+    let output = kubeplug_command()
+        .arg("build")
+        .current_dir(dir)
+        .env("HOME", home.path())
+        .env("CARGO_HOME", toolchain_home("CARGO_HOME", ".cargo"))
+        .env("RUSTUP_HOME", toolchain_home("RUSTUP_HOME", ".rustup"))
+        .env("CARGO_NET_OFFLINE", "true")
+        // The Python and TypeScript toolchains' caches (venv, npm ci,
+        // componentized outputs) stay shared between runs.
+        .env(
+            "KUBEPLUG_CACHE",
+            std::env::var_os("KUBEPLUG_CACHE")
+                .map_or_else(|| real_home.join(".cache/kubeplug"), PathBuf::from),
+        )
+        .env("npm_config_cache", real_home.join(".npm"))
         .env("CARGO_TARGET_DIR", scaffold_target_dir())
+        .env_remove("KUBEPLUG_PYTHON_SDK")
         .output()
-        .expect("running ./build");
+        .expect("running kubeplug build");
     assert!(
         output.status.success(),
-        "./build failed:\n{}",
+        "kubeplug build failed:\n{}",
         text(&output)
     );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.trim_end().ends_with(".wasm"), "{stdout}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("kubeplug build: built "),
+        "{}",
+        text(&output)
+    );
+}
+
+/// No file of the project (the unpacked SDK included; not the build's
+/// output) names this checkout or any absolute path of this machine.
+fn assert_no_path_into_the_checkout(dir: &Path) {
+    let checkout = repo("").canonicalize().unwrap();
+    assert!(
+        !dir.canonicalize().unwrap().starts_with(&checkout),
+        "{} is inside the checkout",
+        dir.display()
+    );
+    let mut stack = vec![dir.to_path_buf()];
+    let mut seen = 0;
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !["dist", "target", "node_modules"].contains(&name.as_str()) {
+                    stack.push(path);
+                }
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            seen += 1;
+            for needle in [
+                checkout.to_str().unwrap(),
+                "/work/main",
+                dir.to_str().unwrap(),
+            ] {
+                assert!(!text.contains(needle), "{} names {needle}", path.display());
+            }
+        }
+    }
+    assert!(seen > 10, "only {seen} files in {}", dir.display());
 }
 
 /// `kubeplug new --lang <lang> <name>` into `parent`; the plugin's dir.
@@ -78,6 +147,7 @@ fn scaffold_builds_and_passes(lang: &str) {
     let dir = scaffold(lang, &name, tmp.path());
     build(&dir);
     assert!(dir.join(format!("dist/{name}.wasm")).is_file());
+    assert_no_path_into_the_checkout(&dir);
     let passed = kubeplug(["test".as_ref(), dir.as_os_str()]);
     let out = text(&passed);
     assert_eq!(passed.status.code(), Some(0), "{out}");
@@ -95,7 +165,8 @@ fn a_scaffolded_typescript_plugin_builds_and_passes_its_fixtures() {
 }
 
 #[test]
-fn a_scaffolded_rust_plugin_builds_and_passes_its_fixture_then_fails_with_a_diff() {
+fn a_scaffolded_rust_plugin_builds_outside_the_checkout_and_passes_its_fixture_then_fails_with_a_diff()
+ {
     let tmp = tempfile::tempdir().unwrap();
     let created = kubeplug(
         ["new", "--lang", "rust", "hello-kit", "--dir"]
@@ -110,16 +181,74 @@ fn a_scaffolded_rust_plugin_builds_and_passes_its_fixture_then_fails_with_a_diff
         "{}",
         text(&created)
     );
+    let pins = std::fs::read_to_string(dir.join("kubeplug.toml")).unwrap();
+    assert!(pins.contains("lang = \"rust\""), "{pins}");
 
     build(&dir);
     assert!(dir.join("dist/hello-kit.wasm").is_file());
-    let passed = kubeplug(["test".as_ref(), dir.as_os_str()]);
+    assert_no_path_into_the_checkout(&dir);
+    // Cargo took the SDK from the project's .kubeplug/, nowhere else.
+    let metadata = std::process::Command::new("cargo")
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .current_dir(&dir)
+        .output()
+        .expect("cargo metadata");
+    assert!(metadata.status.success(), "{}", text(&metadata));
+    let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout).unwrap();
+    let sdk = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "kubeplug-sdk")
+        .expect("the SDK is a dependency");
+    let manifest = PathBuf::from(sdk["manifest_path"].as_str().unwrap());
+    assert!(
+        manifest.starts_with(dir.canonicalize().unwrap().join(".kubeplug/sdk")),
+        "{}",
+        manifest.display()
+    );
+
+    let passed = kubeplug_command()
+        .args(["test", ".", "--crd", "crds/greetings.example.com.yaml"])
+        .current_dir(&dir)
+        .env_remove("KUBEPLUG_POLICY")
+        .output()
+        .unwrap();
     assert_eq!(passed.status.code(), Some(0), "{}", text(&passed));
     assert!(
         text(&passed).contains("test result: ok. 3 passed; 0 failed"),
         "{}",
         text(&passed)
     );
+    // The README's render runs as typed.
+    let rendered = kubeplug_command()
+        .args([
+            "render",
+            "--plugin",
+            "dist/hello-kit.wasm",
+            "-f",
+            "samples/greeting.yaml",
+        ])
+        .current_dir(&dir)
+        .env_remove("KUBEPLUG_POLICY")
+        .output()
+        .unwrap();
+    assert!(rendered.status.success(), "{}", text(&rendered));
+    assert!(
+        text(&rendered).contains("message: Hello, World!"),
+        "{}",
+        text(&rendered)
+    );
+
+    // Again: the SDK is already there, nothing is unpacked anew.
+    let again = kubeplug_command()
+        .args(["build".as_ref(), dir.as_os_str()])
+        .env("CARGO_TARGET_DIR", scaffold_target_dir())
+        .env("CARGO_NET_OFFLINE", "true")
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(text(&again).contains("up to date"), "{}", text(&again));
 
     let fixture = dir.join("fixtures/example.yaml");
     let original = std::fs::read_to_string(&fixture).unwrap();
@@ -150,6 +279,56 @@ fn a_scaffolded_rust_plugin_builds_and_passes_its_fixture_then_fails_with_a_diff
     );
     let again = kubeplug(["test".as_ref(), dir.as_os_str()]);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+}
+
+#[test]
+fn build_refuses_a_directory_that_is_no_project_and_a_version_it_does_not_carry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let build = |dir: &Path| kubeplug(["build".as_ref(), dir.as_os_str()]);
+    let none = build(tmp.path());
+    assert_eq!(none.status.code(), Some(1));
+    assert!(
+        text(&none).contains("kubeplug.toml not found: not a kubeplug project"),
+        "{}",
+        text(&none)
+    );
+
+    let dir = scaffold("ts", "pinned", tmp.path());
+    let file = dir.join("kubeplug.toml");
+    let pins = std::fs::read_to_string(&file).unwrap();
+    let carried = pins
+        .lines()
+        .find_map(|l| l.strip_prefix("sdk = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        &file,
+        pins.replace(&format!("sdk = \"{carried}\""), "sdk = \"99.0.0\""),
+    )
+    .unwrap();
+    let old = build(&dir);
+    let out = text(&old);
+    assert_eq!(old.status.code(), Some(1), "{out}");
+    assert!(out.contains("pins kubeplug SDK 99.0.0"), "{out}");
+    assert!(out.contains(&format!("carries SDK {carried}")), "{out}");
+    assert!(out.contains("build it with kubeplug 99.0.0"), "{out}");
+    assert!(!dir.join("dist").exists());
+
+    // --sdk is gone: the SDK comes with kubeplug.
+    let sdk = kubeplug([
+        "new".as_ref(),
+        "--lang".as_ref(),
+        "rust".as_ref(),
+        "other".as_ref(),
+        "--dir".as_ref(),
+        tmp.path().as_os_str(),
+        "--sdk".as_ref(),
+        tmp.path().as_os_str(),
+    ]);
+    assert_eq!(sdk.status.code(), Some(1));
+    assert!(text(&sdk).contains("no longer used"), "{}", text(&sdk));
+    assert!(!tmp.path().join("other").exists());
 }
 
 #[test]

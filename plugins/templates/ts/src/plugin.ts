@@ -1,5 +1,5 @@
 // {{name}}: a kubeplug reconcile plugin in TypeScript.
-// The SDK (`@kubeplug/sdk`, {{sdk}}) maps this to the WIT contract; a thrown
+// The SDK (`@kubeplug/sdk`, unpacked by `kubeplug build` into .kubeplug/) maps this to the WIT contract; a thrown
 // InvalidConfig / InvalidInput / Failed becomes that WIT error, any other
 // exception becomes `failed(message)`.
 import {

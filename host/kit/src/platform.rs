@@ -1,0 +1,661 @@
+//! The platform side of a plugin, derived from its manifest (`kubeplug
+//! platform`): its identity (ServiceAccount `kubeplug-plugin-<name>`, its
+//! ClusterRole and binding), the host's rules for it (read what the plugin
+//! is handed, impersonate its identity and no other) and its grant in the
+//! policy, written as a kustomization or as a Helm values fragment.
+//!
+//! Least privilege: each verb is one the host sends or checks in the
+//! plugin's name (see `kubeplug_kube::apply` and `kubeplug doctor`):
+//!
+//! - its parent kind: read (`get`, `list`, `watch`); `patch` only when the
+//!   host merge-patches parents for it (a decorator's labels and
+//!   annotations, its finalizer, a sharded plugin's shard label); a
+//!   composite's status by server-side apply (`patch` on `status`);
+//!   `update` on `finalizers` when it has children (their controller
+//!   ownerReference sets `blockOwnerDeletion`, which the API server's
+//!   OwnerReferencesPermissionEnforcement admission allows only to those
+//!   who may update the owner's finalizers);
+//! - its child kinds (a decorator's attachments too): read, `create`,
+//!   `patch` (server-side apply) and `delete` (prune); never `update`: the
+//!   host sends no PUT;
+//! - its related and referenced kinds: read (the host checks `list`);
+//! - events.k8s.io Events: `create`, and `patch` for a repeated event's
+//!   series.
+//!
+//! Output is deterministic (kinds, rules and verbs in a fixed order), so
+//! that running it again writes the same bytes and `--check` can tell a CI
+//! job whether the committed files are current.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use kubeplug_core::manifest::{ApiResource, Manifest, Mode};
+use kubeplug_core::policy::{KindRef, derived_finalizer_domain};
+use kubeplug_core::yaml::{Mapping, Value};
+
+/// Verbs in the order rules list them.
+const VERBS: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "patch",
+    "update",
+    "delete",
+    "deletecollection",
+    "impersonate",
+];
+
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "patch", "delete"];
+
+/// One RBAC PolicyRule (the fields kubeplug's rules use).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rule {
+    #[serde(default)]
+    pub api_groups: Vec<String>,
+    #[serde(default)]
+    pub resources: Vec<String>,
+    #[serde(default)]
+    pub verbs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_names: Vec<String>,
+}
+
+/// One thing a rule allows: group, resource (with `/subresource`), object
+/// name (empty: any) and verb.
+pub type Permission = (String, String, String, String);
+
+/// Everything `rules` allow, one permission at a time: two lists of rules
+/// are the same grant if these are equal, however they are grouped.
+pub fn permissions(rules: &[Rule]) -> BTreeSet<Permission> {
+    let mut out = BTreeSet::new();
+    for rule in rules {
+        let names: Vec<String> = if rule.resource_names.is_empty() {
+            vec![String::new()]
+        } else {
+            rule.resource_names.clone()
+        };
+        for group in &rule.api_groups {
+            for resource in &rule.resources {
+                for name in &names {
+                    for verb in &rule.verbs {
+                        out.insert((group.clone(), resource.clone(), name.clone(), verb.clone()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn verb_order(verb: &str) -> Verb {
+    (
+        VERBS.iter().position(|v| *v == verb).unwrap_or(VERBS.len()),
+        verb.to_string(),
+    )
+}
+
+/// A verb with its place in [`VERBS`], which orders it.
+type Verb = (usize, String);
+
+/// A rule being grouped: group, resources and verbs.
+type Grouped<'a> = (&'a str, Vec<&'a str>, Vec<Verb>);
+
+/// `permissions` as few rules as grouping allows, in a fixed order: one
+/// group per rule, resources with the same verbs (and names) together.
+pub fn rules_of(permissions: &BTreeSet<Permission>) -> Vec<Rule> {
+    // (group, resource, name) -> verbs; a permission for any name covers
+    // the named ones.
+    let mut verbs: BTreeMap<(&str, &str, &str), BTreeSet<Verb>> = BTreeMap::new();
+    for (group, resource, name, verb) in permissions {
+        let any = (group.clone(), resource.clone(), String::new(), verb.clone());
+        if !name.is_empty() && permissions.contains(&any) {
+            continue;
+        }
+        verbs
+            .entry((group, resource, name))
+            .or_default()
+            .insert(verb_order(verb));
+    }
+    // (group, name, verbs) -> resources
+    let mut resources: BTreeMap<(&str, &str, Vec<Verb>), Vec<&str>> = BTreeMap::new();
+    for ((group, resource, name), set) in &verbs {
+        resources
+            .entry((group, name, set.iter().cloned().collect()))
+            .or_default()
+            .push(resource);
+    }
+    // (group, resources, verbs) -> names
+    let mut names: BTreeMap<Grouped, Vec<&str>> = BTreeMap::new();
+    for ((group, name, set), list) in resources {
+        names.entry((group, list, set)).or_default().push(name);
+    }
+    names
+        .into_iter()
+        .map(|((group, list, set), names)| Rule {
+            api_groups: vec![group.to_string()],
+            resources: list.iter().map(|r| r.to_string()).collect(),
+            verbs: set.into_iter().map(|(_, v)| v).collect(),
+            resource_names: if names.iter().any(|n| n.is_empty()) {
+                Vec::new()
+            } else {
+                names.iter().map(|n| n.to_string()).collect()
+            },
+        })
+        .collect()
+}
+
+/// `rules` regrouped as [`rules_of`] groups them.
+pub fn normalized(rules: &[Rule]) -> Vec<Rule> {
+    rules_of(&permissions(rules))
+}
+
+/// What the manifest does not say and the platform decides.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Where the plugins' ServiceAccounts and the host's live.
+    pub identity_namespace: String,
+    /// Label and annotation keys a decorator (or a mutating webhook) may
+    /// set (`decoratorKeys`); empty: any key outside the reserved ones.
+    pub decorator_keys: Vec<String>,
+    /// Shards its parents are split into (`shards`), 1 for none.
+    pub shards: u16,
+    /// Pin the grant to this file's digest (`sha256`).
+    pub pin: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            identity_namespace: kubeplug_core::policy::DEFAULT_IDENTITY_NAMESPACE.into(),
+            decorator_keys: Vec::new(),
+            shards: 1,
+            pin: false,
+        }
+    }
+}
+
+/// The platform side of one plugin.
+#[derive(Debug, Clone)]
+pub struct Platform {
+    pub plugin: String,
+    pub version: String,
+    /// The `.wasm`'s SHA-256, hex.
+    pub digest: String,
+    pub identity_namespace: String,
+    /// `kubeplug-plugin-<name>`.
+    pub service_account: String,
+    /// What the plugin's identity may do.
+    pub identity_rules: Vec<Rule>,
+    /// What the host reads for it: every kind it is handed.
+    pub host_read_rules: Vec<Rule>,
+    /// The host may act as the plugin's ServiceAccount, and no other.
+    pub impersonate: Rule,
+    /// Kinds handed metadata-only (`Kind.group`): RBAC has no such verb,
+    /// so they are read like the rest.
+    pub metadata_only: Vec<String>,
+    /// Its entry under `plugins:` in the policy.
+    pub grant: Mapping,
+    /// What the manifest could not say (shown in the files' headers).
+    pub notes: Vec<String>,
+}
+
+fn add(out: &mut BTreeSet<Permission>, group: &str, resource: &str, name: &str, verbs: &[&str]) {
+    for verb in verbs {
+        out.insert((group.into(), resource.into(), name.into(), verb.to_string()));
+    }
+}
+
+fn kinds<'a>(resources: impl Iterator<Item = &'a ApiResource>) -> Vec<String> {
+    let set: BTreeSet<String> = resources.map(|r| KindRef::of(r).to_string()).collect();
+    set.into_iter().collect()
+}
+
+fn strings(list: &[String]) -> Value {
+    Value::Sequence(list.iter().map(|s| Value::String(s.clone())).collect())
+}
+
+fn map(entries: Vec<(&str, Value)>) -> Value {
+    Value::Mapping(
+        entries
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+/// `value` with its fields in their declared order.
+fn ordered<T: Serialize>(value: &T) -> Value {
+    let json = serde_json::to_string(value).expect("rules serialize");
+    serde_json::from_str(&json).expect("JSON reads back")
+}
+
+fn text(s: &str) -> Value {
+    Value::String(s.into())
+}
+
+impl Platform {
+    /// Derive everything from `manifest` (as the plugin declares it under
+    /// its configuration) and the file's `digest`.
+    pub fn derive(manifest: &Manifest, digest: &str, options: &Options) -> Platform {
+        let name = &manifest.name;
+        let service_account = format!("kubeplug-plugin-{name}");
+        let parent = &manifest.parent;
+        let related = || manifest.related.iter().map(|r| &r.resource);
+
+        let mut identity = BTreeSet::new();
+        add(&mut identity, &parent.group, &parent.plural, "", READ);
+        let patches_parent =
+            manifest.mode == Mode::Decorator || manifest.finalizer.is_some() || options.shards > 1;
+        if patches_parent {
+            add(&mut identity, &parent.group, &parent.plural, "", &["patch"]);
+        }
+        if manifest.mode == Mode::Composite {
+            let status = format!("{}/status", parent.plural);
+            add(&mut identity, &parent.group, &status, "", &["patch"]);
+        }
+        if !manifest.children.is_empty() {
+            let finalizers = format!("{}/finalizers", parent.plural);
+            add(&mut identity, &parent.group, &finalizers, "", &["update"]);
+        }
+        for child in &manifest.children {
+            add(&mut identity, &child.group, &child.plural, "", READ);
+            add(&mut identity, &child.group, &child.plural, "", WRITE);
+        }
+        for kind in related().chain(&manifest.references) {
+            add(&mut identity, &kind.group, &kind.plural, "", READ);
+        }
+        add(
+            &mut identity,
+            "events.k8s.io",
+            "events",
+            "",
+            &["create", "patch"],
+        );
+
+        let mut host = BTreeSet::new();
+        for kind in std::iter::once(parent)
+            .chain(&manifest.children)
+            .chain(related())
+            .chain(&manifest.references)
+        {
+            add(&mut host, &kind.group, &kind.plural, "", READ);
+        }
+
+        let mut notes = Vec::new();
+        let mut grant: Vec<(&str, Value)> = Vec::new();
+        grant.push(("parent", strings(&kinds(std::iter::once(parent)))));
+        for (key, list) in [
+            ("children", kinds(manifest.children.iter())),
+            ("related", kinds(related())),
+            ("references", kinds(manifest.references.iter())),
+            (
+                "clusterScoped",
+                kinds(
+                    std::iter::once(parent)
+                        .chain(&manifest.children)
+                        .chain(related())
+                        .chain(&manifest.references)
+                        .filter(|r| !r.namespaced),
+                ),
+            ),
+        ] {
+            if !list.is_empty() {
+                grant.push((key, strings(&list)));
+            }
+        }
+        if !manifest.namespaces.is_empty() {
+            let set: BTreeSet<String> = manifest.namespaces.iter().cloned().collect();
+            grant.push(("namespaces", strings(&set.into_iter().collect::<Vec<_>>())));
+        }
+        if let Some(finalizer) = &manifest.finalizer
+            && !finalizer.starts_with(&derived_finalizer_domain(name))
+        {
+            grant.push(("finalizers", strings(std::slice::from_ref(finalizer))));
+        }
+        let keys: BTreeSet<String> = options.decorator_keys.iter().cloned().collect();
+        if !keys.is_empty() {
+            grant.push((
+                "decoratorKeys",
+                strings(&keys.into_iter().collect::<Vec<_>>()),
+            ));
+        } else if manifest.mode == Mode::Decorator || manifest.webhooks.mutate {
+            notes.push(
+                "decoratorKeys: a manifest does not name the label and annotation keys it sets; without --decorator-key the grant allows any key outside the reserved ones".into(),
+            );
+        }
+        let mut admission = Vec::new();
+        if manifest.webhooks.validate {
+            admission.push("validate".to_string());
+        }
+        if manifest.webhooks.mutate {
+            admission.push("mutate".to_string());
+        }
+        if !admission.is_empty() {
+            grant.push(("admission", strings(&admission)));
+        }
+        if manifest.webhooks.convert {
+            grant.push(("conversion", Value::Bool(true)));
+        }
+        if options.shards > 1 {
+            grant.push(("shards", Value::Number(options.shards.into())));
+        }
+        if options.pin {
+            grant.push(("sha256", strings(&[digest.to_string()])));
+        }
+        let Value::Mapping(grant) = map(grant) else {
+            unreachable!("map builds a mapping")
+        };
+
+        Platform {
+            plugin: name.clone(),
+            version: manifest.version.clone(),
+            digest: digest.into(),
+            identity_namespace: options.identity_namespace.clone(),
+            impersonate: Rule {
+                api_groups: vec![String::new()],
+                resources: vec!["serviceaccounts".into()],
+                verbs: vec!["impersonate".into()],
+                resource_names: vec![service_account.clone()],
+            },
+            service_account,
+            identity_rules: rules_of(&identity),
+            host_read_rules: rules_of(&host),
+            metadata_only: kinds(manifest.metadata_only.iter()),
+            grant,
+            notes,
+        }
+    }
+
+    /// The comment lines every file starts with: what it is, and where it
+    /// came from.
+    fn header(&self, what: &[&str]) -> String {
+        let mut out = String::new();
+        for line in what {
+            out.push_str(&format!("# {line}\n").replace("# \n", "#\n"));
+        }
+        out.push_str(&format!(
+            "# Generated by `kubeplug platform` from plugin {} {} (sha256:{}).\n# Do not edit: run it again (with --check in CI).\n",
+            self.plugin, self.version, self.digest
+        ));
+        for note in &self.notes {
+            out.push_str(&format!("# Note: {note}.\n"));
+        }
+        out
+    }
+
+    fn labels(&self) -> Value {
+        map(vec![
+            ("app.kubernetes.io/part-of", text("kubeplug")),
+            ("app.kubernetes.io/managed-by", text("kubeplug-platform")),
+            ("kubeplug.io/plugin", text(&self.plugin)),
+        ])
+    }
+
+    fn meta(&self, name: &str, namespace: Option<&str>) -> Value {
+        let mut entries = vec![("name", text(name))];
+        if let Some(ns) = namespace {
+            entries.push(("namespace", text(ns)));
+        }
+        entries.push(("labels", self.labels()));
+        map(entries)
+    }
+
+    /// The ServiceAccount.
+    pub fn service_account_object(&self) -> Value {
+        map(vec![
+            ("apiVersion", text("v1")),
+            ("kind", text("ServiceAccount")),
+            (
+                "metadata",
+                self.meta(&self.service_account, Some(&self.identity_namespace)),
+            ),
+            ("automountServiceAccountToken", Value::Bool(false)),
+        ])
+    }
+
+    fn cluster_role(&self, name: &str, rules: &[Rule]) -> Value {
+        let rules = rules.iter().map(ordered).collect();
+        map(vec![
+            ("apiVersion", text("rbac.authorization.k8s.io/v1")),
+            ("kind", text("ClusterRole")),
+            ("metadata", self.meta(name, None)),
+            ("rules", Value::Sequence(rules)),
+        ])
+    }
+
+    fn binding(&self, name: &str, account: &str) -> Value {
+        map(vec![
+            ("apiVersion", text("rbac.authorization.k8s.io/v1")),
+            ("kind", text("ClusterRoleBinding")),
+            ("metadata", self.meta(name, None)),
+            (
+                "roleRef",
+                map(vec![
+                    ("apiGroup", text("rbac.authorization.k8s.io")),
+                    ("kind", text("ClusterRole")),
+                    ("name", text(name)),
+                ]),
+            ),
+            (
+                "subjects",
+                Value::Sequence(vec![map(vec![
+                    ("kind", text("ServiceAccount")),
+                    ("name", text(account)),
+                    ("namespace", text(&self.identity_namespace)),
+                ])]),
+            ),
+        ])
+    }
+
+    /// The plugin's ClusterRole and its binding to the ServiceAccount.
+    pub fn plugin_rbac_objects(&self) -> Vec<Value> {
+        vec![
+            self.cluster_role(&self.service_account, &self.identity_rules),
+            self.binding(&self.service_account, &self.service_account),
+        ]
+    }
+
+    /// The host's rules for this plugin (reads and impersonation) in a
+    /// ClusterRole of their own, bound to the host's ServiceAccount
+    /// (`kubeplug`): RBAC adds it to the host's own ClusterRole.
+    pub fn host_rbac_objects(&self) -> Vec<Value> {
+        let name = format!("kubeplug-host-{}", self.plugin);
+        let mut rules = self.host_read_rules.clone();
+        rules.push(self.impersonate.clone());
+        vec![
+            self.cluster_role(&name, &rules),
+            self.binding(&name, "kubeplug"),
+        ]
+    }
+
+    /// The grant as a policy file holding only this plugin's entry.
+    pub fn policy_fragment(&self) -> Value {
+        map(vec![
+            ("apiVersion", text("kubeplug.io/v1alpha1")),
+            ("kind", text("PluginPolicy")),
+            (
+                "plugins",
+                Value::Mapping(
+                    [(self.plugin.clone(), Value::Mapping(self.grant.clone()))]
+                        .into_iter()
+                        .collect(),
+                ),
+            ),
+        ])
+    }
+
+    fn documents(values: &[Value]) -> String {
+        values
+            .iter()
+            .map(kubeplug_core::yaml::to_string)
+            .collect::<Vec<_>>()
+            .join("---\n")
+    }
+
+    /// `--format kustomize`: file name -> content, for `kubectl apply -k`.
+    pub fn kustomize(&self) -> BTreeMap<String, String> {
+        let name = &self.plugin;
+        let policy_file = format!("policy-{name}.yaml");
+        let mut files = BTreeMap::new();
+        let kustomization = map(vec![
+            ("apiVersion", text("kustomize.config.k8s.io/v1beta1")),
+            ("kind", text("Kustomization")),
+            (
+                "resources",
+                strings(&[
+                    "serviceaccount.yaml".into(),
+                    "plugin-rbac.yaml".into(),
+                    "host-rbac.yaml".into(),
+                ]),
+            ),
+        ]);
+        files.insert(
+            "kustomization.yaml".into(),
+            self.header(&[
+                &format!("The platform side of plugin {name}: `kubectl apply -k` this directory (or list it"),
+                "under `resources:` of the platform's overlay), after the host's namespace.",
+                &format!("{policy_file} is not a resource: merge it into the policy (see its header)."),
+            ]) + &kubeplug_core::yaml::to_string(&kustomization),
+        );
+        files.insert(
+            "serviceaccount.yaml".into(),
+            self.header(&[
+                &format!(
+                    "Plugin {name}'s identity: the host impersonates this ServiceAccount for every"
+                ),
+                "write the plugin causes (apply, prune, status, parent patches, finalizers,",
+                "events), so RBAC decides and the audit log names the plugin.",
+            ]) + &kubeplug_core::yaml::to_string(&self.service_account_object()),
+        );
+        let mut what = vec![
+            format!("What plugin {name}'s identity may do, and no more: each verb is one the host"),
+            "sends or checks in its name (kubeplug_kit::platform lists why).".to_string(),
+        ];
+        if !self.metadata_only.is_empty() {
+            what.push(format!(
+                "Read metadata-only: {} (RBAC has no such verb; they are read like the rest).",
+                self.metadata_only.join(", ")
+            ));
+        }
+        files.insert(
+            "plugin-rbac.yaml".into(),
+            self.header(&what.iter().map(String::as_str).collect::<Vec<_>>())
+                + &Self::documents(&self.plugin_rbac_objects()),
+        );
+        files.insert(
+            "host-rbac.yaml".into(),
+            self.header(&[
+                &format!(
+                    "The host's rules for plugin {name}, added to its own ClusterRole by a binding"
+                ),
+                "to its ServiceAccount (kubeplug): read every kind the plugin is handed",
+                "(parent, children, related, referenced; no write verb: writes go out as the",
+                "plugin), and impersonate the plugin's ServiceAccount and no other.",
+            ]) + &Self::documents(&self.host_rbac_objects()),
+        );
+        files.insert(
+            policy_file.clone(),
+            self.header(&[
+                &format!(
+                    "Plugin {name}'s grant: a PluginPolicy holding its entry only. It is not a"
+                ),
+                "resource of the kustomization; the platform merges it one of two ways:",
+                &format!(
+                    "- copy `plugins.{name}` into its policy.yaml (ConfigMap kubeplug-policy); or"
+                ),
+                "- add this file to kubeplug-policy (configMapGenerator `files:`, with",
+                "  `behavior: merge` in an overlay) and pass it to the host as one more",
+                &format!(
+                    "  `--policy=/etc/kubeplug/policy/{policy_file}`: the host merges policy files"
+                ),
+                "  (a plugin granted in two files is refused).",
+            ]) + &kubeplug_core::yaml::to_string(&self.policy_fragment()),
+        );
+        files
+    }
+
+    /// `--format helm`: a values fragment for deploy/chart. `host_reads`:
+    /// the release's `rbac.hostReadRules` now (Helm replaces a list, never
+    /// merges it), kept beside this plugin's.
+    pub fn helm(&self, host_reads: Option<&[Rule]>) -> String {
+        let name = &self.plugin;
+        let mut reads = permissions(&self.host_read_rules);
+        if let Some(kept) = host_reads {
+            reads.extend(permissions(kept));
+        }
+        let rules = |rules: &[Rule]| Value::Sequence(rules.iter().map(ordered).collect());
+        let one = |key: &str, value: Value| {
+            Value::Mapping([(key.to_string(), value)].into_iter().collect())
+        };
+        let values = map(vec![
+            (
+                "plugins",
+                one(
+                    "identities",
+                    one(
+                        name,
+                        map(vec![
+                            ("impersonate", Value::Bool(true)),
+                            ("rules", rules(&self.identity_rules)),
+                        ]),
+                    ),
+                ),
+            ),
+            (
+                "policy",
+                one("plugins", one(name, Value::Mapping(self.grant.clone()))),
+            ),
+            ("rbac", one("hostReadRules", rules(&rules_of(&reads)))),
+        ]);
+        let kept = if host_reads.is_some() {
+            "holds the rules of the --helm-values files given and this plugin's"
+        } else {
+            "holds this plugin's only: pass the release's values with --helm-values to keep theirs"
+        };
+        self.header(&[
+            &format!("Plugin {name}'s platform side as values of the kubeplug chart (deploy/chart):"),
+            "its identity (plugins.identities), its grant (policy.plugins) and the host's",
+            "reads (rbac.hostReadRules). Take it with",
+            "  helm upgrade kubeplug deploy/chart -n kubeplug-system -f <your values> -f <this file>",
+            "Helm merges maps but replaces lists: rbac.hostReadRules below",
+            kept,
+            "(the chart puts the ServiceAccount in the release namespace).",
+        ]) + &kubeplug_core::yaml::to_string(&values)
+    }
+}
+
+/// Write `files` into `dir` (created if missing), each only if its content
+/// differs. With `check`, write nothing. Returns the files that were (or,
+/// with `check`, would be) written, in order.
+pub fn write_files(
+    dir: &Path,
+    files: &BTreeMap<String, String>,
+    check: bool,
+) -> std::io::Result<Vec<PathBuf>> {
+    let mut changed = Vec::new();
+    for (name, content) in files {
+        let path = dir.join(name);
+        let same = match std::fs::read(&path) {
+            Ok(bytes) => bytes == content.as_bytes(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => false,
+            Err(error) => return Err(error),
+        };
+        if same {
+            continue;
+        }
+        if !check {
+            std::fs::create_dir_all(dir)?;
+            std::fs::write(&path, content)?;
+        }
+        changed.push(path);
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests;
