@@ -2,7 +2,10 @@
 //! install (CRDs, namespace, the seed plugins' identities, a host with the
 //! seed plugins and the aggregated API registered) reads all `ok`; a
 //! plugin's binding removed, a CRD a plugin needs deleted, and an APIService
-//! whose CA has expired each `FAIL`, naming what to fix.
+//! whose CA has expired each `FAIL`, naming what to fix. Without `--plugins`
+//! and `--policy` it reads the installation `deploy/` applies (the
+//! Deployment, its policy and plugin ConfigMaps, the host's own RBAC), and a
+//! right taken from the host's ClusterRole fails naming the rule.
 //!
 //! Each test puts back what it breaks (the tests share one cluster), or
 //! breaks something of its own name.
@@ -216,7 +219,15 @@ spec:
         )),
     );
 
-    let (ok, json) = doctor(&["--apiservice", EXPIRED_APISERVICE, "-o", "json"]);
+    // A Deployment of no one's: the installation's checks stop at it.
+    let (ok, json) = doctor(&[
+        "--apiservice",
+        EXPIRED_APISERVICE,
+        "--deployment",
+        "kubeplug-doctor-absent",
+        "-o",
+        "json",
+    ]);
     assert!(!ok, "doctor exits non-zero on a failure:\n{json}");
     let bundle = check(&json, "APIService CA bundle");
     assert_eq!(bundle["status"], "fail", "{json}");
@@ -226,7 +237,16 @@ spec:
             && detail.contains("caBundle"),
         "{detail}"
     );
-    // Without --plugins, the plugins' checks say why they did not run.
+    // Without a Deployment to read, the plugins' checks say why they did
+    // not run.
+    assert_eq!(check(&json, "deployment")["status"], "fail", "{json}");
+    assert!(
+        check(&json, "deployment")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("kubeplug-system/kubeplug-doctor-absent does not exist"),
+        "{json}"
+    );
     assert_eq!(check(&json, "plugin directory")["status"], "skipped");
 }
 
@@ -309,4 +329,152 @@ keyUsage = keyCertSign,cRLSign
         "ca.crt",
     ]);
     dir.join("ca.crt")
+}
+
+/// Puts back what the installation test changed, also when it fails: the
+/// host's RBAC as `deploy/base/rbac.yaml` has it (cluster-wide; later tests
+/// need it), and no Deployment (its pods run nothing here).
+struct RestoreInstallation;
+
+impl Drop for RestoreInstallation {
+    fn drop(&mut self) {
+        let rbac = repo().join("deploy/base/rbac.yaml");
+        let _ = kubectl(
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                rbac.to_str().unwrap_or_default(),
+            ],
+            None,
+        );
+        let _ = kubectl(
+            &[
+                "delete",
+                "deployment",
+                "kubeplug",
+                "-n",
+                "kubeplug-system",
+                "--ignore-not-found",
+            ],
+            None,
+        );
+    }
+}
+
+#[test]
+fn the_installation_is_read_from_the_cluster_and_a_host_right_taken_fails_naming_it() {
+    install_crds();
+    let _restore = RestoreInstallation;
+    // What `kubectl apply --server-side -k deploy/` installs: the Deployment,
+    // the policy and settings ConfigMaps, one ConfigMap per plugin, RBAC.
+    let deploy = repo().join("deploy");
+    kubectl_ok(
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-k",
+            deploy.to_str().expect("utf-8 path"),
+        ],
+        None,
+    );
+
+    // No --plugins, no --policy: installation mode.
+    let (_, text) = doctor(&[]);
+    println!("{text}");
+    let (_, json) = doctor(&["-o", "json"]);
+    let ok_with = |name: &str, needles: &[&str]| {
+        let found = check(&json, name);
+        let detail = found["detail"].as_str().unwrap_or_default();
+        assert_eq!(found["status"], "ok", "{name}: {json}");
+        for needle in needles {
+            assert!(detail.contains(needle), "{name}: no {needle:?} in {detail}");
+        }
+    };
+    ok_with(
+        "deployment",
+        &[
+            "Deployment kubeplug-system/kubeplug (installation mode",
+            "ServiceAccount kubeplug",
+            "--plugins /plugins",
+            "--leader-elect (Leases in kubeplug-system)",
+        ],
+    );
+    ok_with(
+        "policy",
+        &[
+            "ConfigMap kubeplug-system/kubeplug-policy key policy.yaml",
+            "--policy /etc/kubeplug/policy/policy.yaml",
+            "strict",
+        ],
+    );
+    ok_with("settings", &["ConfigMap(s) kubeplug-plugin-settings"]);
+    ok_with(
+        "plugin directory",
+        &[
+            "--plugins /plugins in the Deployment's pod",
+            "kubeplug-plugin-database, kubeplug-plugin-myapp, kubeplug-plugin-pod-annotator",
+            "3 plugin file(s)",
+        ],
+    );
+    ok_with("cache volume", &["emptyDir, sizeLimit 1Gi", "768Mi"]);
+    for plugin in ["database", "myapp", "pod-annotator"] {
+        ok_with(&format!("plugin {plugin}"), &[&format!("{plugin}.wasm")]);
+        ok_with(&format!("permissions {plugin}"), &[]);
+        ok_with(
+            &format!("host rights {plugin}"),
+            &[&format!(
+                "ServiceAccount kubeplug-system/kubeplug (the Deployment's) may impersonate kubeplug-plugin-{plugin}"
+            )],
+        );
+    }
+    // The local cache directory is local-files mode's.
+    assert!(
+        !json.contains("\"cache directory\""),
+        "no local cache check: {json}"
+    );
+
+    // The host may no longer act as the database plugin.
+    let role = kubectl_ok(&["get", "clusterrole", "kubeplug", "-o", "json"], None);
+    let mut role: Value = serde_json::from_str(&role).expect("role JSON");
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if rule["verbs"] == serde_json::json!(["impersonate"]) {
+            let names = rule["resourceNames"].as_array_mut().expect("resourceNames");
+            names.retain(|n| n != "kubeplug-plugin-database");
+        }
+    }
+    kubectl_ok(&["replace", "-f", "-"], Some(&role.to_string()));
+
+    // RBAC reaches the authorizer through its informers: a moment.
+    let (ok, json) = eventually("doctor to see the right gone", TIMEOUT, || {
+        let (ok, json) = doctor(&["-o", "json"]);
+        (check(&json, "host rights database")["status"] == "fail").then_some((ok, json))
+    });
+    assert!(!ok, "doctor exits non-zero on a failure:\n{json}");
+    let detail = check(&json, "host rights database")["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for needle in [
+        "ServiceAccount kubeplug-system/kubeplug (the Deployment's) may not impersonate serviceaccounts kubeplug-plugin-database in namespace kubeplug-system",
+        "{apiGroups: [\"\"], resources: [serviceaccounts], verbs: [impersonate], resourceNames: [kubeplug-plugin-database]}",
+        "deploy/base/rbac.yaml",
+        "plugins.identities.database.impersonate: true",
+        "kubeplug platform",
+    ] {
+        assert!(detail.contains(needle), "no {needle:?} in {detail}");
+    }
+    assert!(
+        !detail.contains("statefulsets"),
+        "only the right taken is named: {detail}"
+    );
+    // The other plugins keep theirs.
+    assert_eq!(check(&json, "host rights myapp")["status"], "ok", "{json}");
+    assert_eq!(
+        check(&json, "host rights pod-annotator")["status"],
+        "ok",
+        "{json}"
+    );
 }

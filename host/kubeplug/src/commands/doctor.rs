@@ -3,23 +3,44 @@
 //! problem and the fix), or a JSON array with `-o json`; exit non-zero if
 //! any check fails.
 //!
+//! Two modes, each check's detail saying which it read:
+//!
+//! - **installation** (the default: neither `--plugins` nor `--policy`):
+//!   [`install`] reads the host's Deployment (`--deployment`, in `-n`), its
+//!   container's flags and the volumes behind them: the policy and the
+//!   settings from the ConfigMaps mounted at their paths, the plugin files
+//!   from the ConfigMaps projected into the plugins path (laid out in a
+//!   temporary directory as the pod sees them; an image volume is one
+//!   `warn`), and the pod's compile cache volume (`cache volume`); then,
+//!   besides the plugin checks below, [`host_rights`]: the host's own
+//!   ServiceAccount may impersonate each plugin, read its kinds, create
+//!   SubjectAccessReviews and hold Leases.
+//! - **local files** (`--plugins DIR`, `--policy FILE`, as `kubeplug run`
+//!   takes them): those files, and the local compile cache directory
+//!   ([`cache`]).
+//!
 //! Each check stands alone: one failing hides no other, and a check that
 //! cannot run without an earlier one (the plugins' kinds without an API
 //! server) says `skipped` and why. One file per concern:
 //! [`cluster`] (kubeconfig, API server, namespace, front-proxy CA),
 //! [`apiservice`] (the aggregated API's registration and CA bundle),
-//! [`cache`] (the compile cache directory), [`plugins`] (the plugin
-//! directory, loaded and admitted as the live host would), [`kinds`] (the
-//! kinds each plugin names are served), [`permissions`] (each plugin's
-//! ServiceAccount may do what the host asks in its name), [`report`] (how
-//! checks print).
+//! [`install`] (the Deployment and what it mounts), [`cache`] (the local
+//! compile cache directory), [`plugins`] (the plugin directory, loaded and
+//! admitted as the live host would), [`kinds`] (the kinds each plugin names
+//! are served), [`permissions`] (each plugin's ServiceAccount may do what
+//! the host asks in its name), [`host_rights`] (the host's ServiceAccount
+//! may do what it does for each plugin), [`report`] (how checks print).
 //!
 //! Read-only: doctor writes nothing to the cluster (SubjectAccessReviews
-//! are questions) and, besides the compile cache, nothing to disk.
+//! are questions) and, besides the local compile cache plugins are compiled
+//! through and a temporary directory of the installation's files (removed
+//! at the end), nothing to disk.
 
 mod apiservice;
 mod cache;
 mod cluster;
+mod host_rights;
+mod install;
 mod kinds;
 mod permissions;
 mod plugins;
@@ -41,19 +62,25 @@ pub use report::{Check, Status};
 pub struct DoctorArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
-    /// The host's namespace.
+    /// The host's namespace (its Deployment's, in installation mode).
     #[arg(short, long, default_value = "kubeplug-system")]
     namespace: String,
-    /// The plugin directory to check, as `run --plugins` reads it: each
-    /// file loaded and admitted, its kinds and its identity checked.
-    /// Without it those checks are skipped.
+    /// Installation mode: the host's Deployment (in `--namespace`), whose
+    /// container flags and volumes say what it reads.
+    #[arg(long, value_name = "NAME", default_value = "kubeplug")]
+    deployment: String,
+    /// Local-files mode: the plugin directory to check, as `run --plugins`
+    /// reads it: each file loaded and admitted, its kinds and its identity
+    /// checked. With neither this nor `--policy`, doctor reads the
+    /// installation's (installation mode).
     #[arg(long, env = "KUBEPLUG_PLUGINS", value_name = "DIR")]
     plugins: Option<PathBuf>,
-    /// The plugins' settings directory, as `run --settings` [default:
-    /// beside each `.wasm`].
+    /// Local-files mode: the plugins' settings directory, as `run
+    /// --settings` [default: beside each `.wasm`].
     #[arg(long, env = "KUBEPLUG_SETTINGS", value_name = "DIR")]
     settings: Option<PathBuf>,
-    /// The compile cache directory [default: as `run`'s].
+    /// The local compile cache directory plugins are compiled through
+    /// (checked in local-files mode only) [default: as `run`'s].
     #[arg(long, env = "KUBEPLUG_CACHE_DIR", value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     #[command(flatten)]
@@ -114,15 +141,34 @@ async fn checks(args: &DoctorArgs) -> Vec<Check> {
             }
         }
     }
+    let client = client.as_ref().map_err(String::as_str);
+    if args.plugins.is_some() || !args.policy.files.is_empty() {
+        local(args, client, &mut checks).await;
+    } else {
+        installation(args, client, &mut checks).await;
+    }
+    checks
+}
 
+/// The local compile cache directory, if it can be used (`report`: push its
+/// check).
+fn local_cache(args: &DoctorArgs, report: Option<&mut Vec<Check>>) -> Option<PathBuf> {
     let cache_dir = args
         .cache_dir
         .clone()
         .unwrap_or_else(crate::args::default_cache_dir);
     let cache = cache::check(&cache_dir);
-    let cache_usable = cache.status == Status::Ok;
-    checks.push(cache);
+    let usable = cache.status == Status::Ok;
+    if let Some(checks) = report {
+        checks.push(cache);
+    }
+    usable.then_some(cache_dir)
+}
 
+/// Local-files mode (`--plugins`, `--policy`): the files on this machine,
+/// as `kubeplug run` would read them.
+async fn local(args: &DoctorArgs, client: Result<&kube::Client, &str>, checks: &mut Vec<Check>) {
+    let cache_dir = local_cache(args, Some(checks));
     let policy = match args.policy.load() {
         Ok(policy) => {
             checks.push(Check::ok("policy", describe_policy(&args.policy, &policy)));
@@ -131,7 +177,9 @@ async fn checks(args: &DoctorArgs) -> Vec<Check> {
         Err(error) => {
             checks.push(Check::fail(
                 "policy",
-                format!("{error:#}: fix the file the host reads (--policy, KUBEPLUG_POLICY)"),
+                format!(
+                    "{error:#}: fix the local file given (--policy, KUBEPLUG_POLICY), or give neither --plugins nor --policy to check the installation's"
+                ),
             ));
             None
         }
@@ -139,39 +187,106 @@ async fn checks(args: &DoctorArgs) -> Vec<Check> {
 
     let (Some(dir), Some(policy)) = (&args.plugins, &policy) else {
         let why = if args.plugins.is_none() {
-            "no --plugins DIR given"
+            "no --plugins DIR given (local-files mode, as --policy was)"
         } else {
             "the policy did not load"
         };
         for name in ["plugin directory", "kinds", "permissions"] {
             checks.push(Check::skipped(name, why));
         }
-        return checks;
+        return;
     };
-    let runtime = runtime(cache_usable.then_some(cache_dir));
-    let client = client.as_ref().map_err(String::as_str);
-    let (directory, outcomes) =
-        plugins::check(dir, args.settings.as_deref(), policy, &runtime, client.ok()).await;
+    let runtime = runtime(cache_dir);
+    let source = plugins::Source {
+        dir,
+        shown: format!("local directory {}", dir.display()),
+        settings: args.settings.as_deref(),
+        namespaces: None,
+    };
+    let (directory, outcomes) = plugins::check(&source, policy, &runtime, client.ok()).await;
     checks.push(directory);
     for outcome in outcomes {
-        checks.extend(plugin_checks(outcome, client).await);
+        checks.extend(plugin_checks(outcome, client, None).await);
     }
-    checks
+}
+
+/// Installation mode (neither `--plugins` nor `--policy`): the host's
+/// Deployment, and what it mounts, read from the cluster.
+async fn installation(
+    args: &DoctorArgs,
+    client: Result<&kube::Client, &str>,
+    checks: &mut Vec<Check>,
+) {
+    let later = ["deployment", "cache volume", "policy", "plugin directory"];
+    let client = match client {
+        Ok(client) => client,
+        Err(why) => {
+            for name in later {
+                checks.push(Check::skipped(
+                    name,
+                    format!("{why} (installation mode reads the host's Deployment)"),
+                ));
+            }
+            return;
+        }
+    };
+    let Some(installed) = install::read(client, &args.namespace, &args.deployment, checks).await
+    else {
+        for name in &later[1..] {
+            checks.push(Check::skipped(*name, "no Deployment to read"));
+        }
+        return;
+    };
+    let host = &installed.host;
+    let (Some((dir, shown)), Some(policy)) = (&installed.plugins, &installed.policy) else {
+        if installed.plugins.is_some() {
+            checks.push(Check::skipped(
+                "plugin directory",
+                "the installation's policy could not be read",
+            ));
+        }
+        return;
+    };
+    let runtime = runtime(local_cache(args, None));
+    let source = plugins::Source {
+        dir,
+        shown: shown.clone(),
+        settings: installed.settings.as_deref(),
+        namespaces: (!host.args.namespaces.is_empty()).then_some(host.args.namespaces.as_slice()),
+    };
+    let (directory, outcomes) = plugins::check(&source, policy, &runtime, Some(client)).await;
+    checks.push(directory);
+    let identity = host_rights::HostIdentity {
+        namespace: host.namespace.clone(),
+        service_account: host.service_account.clone(),
+        leases: host
+            .args
+            .leader_elect
+            .then(|| host.args.lease_namespace.clone()),
+    };
+    for outcome in outcomes {
+        checks.extend(plugin_checks(outcome, Ok(client), Some(&identity)).await);
+    }
 }
 
 /// A plugin's own check, then its kinds, ServiceAccount and permissions
-/// (`client`: or why there is no API server to ask).
+/// (`client`: or why there is no API server to ask), and in installation
+/// mode the host's rights for it.
 async fn plugin_checks(
     outcome: plugins::Outcome,
     client: Result<&kube::Client, &str>,
+    host: Option<&host_rights::HostIdentity>,
 ) -> Vec<Check> {
     let name = &outcome.name;
     let mut checks = vec![outcome.check];
-    let later = [
+    let mut later = vec![
         format!("kinds {name}"),
         format!("service account {name}"),
         format!("permissions {name}"),
     ];
+    if host.is_some() {
+        later.push(format!("host rights {name}"));
+    }
     let (loaded, client) = match (outcome.loaded, client) {
         (None, _) => return checks,
         (Some(Ok(loaded)), Ok(client)) => (loaded, client),
@@ -190,6 +305,11 @@ async fn plugin_checks(
     });
     checks.push(permissions::service_account(client, &loaded.name, &loaded.grant).await);
     checks.push(permissions::check(client, &loaded.name, &loaded.manifest, &loaded.grant).await);
+    if let Some(host) = host {
+        checks.push(
+            host_rights::check(client, &loaded.name, &loaded.manifest, &loaded.grant, host).await,
+        );
+    }
     checks
 }
 
@@ -219,7 +339,7 @@ fn describe_policy(args: &PolicyArgs, policy: &kubeplug_core::policy::Policy) ->
     }
     let files: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
     format!(
-        "{}: {} grant(s){}, identities in {}",
+        "local file(s) {}: {} grant(s){}, identities in {}",
         files.join(", "),
         policy.service_accounts().len(),
         if policy.strict { ", strict" } else { "" },

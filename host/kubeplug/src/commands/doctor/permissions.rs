@@ -26,6 +26,8 @@ pub struct Permission {
     pub resource: String,
     /// `status`, or empty.
     pub subresource: String,
+    /// The one object (`resourceNames`), or empty: any.
+    pub name: String,
     /// Empty: in every namespace (or a cluster-scoped kind).
     pub namespace: String,
 }
@@ -50,11 +52,16 @@ impl Permission {
 /// - its parent kind: read (`get`, `list`, `watch`); a composite's status is
 ///   written by server-side apply (`patch` on `status`), a decorator's
 ///   labels and annotations and any plugin's finalizer (and a sharded one's
-///   shard label) by a merge `patch` of the parent;
+///   shard label) by a merge `patch` of the parent; with children, `update`
+///   on the parent's `finalizers` (their controller owner reference sets
+///   `blockOwnerDeletion`, which the API server's
+///   OwnerReferencesPermissionEnforcement allows only to those who may
+///   update the owner's finalizers);
 /// - its child kinds (a decorator's attachments too): read, and `create`,
 ///   `patch` (apply), `delete` (prune);
 /// - its related and referenced kinds: read;
-/// - `create` on `events.events.k8s.io`, for the events it records.
+/// - `create` on `events.events.k8s.io`, for the events it records, and
+///   `patch`, for a repeated event's series.
 ///
 /// Each in every namespace the plugin serves (all, when its manifest names
 /// none), once.
@@ -68,6 +75,9 @@ pub fn required(manifest: &Manifest, grant: &Effective) -> Vec<Permission> {
     if manifest.finalizer.is_some() || grant.grant.shards > 1 {
         wanted.push((&manifest.parent, "", &["patch"]));
     }
+    if !manifest.children.is_empty() {
+        wanted.push((&manifest.parent, "finalizers", &["update"]));
+    }
     for child in &manifest.children {
         wanted.push((child, "", READ));
         wanted.push((child, "", WRITE));
@@ -78,7 +88,7 @@ pub fn required(manifest: &Manifest, grant: &Effective) -> Vec<Permission> {
     for referenced in &manifest.references {
         wanted.push((referenced, "", READ));
     }
-    wanted.push((&events, "", &["create"]));
+    wanted.push((&events, "", &["create", "patch"]));
 
     let everywhere = [String::new()];
     let namespaces: &[String] = if manifest.namespaces.is_empty() {
@@ -100,6 +110,7 @@ pub fn required(manifest: &Manifest, grant: &Effective) -> Vec<Permission> {
                     group: resource.group.clone(),
                     resource: resource.plural.clone(),
                     subresource: subresource.to_string(),
+                    name: String::new(),
                     namespace: namespace.clone(),
                 };
                 if !out.contains(&permission) {
@@ -116,7 +127,11 @@ pub fn required(manifest: &Manifest, grant: &Effective) -> Vec<Permission> {
 pub fn describe(missing: &[Permission]) -> String {
     let mut groups: Vec<((String, &str), Vec<&str>)> = Vec::new();
     for p in missing {
-        let key = (p.resource(), p.namespace.as_str());
+        let mut resource = p.resource();
+        if !p.name.is_empty() {
+            resource = format!("{resource} {}", p.name);
+        }
+        let key = (resource, p.namespace.as_str());
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, verbs)) => verbs.push(p.verb),
             None => groups.push((key, vec![p.verb])),
@@ -163,6 +178,36 @@ pub async fn service_account(client: &kube::Client, plugin: &str, grant: &Effect
     }
 }
 
+/// The permissions of `wanted` that `subject`'s ServiceAccount may not
+/// have: one SubjectAccessReview each, as the API server judges that
+/// ServiceAccount (its user name and groups).
+pub async fn missing(
+    client: &kube::Client,
+    subject: &Effective,
+    wanted: &[Permission],
+) -> Result<Vec<Permission>, kube::Error> {
+    let mut missing = Vec::new();
+    for permission in wanted {
+        let review = identity::review_of(
+            subject,
+            ResourceAttributes {
+                namespace: (!permission.namespace.is_empty()).then(|| permission.namespace.clone()),
+                verb: Some(permission.verb.into()),
+                group: Some(permission.group.clone()),
+                resource: Some(permission.resource.clone()),
+                subresource: (!permission.subresource.is_empty())
+                    .then(|| permission.subresource.clone()),
+                name: (!permission.name.is_empty()).then(|| permission.name.clone()),
+                ..Default::default()
+            },
+        );
+        if !identity::allowed(client, &review).await? {
+            missing.push(permission.clone());
+        }
+    }
+    Ok(missing)
+}
+
 /// Ask one SubjectAccessReview per permission the plugin needs.
 pub async fn check(
     client: &kube::Client,
@@ -172,34 +217,18 @@ pub async fn check(
 ) -> Check {
     let name = format!("permissions {plugin}");
     let wanted = required(manifest, grant);
-    let mut missing = Vec::new();
-    for permission in &wanted {
-        let review = identity::review_of(
-            grant,
-            ResourceAttributes {
-                namespace: (!permission.namespace.is_empty()).then(|| permission.namespace.clone()),
-                verb: Some(permission.verb.into()),
-                group: Some(permission.group.clone()),
-                resource: Some(permission.resource.clone()),
-                subresource: (!permission.subresource.is_empty())
-                    .then(|| permission.subresource.clone()),
-                ..Default::default()
-            },
-        );
-        match identity::allowed(client, &review).await {
-            Ok(true) => {}
-            Ok(false) => missing.push(permission.clone()),
-            Err(error) => {
-                return Check::warn(
-                    name,
-                    format!(
-                        "cannot ask what {} may do (SubjectAccessReview): {error}",
-                        account(grant)
-                    ),
-                );
-            }
+    let missing = match missing(client, grant, &wanted).await {
+        Ok(missing) => missing,
+        Err(error) => {
+            return Check::warn(
+                name,
+                format!(
+                    "cannot ask what {} may do (SubjectAccessReview): {error}",
+                    account(grant)
+                ),
+            );
         }
-    }
+    };
     if missing.is_empty() {
         Check::ok(
             name,
@@ -213,7 +242,7 @@ pub async fn check(
         Check::fail(
             name,
             format!(
-                "{} may not {} (its Role/ClusterRole binding is missing?)",
+                "{} may not {} (its Role/ClusterRole binding is missing?): add the rules to its ClusterRole (deploy/base/plugin-rbac.yaml, or the chart's plugins.identities.{plugin}.rules); `kubeplug platform <plugin.wasm>` writes them",
                 account(grant),
                 describe(&missing)
             ),
@@ -274,6 +303,8 @@ mod tests {
                 "patch databases.example.com/status",
                 // Its finalizer.
                 "patch databases.example.com",
+                // Its children's blockOwnerDeletion.
+                "update databases.example.com/finalizers",
                 "get statefulsets.apps",
                 "list statefulsets.apps",
                 "watch statefulsets.apps",
@@ -293,6 +324,7 @@ mod tests {
                 "list configmaps",
                 "watch configmaps",
                 "create events.events.k8s.io",
+                "patch events.events.k8s.io",
             ]
         );
     }
@@ -323,7 +355,9 @@ mod tests {
                 "patch pods team-a",
                 "patch pods team-b",
                 "create events.events.k8s.io team-a",
+                "patch events.events.k8s.io team-a",
                 "create events.events.k8s.io team-b",
+                "patch events.events.k8s.io team-b",
             ]
         );
     }
@@ -361,8 +395,29 @@ mod tests {
             group: String::new(),
             resource: "pods".into(),
             subresource: String::new(),
+            name: String::new(),
             namespace: "team-a".into(),
         };
         assert_eq!(describe(&[namespaced]), "patch pods in namespace team-a");
+    }
+
+    #[test]
+    fn owner_references_need_the_parents_finalizers_and_repeated_events_a_patch() {
+        let all = lines(&required(&database(), &grant("database")));
+        assert!(
+            all.contains(&"update databases.example.com/finalizers".to_string()),
+            "{all:?}"
+        );
+        assert!(
+            all.contains(&"patch events.events.k8s.io".to_string()),
+            "{all:?}"
+        );
+        // No children: no owner references, no finalizers right.
+        let childless = Manifest {
+            children: Vec::new(),
+            ..database()
+        };
+        let none = lines(&required(&childless, &grant("database")));
+        assert!(!none.iter().any(|l| l.contains("/finalizers")), "{none:?}");
     }
 }

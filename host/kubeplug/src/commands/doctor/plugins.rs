@@ -65,17 +65,26 @@ impl Served for Claimed<'_> {
     }
 }
 
+/// Where the plugins are read from: the directory, how its check names it
+/// (a local directory, or the pod's path and its ConfigMaps), and the
+/// host's `--namespaces` (admission binds each plugin to them).
+pub struct Source<'a> {
+    pub dir: &'a Path,
+    pub shown: String,
+    pub settings: Option<&'a Path>,
+    pub namespaces: Option<&'a [String]>,
+}
+
 /// Check the plugin directory: the `plugin directory` check, then one
 /// outcome per file.
 pub async fn check(
-    dir: &Path,
-    settings: Option<&Path>,
+    source: &Source<'_>,
     policy: &Policy,
     runtime: &Result<Arc<Runtime>, String>,
     client: Option<&kube::Client>,
 ) -> (Check, Vec<Outcome>) {
     const CHECK: &str = "plugin directory";
-    let shown = dir.display();
+    let (dir, settings, shown) = (source.dir, source.settings, &source.shown);
     let found = match registry::survey(dir, settings, policy, registry::MAX_PLUGIN_BYTES) {
         Ok(found) => found,
         Err(error) => {
@@ -83,7 +92,7 @@ pub async fn check(
                 Check::fail(
                     CHECK,
                     format!(
-                        "cannot read {shown}: {error}: give --plugins the directory `kubeplug run --plugins` reads"
+                        "cannot read {shown}: {error}: give --plugins the directory `kubeplug run --plugins` reads (or none, to read the installation's)"
                     ),
                 ),
                 Vec::new(),
@@ -101,7 +110,7 @@ pub async fn check(
     let mut outcomes = Vec::new();
     for (path, read) in found {
         let outcome = match read {
-            Ok(surveyed) => load(surveyed, policy, runtime, client).await,
+            Ok(surveyed) => load(surveyed, policy, source.namespaces, runtime, client).await,
             Err(reason) => {
                 let rel = path
                     .strip_prefix(dir)
@@ -124,6 +133,7 @@ pub async fn check(
 async fn load(
     surveyed: Surveyed,
     policy: &Policy,
+    namespaces: Option<&[String]>,
     runtime: &Result<Arc<Runtime>, String>,
     client: Option<&kube::Client>,
 ) -> Outcome {
@@ -131,16 +141,23 @@ async fn load(
     let rel = surveyed.rel.display().to_string();
     let failed = |detail: String| Outcome {
         name: name.clone(),
-        check: Check::fail(format!("plugin {name}"), format!("{rel}: {detail}")),
+        check: Check::fail(
+            format!("plugin {name}"),
+            format!(
+                "{rel}: {detail}: fix the file (`kubeplug inspect` shows what it declares) or its grant in the policy (`kubeplug platform` writes one)"
+            ),
+        ),
         loaded: Some(Err(format!("plugin {name} did not load"))),
     };
     if let Err(error) = kubeplug_runtime::compile::precheck(&surveyed.bytes) {
         return failed(format_chain(&error));
     }
-    let admission = Admission::new(policy).placed(Placed {
-        name: &name,
-        rel: &surveyed.rel,
-    });
+    let admission = Admission::new(policy)
+        .placed(Placed {
+            name: &name,
+            rel: &surveyed.rel,
+        })
+        .within(namespaces);
     let digest = hex::encode(Sha256::digest(&surveyed.bytes));
     let quotas = match admission.before_compile(&name, &digest) {
         Ok(quotas) => quotas,

@@ -1,0 +1,357 @@
+//! The host's own rights for a plugin (installation mode): what its
+//! ServiceAccount (the Deployment's `serviceAccountName`) must be allowed,
+//! asked with SubjectAccessReviews as [`permissions`](super::permissions)
+//! asks for a plugin's identity:
+//!
+//! - `impersonate` the plugin's ServiceAccount (by name, in the policy's
+//!   identity namespace): every write the plugin causes goes out as it;
+//! - `get`, `list`, `watch` every kind the plugin is handed (parent,
+//!   children, related, references) in the namespaces it serves: the shared
+//!   caches;
+//! - `create` SubjectAccessReviews: before handing the plugin an object, the
+//!   host asks whether its ServiceAccount may read it;
+//! - with `--leader-elect`, `get`, `create`, `update` Leases in the lease
+//!   namespace.
+//!
+//! A missing right fails with the RBAC rule to add and where.
+
+use super::kinds;
+use super::permissions::{self, Permission};
+use super::report::Check;
+use kubeplug_core::manifest::Manifest;
+use kubeplug_core::policy::Effective;
+
+/// The host's identity and its flags that add rights.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostIdentity {
+    pub namespace: String,
+    pub service_account: String,
+    /// The lease namespace, with `--leader-elect`.
+    pub leases: Option<String>,
+}
+
+fn permission(
+    verb: &'static str,
+    group: &str,
+    resource: &str,
+    name: &str,
+    namespace: &str,
+) -> Permission {
+    Permission {
+        verb,
+        group: group.into(),
+        resource: resource.into(),
+        subresource: String::new(),
+        name: name.into(),
+        namespace: namespace.into(),
+    }
+}
+
+/// What the host needs for the plugin `manifest` describes (as admitted:
+/// its namespaces narrowed by the grant and `--namespaces`) under `grant`.
+pub fn required(manifest: &Manifest, grant: &Effective, host: &HostIdentity) -> Vec<Permission> {
+    let mut out = vec![permission(
+        "impersonate",
+        "",
+        "serviceaccounts",
+        &grant.service_account,
+        &grant.identity_namespace,
+    )];
+    let everywhere = [String::new()];
+    for kind in kinds::named(manifest) {
+        let namespaces: &[String] = if kind.namespaced && !manifest.namespaces.is_empty() {
+            &manifest.namespaces
+        } else {
+            &everywhere
+        };
+        for namespace in namespaces {
+            for verb in ["get", "list", "watch"] {
+                let p = permission(verb, &kind.group, &kind.plural, "", namespace);
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out.push(permission(
+        "create",
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "",
+        "",
+    ));
+    if let Some(leases) = &host.leases {
+        for verb in ["get", "create", "update"] {
+            out.push(permission(
+                verb,
+                "coordination.k8s.io",
+                "leases",
+                "",
+                leases,
+            ));
+        }
+    }
+    out
+}
+
+/// `{apiGroups: [apps], resources: [statefulsets], verbs: [get, list,
+/// watch]}`: an RBAC rule granting `verbs` on `p`'s resource (and name).
+fn rule(p: &Permission, verbs: &[&str]) -> String {
+    let group = if p.group.is_empty() {
+        "\"\"".to_string()
+    } else {
+        p.group.clone()
+    };
+    let mut text = format!(
+        "{{apiGroups: [{group}], resources: [{}], verbs: [{}]",
+        p.resource,
+        verbs.join(", ")
+    );
+    if !p.name.is_empty() {
+        text.push_str(&format!(", resourceNames: [{}]", p.name));
+    }
+    text.push('}');
+    text
+}
+
+/// Where the rule for `p` goes, for plugin `plugin`.
+fn place(p: &Permission, plugin: &str, host: &HostIdentity) -> String {
+    let account = format!("{}/{}", host.namespace, host.service_account);
+    match (p.resource.as_str(), p.group.as_str()) {
+        ("serviceaccounts", "") => format!(
+            "in ClusterRole kubeplug's impersonate rule (deploy/base/rbac.yaml), or with the chart set plugins.identities.{plugin}.impersonate: true"
+        ),
+        ("subjectaccessreviews", _) => {
+            "in ClusterRole kubeplug (deploy/base/rbac.yaml; the chart's ClusterRole has it)".into()
+        }
+        ("leases", _) => format!(
+            "in Role kubeplug-leader-election in namespace {} bound to ServiceAccount {account} (deploy/base/rbac.yaml; the chart's with leaderElection)",
+            p.namespace
+        ),
+        _ if p.namespace.is_empty() => {
+            "in ClusterRole kubeplug (deploy/base/rbac.yaml), or the chart's rbac.hostReadRules"
+                .into()
+        }
+        _ => format!(
+            "in ClusterRole kubeplug (deploy/base/rbac.yaml) or the chart's rbac.hostReadRules, or a Role in namespace {} bound to ServiceAccount {account}",
+            p.namespace
+        ),
+    }
+}
+
+/// Each missing right as `may not VERBS RESOURCE: add RULE PLACE`, one per
+/// resource (name and namespace).
+pub fn fixes(missing: &[Permission], plugin: &str, host: &HostIdentity) -> Vec<String> {
+    let mut groups: Vec<(&Permission, Vec<&'static str>)> = Vec::new();
+    for p in missing {
+        match groups.iter_mut().find(|(q, _)| {
+            q.group == p.group
+                && q.resource == p.resource
+                && q.subresource == p.subresource
+                && q.name == p.name
+                && q.namespace == p.namespace
+        }) {
+            Some((_, verbs)) => verbs.push(p.verb),
+            None => groups.push((p, vec![p.verb])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(p, verbs)| {
+            let mut what = p.resource();
+            if !p.name.is_empty() {
+                what = format!("{what} {}", p.name);
+            }
+            if !p.namespace.is_empty() {
+                what = format!("{what} in namespace {}", p.namespace);
+            }
+            format!(
+                "may not {} {what}: add {} {}",
+                verbs.join(", "),
+                rule(p, &verbs),
+                place(p, plugin, host)
+            )
+        })
+        .collect()
+}
+
+/// The `host rights <plugin>` check: one SubjectAccessReview per right, as
+/// the host's ServiceAccount.
+pub async fn check(
+    client: &kube::Client,
+    plugin: &str,
+    manifest: &Manifest,
+    grant: &Effective,
+    host: &HostIdentity,
+) -> Check {
+    let name = format!("host rights {plugin}");
+    let account = format!("ServiceAccount {}/{}", host.namespace, host.service_account);
+    let wanted = required(manifest, grant, host);
+    // The host's ServiceAccount, judged as the API server judges it.
+    let subject = Effective {
+        service_account: host.service_account.clone(),
+        identity_namespace: host.namespace.clone(),
+        ..grant.clone()
+    };
+    let missing = match permissions::missing(client, &subject, &wanted).await {
+        Ok(missing) => missing,
+        Err(error) => {
+            return Check::warn(
+                name,
+                format!("cannot ask what {account} may do (SubjectAccessReview): {error}"),
+            );
+        }
+    };
+    if missing.is_empty() {
+        return Check::ok(
+            name,
+            format!(
+                "{account} (the Deployment's) may impersonate {}, read the plugin's {} kind(s){} and create SubjectAccessReviews{}",
+                grant.service_account,
+                kinds::named(manifest).len(),
+                if manifest.namespaces.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {}", manifest.namespaces.join(", "))
+                },
+                match &host.leases {
+                    Some(ns) => format!(", hold Leases in {ns}"),
+                    None => String::new(),
+                }
+            ),
+        );
+    }
+    Check::fail(
+        name,
+        format!(
+            "{account} (the Deployment's) {}; `kubeplug platform <{plugin}.wasm>` writes the host's rules for a plugin (kustomize, or --format helm)",
+            fixes(&missing, plugin, host).join("; ")
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubeplug_core::manifest::{ApiResource, Mode, Related};
+    use kubeplug_core::policy::Policy;
+
+    fn database() -> Manifest {
+        Manifest {
+            children: vec![
+                ApiResource::new("apps", "v1", "StatefulSet", "statefulsets", true),
+                ApiResource::new("", "v1", "Service", "services", true),
+            ],
+            related: vec![Related {
+                resource: ApiResource::new("", "v1", "Pod", "pods", true),
+                match_labels: Vec::new(),
+            }],
+            references: vec![ApiResource::new("", "v1", "ConfigMap", "configmaps", true)],
+            ..Manifest::new(
+                "database",
+                "0.1.0",
+                ApiResource::new("example.com", "v1", "Database", "databases", true),
+                Mode::Composite,
+            )
+        }
+    }
+
+    fn host(leases: Option<&str>) -> HostIdentity {
+        HostIdentity {
+            namespace: "kubeplug-system".into(),
+            service_account: "kubeplug".into(),
+            leases: leases.map(str::to_string),
+        }
+    }
+
+    fn lines(permissions: &[Permission]) -> Vec<String> {
+        permissions
+            .iter()
+            .map(|p| {
+                let mut line = format!("{} {}", p.verb, p.resource());
+                if !p.name.is_empty() {
+                    line = format!("{line} {}", p.name);
+                }
+                if !p.namespace.is_empty() {
+                    line = format!("{line} in {}", p.namespace);
+                }
+                line
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_host_impersonates_the_plugin_reads_its_kinds_reviews_and_holds_leases() {
+        let grant = Policy::default().grant("database").unwrap();
+        assert_eq!(
+            lines(&required(
+                &database(),
+                &grant,
+                &host(Some("kubeplug-system"))
+            )),
+            [
+                "impersonate serviceaccounts kubeplug-plugin-database in kubeplug-system",
+                "get databases.example.com",
+                "list databases.example.com",
+                "watch databases.example.com",
+                "get statefulsets.apps",
+                "list statefulsets.apps",
+                "watch statefulsets.apps",
+                "get services",
+                "list services",
+                "watch services",
+                "get pods",
+                "list pods",
+                "watch pods",
+                "get configmaps",
+                "list configmaps",
+                "watch configmaps",
+                "create subjectaccessreviews.authorization.k8s.io",
+                "get leases.coordination.k8s.io in kubeplug-system",
+                "create leases.coordination.k8s.io in kubeplug-system",
+                "update leases.coordination.k8s.io in kubeplug-system",
+            ]
+        );
+    }
+
+    #[test]
+    fn reads_are_asked_in_the_served_namespaces_and_leases_only_with_leader_election() {
+        let manifest = Manifest {
+            namespaces: vec!["team-a".into()],
+            related: vec![Related {
+                resource: ApiResource::new("", "v1", "Namespace", "namespaces", false),
+                match_labels: Vec::new(),
+            }],
+            ..database()
+        };
+        let grant = Policy::default().grant("database").unwrap();
+        let lines = lines(&required(&manifest, &grant, &host(None)));
+        assert!(lines.contains(&"get databases.example.com in team-a".to_string()));
+        assert!(
+            lines.contains(&"list namespaces".to_string()),
+            "cluster-scoped: everywhere: {lines:?}"
+        );
+        assert!(!lines.iter().any(|l| l.contains("leases")), "{lines:?}");
+    }
+
+    #[test]
+    fn each_missing_right_names_the_rule_to_add_and_where() {
+        let grant = Policy::default().grant("database").unwrap();
+        let wanted = required(&database(), &grant, &host(Some("kubeplug-system")));
+        let missing: Vec<Permission> = wanted
+            .into_iter()
+            .filter(|p| {
+                p.verb == "impersonate" || p.resource == "statefulsets" || p.verb == "update"
+            })
+            .collect();
+        let fixes = fixes(&missing, "database", &host(Some("kubeplug-system")));
+        assert_eq!(
+            fixes,
+            [
+                "may not impersonate serviceaccounts kubeplug-plugin-database in namespace kubeplug-system: add {apiGroups: [\"\"], resources: [serviceaccounts], verbs: [impersonate], resourceNames: [kubeplug-plugin-database]} in ClusterRole kubeplug's impersonate rule (deploy/base/rbac.yaml), or with the chart set plugins.identities.database.impersonate: true",
+                "may not get, list, watch statefulsets.apps: add {apiGroups: [apps], resources: [statefulsets], verbs: [get, list, watch]} in ClusterRole kubeplug (deploy/base/rbac.yaml), or the chart's rbac.hostReadRules",
+                "may not update leases.coordination.k8s.io in namespace kubeplug-system: add {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [update]} in Role kubeplug-leader-election in namespace kubeplug-system bound to ServiceAccount kubeplug-system/kubeplug (deploy/base/rbac.yaml; the chart's with leaderElection)",
+            ]
+        );
+    }
+}
