@@ -4,23 +4,9 @@
 //! is handed, impersonate its identity and no other) and its grant in the
 //! policy, written as a kustomization or as a Helm values fragment.
 //!
-//! Least privilege: each verb is one the host sends or checks in the
-//! plugin's name (see `kubeplug_kube::apply` and `kubeplug doctor`):
-//!
-//! - its parent kind: read (`get`, `list`, `watch`); `patch` only when the
-//!   host merge-patches parents for it (a decorator's labels and
-//!   annotations, its finalizer, a sharded plugin's shard label); a
-//!   composite's status by server-side apply (`patch` on `status`);
-//!   `update` on `finalizers` when it has children (their controller
-//!   ownerReference sets `blockOwnerDeletion`, which the API server's
-//!   OwnerReferencesPermissionEnforcement admission allows only to those
-//!   who may update the owner's finalizers);
-//! - its child kinds (a decorator's attachments too): read, `create`,
-//!   `patch` (server-side apply) and `delete` (prune); never `update`: the
-//!   host sends no PUT;
-//! - its related and referenced kinds: read (the host checks `list`);
-//! - events.k8s.io Events: `create`, and `patch` for a repeated event's
-//!   series.
+//! Least privilege: the identity's rules and the host's are
+//! [`kubeplug_core::rights`] (each verb one the host sends or checks in the
+//! plugin's name, and why), grouped into as few rules as RBAC allows.
 //!
 //! Output is deterministic (kinds, rules and verbs in a fixed order), so
 //! that running it again writes the same bytes and `--check` can tell a CI
@@ -33,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use kubeplug_core::manifest::{ApiResource, Manifest, Mode};
 use kubeplug_core::policy::{KindRef, derived_finalizer_domain};
+use kubeplug_core::rights::{self, Right};
 use kubeplug_core::yaml::{Mapping, Value};
 
 /// Verbs in the order rules list them.
@@ -47,9 +34,6 @@ const VERBS: &[&str] = &[
     "deletecollection",
     "impersonate",
 ];
-
-const READ: &[&str] = &["get", "list", "watch"];
-const WRITE: &[&str] = &["create", "patch", "delete"];
 
 /// One RBAC PolicyRule (the fields kubeplug's rules use).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,10 +188,23 @@ pub struct Platform {
     pub notes: Vec<String>,
 }
 
-fn add(out: &mut BTreeSet<Permission>, group: &str, resource: &str, name: &str, verbs: &[&str]) {
-    for verb in verbs {
-        out.insert((group.into(), resource.into(), name.into(), verb.to_string()));
+/// `right` as one rule.
+fn rule(right: &Right) -> Rule {
+    Rule {
+        api_groups: vec![right.kind.group.clone()],
+        resources: vec![right.resource()],
+        verbs: right.verbs.iter().map(|v| v.to_string()).collect(),
+        resource_names: if right.name.is_empty() {
+            Vec::new()
+        } else {
+            vec![right.name.clone()]
+        },
     }
+}
+
+/// `rights` as few rules as [`rules_of`] groups them.
+fn rules_for(rights: &[Right]) -> Vec<Rule> {
+    normalized(&rights.iter().map(rule).collect::<Vec<_>>())
 }
 
 fn kinds<'a>(resources: impl Iterator<Item = &'a ApiResource>) -> Vec<String> {
@@ -246,45 +243,7 @@ impl Platform {
         let service_account = format!("kubeplug-plugin-{name}");
         let parent = &manifest.parent;
         let related = || manifest.related.iter().map(|r| &r.resource);
-
-        let mut identity = BTreeSet::new();
-        add(&mut identity, &parent.group, &parent.plural, "", READ);
-        let patches_parent =
-            manifest.mode == Mode::Decorator || manifest.finalizer.is_some() || options.shards > 1;
-        if patches_parent {
-            add(&mut identity, &parent.group, &parent.plural, "", &["patch"]);
-        }
-        if manifest.mode == Mode::Composite {
-            let status = format!("{}/status", parent.plural);
-            add(&mut identity, &parent.group, &status, "", &["patch"]);
-        }
-        if !manifest.children.is_empty() {
-            let finalizers = format!("{}/finalizers", parent.plural);
-            add(&mut identity, &parent.group, &finalizers, "", &["update"]);
-        }
-        for child in &manifest.children {
-            add(&mut identity, &child.group, &child.plural, "", READ);
-            add(&mut identity, &child.group, &child.plural, "", WRITE);
-        }
-        for kind in related().chain(&manifest.references) {
-            add(&mut identity, &kind.group, &kind.plural, "", READ);
-        }
-        add(
-            &mut identity,
-            "events.k8s.io",
-            "events",
-            "",
-            &["create", "patch"],
-        );
-
-        let mut host = BTreeSet::new();
-        for kind in std::iter::once(parent)
-            .chain(&manifest.children)
-            .chain(related())
-            .chain(&manifest.references)
-        {
-            add(&mut host, &kind.group, &kind.plural, "", READ);
-        }
+        let host = rights::host(manifest, &service_account);
 
         let mut notes = Vec::new();
         let mut grant: Vec<(&str, Value)> = Vec::new();
@@ -296,10 +255,8 @@ impl Platform {
             (
                 "clusterScoped",
                 kinds(
-                    std::iter::once(parent)
-                        .chain(&manifest.children)
-                        .chain(related())
-                        .chain(&manifest.references)
+                    rights::handed(manifest)
+                        .into_iter()
                         .filter(|r| !r.namespaced),
                 ),
             ),
@@ -356,15 +313,10 @@ impl Platform {
             version: manifest.version.clone(),
             digest: digest.into(),
             identity_namespace: options.identity_namespace.clone(),
-            impersonate: Rule {
-                api_groups: vec![String::new()],
-                resources: vec!["serviceaccounts".into()],
-                verbs: vec!["impersonate".into()],
-                resource_names: vec![service_account.clone()],
-            },
+            impersonate: rule(&host.impersonate),
             service_account,
-            identity_rules: rules_of(&identity),
-            host_read_rules: rules_of(&host),
+            identity_rules: rules_for(&rights::identity(manifest, options.shards)),
+            host_read_rules: rules_for(&host.reads),
             metadata_only: kinds(manifest.metadata_only.iter()),
             grant,
             notes,

@@ -19,6 +19,11 @@ fn pod() -> ApiResource {
     res("", "v1", "Pod", "pods")
 }
 
+/// A seed composite of parent kind `parent`, at 0.1.0.
+fn seed(name: &str, parent: ApiResource) -> Manifest {
+    Manifest::new(name, "0.1.0", parent, Mode::Composite)
+}
+
 /// plugins/database's manifest (lib.rs: `manifest`).
 fn database() -> Manifest {
     Manifest {
@@ -39,14 +44,12 @@ fn database() -> Manifest {
         }],
         webhooks: Webhooks {
             validate: true,
-            mutate: false,
             convert: true,
+            ..Webhooks::default()
         },
-        ..Manifest::new(
+        ..seed(
             "database",
-            "0.1.0",
             res("example.com", "v1", "Database", "databases"),
-            Mode::Composite,
         )
     }
 }
@@ -57,16 +60,10 @@ fn myapp() -> Manifest {
         children: vec![res("apps", "v1", "Deployment", "deployments")],
         references: vec![res("", "v1", "ConfigMap", "configmaps")],
         webhooks: Webhooks {
-            validate: false,
             mutate: true,
-            convert: false,
+            ..Webhooks::default()
         },
-        ..Manifest::new(
-            "myapp",
-            "0.1.0",
-            res("example.com", "v1alpha1", "MyApp", "myapps"),
-            Mode::Composite,
-        )
+        ..seed("myapp", res("example.com", "v1alpha1", "MyApp", "myapps"))
     }
 }
 
@@ -136,6 +133,25 @@ fn perm(group: &str, resource: &str, verb: &str) -> Permission {
     (group.into(), resource.into(), String::new(), verb.into())
 }
 
+/// A composite seed's excess (see [`excess`]): on its parent kind
+/// (`plural` of example.com) `patch` and `update`, `get` and `update` of its
+/// status; and `children`'s.
+fn composite_excess<const N: usize>(
+    plural: &str,
+    children: [Permission; N],
+) -> BTreeSet<Permission> {
+    let status = format!("{plural}/status");
+    [
+        perm("example.com", plural, "patch"),
+        perm("example.com", plural, "update"),
+        perm("example.com", &status, "get"),
+        perm("example.com", &status, "update"),
+    ]
+    .into_iter()
+    .chain(children)
+    .collect()
+}
+
 /// What deploy/ grants a seed's identity beyond what the host ever asks in
 /// its name: `update` (the host sends no PUT: children by server-side
 /// apply, parents by merge patch, status by apply on the subresource),
@@ -144,24 +160,15 @@ fn perm(group: &str, resource: &str, verb: &str) -> Permission {
 /// (docs/platform.md).
 fn excess(name: &str) -> BTreeSet<Permission> {
     match name {
-        "database" => [
-            perm("example.com", "databases", "patch"),
-            perm("example.com", "databases", "update"),
-            perm("example.com", "databases/status", "get"),
-            perm("example.com", "databases/status", "update"),
-            perm("apps", "statefulsets", "update"),
-            perm("", "services", "update"),
-            perm("", "secrets", "update"),
-        ]
-        .into(),
-        "myapp" => [
-            perm("example.com", "myapps", "patch"),
-            perm("example.com", "myapps", "update"),
-            perm("example.com", "myapps/status", "get"),
-            perm("example.com", "myapps/status", "update"),
-            perm("apps", "deployments", "update"),
-        ]
-        .into(),
+        "database" => composite_excess(
+            "databases",
+            [
+                perm("apps", "statefulsets", "update"),
+                perm("", "services", "update"),
+                perm("", "secrets", "update"),
+            ],
+        ),
+        "myapp" => composite_excess("myapps", [perm("apps", "deployments", "update")]),
         _ => BTreeSet::new(),
     }
 }

@@ -1,13 +1,12 @@
 //! The host's own rights for a plugin (installation mode): what its
 //! ServiceAccount (the Deployment's `serviceAccountName`) must be allowed,
 //! asked with SubjectAccessReviews as [`permissions`](super::permissions)
-//! asks for a plugin's identity:
+//! asks for a plugin's identity ([`permissions::ask`]):
 //!
-//! - `impersonate` the plugin's ServiceAccount (by name, in the policy's
-//!   identity namespace): every write the plugin causes goes out as it;
-//! - `get`, `list`, `watch` every kind the plugin is handed (parent,
-//!   children, related, references) in the namespaces it serves: the shared
-//!   caches;
+//! - what it needs for each plugin, [`kubeplug_core::rights::host`]:
+//!   impersonate the plugin's ServiceAccount (by name, in the policy's
+//!   identity namespace), and read every kind the plugin is handed in the
+//!   namespaces it serves;
 //! - `create` SubjectAccessReviews: before handing the plugin an object, the
 //!   host asks whether its ServiceAccount may read it;
 //! - with `--leader-elect`, `get`, `create`, `update` Leases in the lease
@@ -20,6 +19,7 @@ use super::permissions::{self, Permission};
 use super::report::Check;
 use kubeplug_core::manifest::Manifest;
 use kubeplug_core::policy::Effective;
+use kubeplug_core::rights;
 
 /// The host's identity and its flags that add rights.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,65 +30,34 @@ pub struct HostIdentity {
     pub leases: Option<String>,
 }
 
-fn permission(
-    verb: &'static str,
-    group: &str,
-    resource: &str,
-    name: &str,
-    namespace: &str,
-) -> Permission {
-    Permission {
+/// What the host needs for the plugin `manifest` describes (as admitted:
+/// its namespaces narrowed by the grant and `--namespaces`) under `grant`.
+pub fn required(manifest: &Manifest, grant: &Effective, host: &HostIdentity) -> Vec<Permission> {
+    let rights = rights::host(manifest, &grant.service_account);
+    let mut out = Vec::new();
+    permissions::add(
+        &mut out,
+        std::slice::from_ref(&rights.impersonate),
+        std::slice::from_ref(&grant.identity_namespace),
+    );
+    permissions::add(&mut out, &rights.reads, &manifest.namespaces);
+    let permission = |verb, group: &str, resource: &str, namespace: &str| Permission {
         verb,
         group: group.into(),
         resource: resource.into(),
         subresource: String::new(),
-        name: name.into(),
+        name: String::new(),
         namespace: namespace.into(),
-    }
-}
-
-/// What the host needs for the plugin `manifest` describes (as admitted:
-/// its namespaces narrowed by the grant and `--namespaces`) under `grant`.
-pub fn required(manifest: &Manifest, grant: &Effective, host: &HostIdentity) -> Vec<Permission> {
-    let mut out = vec![permission(
-        "impersonate",
-        "",
-        "serviceaccounts",
-        &grant.service_account,
-        &grant.identity_namespace,
-    )];
-    let everywhere = [String::new()];
-    for kind in kinds::named(manifest) {
-        let namespaces: &[String] = if kind.namespaced && !manifest.namespaces.is_empty() {
-            &manifest.namespaces
-        } else {
-            &everywhere
-        };
-        for namespace in namespaces {
-            for verb in ["get", "list", "watch"] {
-                let p = permission(verb, &kind.group, &kind.plural, "", namespace);
-                if !out.contains(&p) {
-                    out.push(p);
-                }
-            }
-        }
-    }
+    };
     out.push(permission(
         "create",
         "authorization.k8s.io",
         "subjectaccessreviews",
         "",
-        "",
     ));
     if let Some(leases) = &host.leases {
         for verb in ["get", "create", "update"] {
-            out.push(permission(
-                verb,
-                "coordination.k8s.io",
-                "leases",
-                "",
-                leases,
-            ));
+            out.push(permission(verb, "coordination.k8s.io", "leases", leases));
         }
     }
     out
@@ -142,32 +111,13 @@ fn place(p: &Permission, plugin: &str, host: &HostIdentity) -> String {
 /// Each missing right as `may not VERBS RESOURCE: add RULE PLACE`, one per
 /// resource (name and namespace).
 pub fn fixes(missing: &[Permission], plugin: &str, host: &HostIdentity) -> Vec<String> {
-    let mut groups: Vec<(&Permission, Vec<&'static str>)> = Vec::new();
-    for p in missing {
-        match groups.iter_mut().find(|(q, _)| {
-            q.group == p.group
-                && q.resource == p.resource
-                && q.subresource == p.subresource
-                && q.name == p.name
-                && q.namespace == p.namespace
-        }) {
-            Some((_, verbs)) => verbs.push(p.verb),
-            None => groups.push((p, vec![p.verb])),
-        }
-    }
-    groups
+    permissions::by_resource(missing)
         .into_iter()
         .map(|(p, verbs)| {
-            let mut what = p.resource();
-            if !p.name.is_empty() {
-                what = format!("{what} {}", p.name);
-            }
-            if !p.namespace.is_empty() {
-                what = format!("{what} in namespace {}", p.namespace);
-            }
             format!(
-                "may not {} {what}: add {} {}",
+                "may not {} {}: add {} {}",
                 verbs.join(", "),
+                p.what(),
                 rule(p, &verbs),
                 place(p, plugin, host)
             )
@@ -184,8 +134,6 @@ pub async fn check(
     grant: &Effective,
     host: &HostIdentity,
 ) -> Check {
-    let name = format!("host rights {plugin}");
-    let account = format!("ServiceAccount {}/{}", host.namespace, host.service_account);
     let wanted = required(manifest, grant, host);
     // The host's ServiceAccount, judged as the API server judges it.
     let subject = Effective {
@@ -193,18 +141,12 @@ pub async fn check(
         identity_namespace: host.namespace.clone(),
         ..grant.clone()
     };
-    let missing = match permissions::missing(client, &subject, &wanted).await {
-        Ok(missing) => missing,
-        Err(error) => {
-            return Check::warn(
-                name,
-                format!("cannot ask what {account} may do (SubjectAccessReview): {error}"),
-            );
-        }
-    };
-    if missing.is_empty() {
-        return Check::ok(
-            name,
+    permissions::ask(
+        client,
+        format!("host rights {plugin}"),
+        &subject,
+        &wanted,
+        |account| {
             format!(
                 "{account} (the Deployment's) may impersonate {}, read the plugin's {} kind(s){} and create SubjectAccessReviews{}",
                 grant.service_account,
@@ -218,43 +160,24 @@ pub async fn check(
                     Some(ns) => format!(", hold Leases in {ns}"),
                     None => String::new(),
                 }
-            ),
-        );
-    }
-    Check::fail(
-        name,
-        format!(
-            "{account} (the Deployment's) {}; `kubeplug platform <{plugin}.wasm>` writes the host's rules for a plugin (kustomize, or --format helm)",
-            fixes(&missing, plugin, host).join("; ")
-        ),
+            )
+        },
+        |account, missing| {
+            format!(
+                "{account} (the Deployment's) {}; `kubeplug platform <{plugin}.wasm>` writes the host's rules for a plugin (kustomize, or --format helm)",
+                fixes(missing, plugin, host).join("; ")
+            )
+        },
     )
+    .await
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::permissions::tests::database;
     use super::*;
-    use kubeplug_core::manifest::{ApiResource, Mode, Related};
+    use kubeplug_core::manifest::{ApiResource, Related};
     use kubeplug_core::policy::Policy;
-
-    fn database() -> Manifest {
-        Manifest {
-            children: vec![
-                ApiResource::new("apps", "v1", "StatefulSet", "statefulsets", true),
-                ApiResource::new("", "v1", "Service", "services", true),
-            ],
-            related: vec![Related {
-                resource: ApiResource::new("", "v1", "Pod", "pods", true),
-                match_labels: Vec::new(),
-            }],
-            references: vec![ApiResource::new("", "v1", "ConfigMap", "configmaps", true)],
-            ..Manifest::new(
-                "database",
-                "0.1.0",
-                ApiResource::new("example.com", "v1", "Database", "databases", true),
-                Mode::Composite,
-            )
-        }
-    }
 
     fn host(leases: Option<&str>) -> HostIdentity {
         HostIdentity {

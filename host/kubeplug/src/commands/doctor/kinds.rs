@@ -12,22 +12,7 @@ use kubeplug_core::admission::{Scope, Served};
 use kubeplug_core::manifest::{ApiResource, Manifest};
 
 /// Every kind `manifest` names, each once (by group, version and kind).
-pub fn named(manifest: &Manifest) -> Vec<&ApiResource> {
-    let mut kinds: Vec<&ApiResource> = Vec::new();
-    let all = std::iter::once(&manifest.parent)
-        .chain(&manifest.children)
-        .chain(manifest.related.iter().map(|r| &r.resource))
-        .chain(&manifest.references);
-    for kind in all {
-        if !kinds
-            .iter()
-            .any(|k| k.same_kind(kind) && k.version == kind.version)
-        {
-            kinds.push(kind);
-        }
-    }
-    kinds
-}
+pub use kubeplug_core::rights::handed as named;
 
 /// Built into Kubernetes rather than added by a CRD: the core group,
 /// single-word groups (`apps`, `batch`, `policy`) and `*.k8s.io`.

@@ -3,19 +3,20 @@
 //! only what that ServiceAccount may read, and sends every write the plugin
 //! causes impersonating it (see [`kubeplug_kube::identity`]): a missing
 //! rule shows up as `ReadDenied` or `WriteFailed` events, one reconcile at a
-//! time. Here each one is asked up front with a SubjectAccessReview.
+//! time. Here each one is asked up front with a SubjectAccessReview
+//! ([`ask`], which [`host_rights`](super::host_rights) asks the host's own
+//! with): what the host asks in a plugin's name is
+//! [`kubeplug_core::rights::identity`].
 
 use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
 
 use super::report::Check;
-use kubeplug_core::manifest::{ApiResource, Manifest, Mode};
+use kubeplug_core::manifest::Manifest;
 use kubeplug_core::policy::Effective;
+use kubeplug_core::rights::{self, Right};
 use kubeplug_kube::identity;
-
-const READ: &[&str] = &["get", "list", "watch"];
-const WRITE: &[&str] = &["create", "patch", "delete"];
 
 /// One request the host sends (or one read it checks) in a plugin's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,73 +45,46 @@ impl Permission {
         }
         text
     }
+
+    /// `statefulsets.apps`, `kubeplug-plugin-database` of
+    /// `serviceaccounts`, `pods in namespace team-a`: the resource, the
+    /// object and where.
+    pub fn what(&self) -> String {
+        let mut text = self.resource();
+        if !self.name.is_empty() {
+            text = format!("{text} {}", self.name);
+        }
+        if !self.namespace.is_empty() {
+            text = format!("{text} in namespace {}", self.namespace);
+        }
+        text
+    }
 }
 
-/// What the host asks in the name of the plugin `manifest` describes (as
-/// admitted: real plurals and scopes, namespaces narrowed by the grant):
-///
-/// - its parent kind: read (`get`, `list`, `watch`); a composite's status is
-///   written by server-side apply (`patch` on `status`), a decorator's
-///   labels and annotations and any plugin's finalizer (and a sharded one's
-///   shard label) by a merge `patch` of the parent; with children, `update`
-///   on the parent's `finalizers` (their controller owner reference sets
-///   `blockOwnerDeletion`, which the API server's
-///   OwnerReferencesPermissionEnforcement allows only to those who may
-///   update the owner's finalizers);
-/// - its child kinds (a decorator's attachments too): read, and `create`,
-///   `patch` (apply), `delete` (prune);
-/// - its related and referenced kinds: read;
-/// - `create` on `events.events.k8s.io`, for the events it records, and
-///   `patch`, for a repeated event's series.
-///
-/// Each in every namespace the plugin serves (all, when its manifest names
-/// none), once.
-pub fn required(manifest: &Manifest, grant: &Effective) -> Vec<Permission> {
-    let events = ApiResource::new("events.k8s.io", "v1", "Event", "events", true);
-    let mut wanted: Vec<(&ApiResource, &str, &[&'static str])> = vec![(&manifest.parent, "", READ)];
-    match manifest.mode {
-        Mode::Composite => wanted.push((&manifest.parent, "status", &["patch"])),
-        Mode::Decorator => wanted.push((&manifest.parent, "", &["patch"])),
-    }
-    if manifest.finalizer.is_some() || grant.grant.shards > 1 {
-        wanted.push((&manifest.parent, "", &["patch"]));
-    }
-    if !manifest.children.is_empty() {
-        wanted.push((&manifest.parent, "finalizers", &["update"]));
-    }
-    for child in &manifest.children {
-        wanted.push((child, "", READ));
-        wanted.push((child, "", WRITE));
-    }
-    for related in &manifest.related {
-        wanted.push((&related.resource, "", READ));
-    }
-    for referenced in &manifest.references {
-        wanted.push((referenced, "", READ));
-    }
-    wanted.push((&events, "", &["create", "patch"]));
-
+/// `rights` as the permissions to ask, added to `out` unless there: each
+/// verb in each of `namespaces` for a namespaced kind (empty: in every
+/// namespace), cluster-wide for a cluster-scoped one.
+pub fn add(out: &mut Vec<Permission>, rights: &[Right], namespaces: &[String]) {
     let everywhere = [String::new()];
-    let namespaces: &[String] = if manifest.namespaces.is_empty() {
+    let namespaces = if namespaces.is_empty() {
         &everywhere
     } else {
-        &manifest.namespaces
+        namespaces
     };
-    let mut out: Vec<Permission> = Vec::new();
-    for (resource, subresource, verbs) in wanted {
-        let in_namespaces: &[String] = if resource.namespaced {
+    for right in rights {
+        let in_namespaces: &[String] = if right.kind.namespaced {
             namespaces
         } else {
             &everywhere
         };
         for namespace in in_namespaces {
-            for &verb in verbs {
+            for &verb in right.verbs {
                 let permission = Permission {
                     verb,
-                    group: resource.group.clone(),
-                    resource: resource.plural.clone(),
-                    subresource: subresource.to_string(),
-                    name: String::new(),
+                    group: right.kind.group.clone(),
+                    resource: right.kind.plural.clone(),
+                    subresource: right.subresource.to_string(),
+                    name: right.name.clone(),
                     namespace: namespace.clone(),
                 };
                 if !out.contains(&permission) {
@@ -119,40 +93,53 @@ pub fn required(manifest: &Manifest, grant: &Effective) -> Vec<Permission> {
             }
         }
     }
+}
+
+/// What the host asks in the name of the plugin `manifest` describes (as
+/// admitted: real plurals and scopes, namespaces narrowed by the grant),
+/// [`rights::identity`] under the grant's shards, in every namespace the
+/// plugin serves (all, when its manifest names none), each once.
+pub fn required(manifest: &Manifest, grant: &Effective) -> Vec<Permission> {
+    let mut out = Vec::new();
+    add(
+        &mut out,
+        &rights::identity(manifest, grant.grant.shards),
+        &manifest.namespaces,
+    );
     out
+}
+
+/// `missing` by resource (name and namespace), each with its verbs in
+/// order.
+pub fn by_resource(missing: &[Permission]) -> Vec<(&Permission, Vec<&'static str>)> {
+    let mut groups: Vec<(&Permission, Vec<&'static str>)> = Vec::new();
+    for p in missing {
+        match groups.iter_mut().find(|(q, _)| {
+            q.group == p.group
+                && q.resource == p.resource
+                && q.subresource == p.subresource
+                && q.name == p.name
+                && q.namespace == p.namespace
+        }) {
+            Some((_, verbs)) => verbs.push(p.verb),
+            None => groups.push((p, vec![p.verb])),
+        }
+    }
+    groups
 }
 
 /// `get, list, watch databases.example.com; patch pods in namespace team-a`:
 /// the verbs of each resource (and namespace) together, in order.
 pub fn describe(missing: &[Permission]) -> String {
-    let mut groups: Vec<((String, &str), Vec<&str>)> = Vec::new();
-    for p in missing {
-        let mut resource = p.resource();
-        if !p.name.is_empty() {
-            resource = format!("{resource} {}", p.name);
-        }
-        let key = (resource, p.namespace.as_str());
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, verbs)) => verbs.push(p.verb),
-            None => groups.push((key, vec![p.verb])),
-        }
-    }
-    groups
+    by_resource(missing)
         .iter()
-        .map(|((resource, namespace), verbs)| {
-            let place = if namespace.is_empty() {
-                String::new()
-            } else {
-                format!(" in namespace {namespace}")
-            };
-            format!("{} {resource}{place}", verbs.join(", "))
-        })
+        .map(|(p, verbs)| format!("{} {}", verbs.join(", "), p.what()))
         .collect::<Vec<_>>()
         .join("; ")
 }
 
 /// `ServiceAccount kubeplug-system/kubeplug-plugin-database`.
-fn account(grant: &Effective) -> String {
+pub fn account(grant: &Effective) -> String {
     format!(
         "ServiceAccount {}/{}",
         grant.identity_namespace, grant.service_account
@@ -181,7 +168,7 @@ pub async fn service_account(client: &kube::Client, plugin: &str, grant: &Effect
 /// The permissions of `wanted` that `subject`'s ServiceAccount may not
 /// have: one SubjectAccessReview each, as the API server judges that
 /// ServiceAccount (its user name and groups).
-pub async fn missing(
+async fn missing(
     client: &kube::Client,
     subject: &Effective,
     wanted: &[Permission],
@@ -208,6 +195,30 @@ pub async fn missing(
     Ok(missing)
 }
 
+/// The check `name`: whether `subject`'s ServiceAccount may do each of
+/// `wanted` (one SubjectAccessReview each). `ok` when it may do them all,
+/// given the account's description (`ServiceAccount ns/name`); else a
+/// failure, `fail` given the account and the missing permissions; a warning
+/// when the API server cannot be asked.
+pub async fn ask(
+    client: &kube::Client,
+    name: String,
+    subject: &Effective,
+    wanted: &[Permission],
+    ok: impl FnOnce(&str) -> String,
+    fail: impl FnOnce(&str, &[Permission]) -> String,
+) -> Check {
+    let account = account(subject);
+    match missing(client, subject, wanted).await {
+        Ok(missing) if missing.is_empty() => Check::ok(name, ok(&account)),
+        Ok(missing) => Check::fail(name, fail(&account, &missing)),
+        Err(error) => Check::warn(
+            name,
+            format!("cannot ask what {account} may do (SubjectAccessReview): {error}"),
+        ),
+    }
+}
+
 /// Ask one SubjectAccessReview per permission the plugin needs.
 pub async fn check(
     client: &kube::Client,
@@ -215,48 +226,37 @@ pub async fn check(
     manifest: &Manifest,
     grant: &Effective,
 ) -> Check {
-    let name = format!("permissions {plugin}");
     let wanted = required(manifest, grant);
-    let missing = match missing(client, grant, &wanted).await {
-        Ok(missing) => missing,
-        Err(error) => {
-            return Check::warn(
-                name,
-                format!(
-                    "cannot ask what {} may do (SubjectAccessReview): {error}",
-                    account(grant)
-                ),
-            );
-        }
-    };
-    if missing.is_empty() {
-        Check::ok(
-            name,
+    ask(
+        client,
+        format!("permissions {plugin}"),
+        grant,
+        &wanted,
+        |account| {
             format!(
-                "{} may do all {} things the host asks in its name",
-                account(grant),
+                "{account} may do all {} things the host asks in its name",
                 wanted.len()
-            ),
-        )
-    } else {
-        Check::fail(
-            name,
+            )
+        },
+        |account, missing| {
             format!(
-                "{} may not {} (its Role/ClusterRole binding is missing?): add the rules to its ClusterRole (deploy/base/plugin-rbac.yaml, or the chart's plugins.identities.{plugin}.rules); `kubeplug platform <plugin.wasm>` writes them",
-                account(grant),
-                describe(&missing)
-            ),
-        )
-    }
+                "{account} may not {} (its Role/ClusterRole binding is missing?): add the rules to its ClusterRole (deploy/base/plugin-rbac.yaml, or the chart's plugins.identities.{plugin}.rules); `kubeplug platform <plugin.wasm>` writes them",
+                describe(missing)
+            )
+        },
+    )
+    .await
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
-    use kubeplug_core::manifest::Related;
+    use kubeplug_core::manifest::{ApiResource, Mode, Related};
     use kubeplug_core::policy::Policy;
 
-    fn database() -> Manifest {
+    /// A composite with two children, a related and a referenced kind and
+    /// a finalizer (the host's rights for it too: `host_rights`).
+    pub(in crate::commands::doctor) fn database() -> Manifest {
         Manifest {
             children: vec![
                 ApiResource::new("apps", "v1", "StatefulSet", "statefulsets", true),

@@ -3,14 +3,16 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMapProjection, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
+    ConfigMap, ConfigMapProjection, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
     EnvVarSource, ImageVolumeSource, KeyToPath, ObjectFieldSelector, PodSpec, PodTemplateSpec,
-    ProjectedVolumeSource, SecurityContext, VolumeMount, VolumeProjection,
+    ProjectedVolumeSource, SecurityContext, Volume, VolumeMount, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::*;
+use super::config_maps::{value, volume_files};
+use super::host::*;
+use crate::commands::doctor::cache::{cache_volume, quantity_bytes};
 use crate::commands::doctor::report::Status;
 
 fn mount(name: &str, path: &str) -> VolumeMount {
