@@ -1403,3 +1403,38 @@ pub fn certificates(dir: &Path) -> PathBuf {
     );
     certs
 }
+
+/// A kubeconfig that authenticates as the `kubeplug` ServiceAccount only.
+pub fn service_account_kubeconfig(dir: &PluginDir) -> std::path::PathBuf {
+    install_crds();
+    let rbac = repo().join("deploy/base/rbac.yaml");
+    kubectl_ok(&["apply", "-f", rbac.to_str().expect("utf-8 path")], None);
+    let token = kubectl_ok(
+        &[
+            "create",
+            "token",
+            "kubeplug",
+            "-n",
+            "kubeplug-system",
+            "--duration=1h",
+        ],
+        None,
+    );
+    let admin: serde_json::Value = serde_json::from_str(&kubectl_ok(
+        &["config", "view", "--raw", "--minify", "-o", "json"],
+        None,
+    ))
+    .expect("kubeconfig as JSON");
+    let cluster = &admin["clusters"][0]["cluster"];
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": "kubeplug", "user": {"token": token.trim()}}],
+        "contexts": [{"name": "kubeplug", "context": {"cluster": "local", "user": "kubeplug"}}],
+        "current-context": "kubeplug",
+    });
+    let path = dir.path.with_extension("sa.kubeconfig");
+    std::fs::write(&path, kubeconfig.to_string()).expect("write kubeconfig");
+    path
+}

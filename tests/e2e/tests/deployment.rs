@@ -7,41 +7,6 @@ use kubeplug_e2e::*;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
-/// A kubeconfig that authenticates as the `kubeplug` ServiceAccount only.
-fn service_account_kubeconfig(dir: &PluginDir) -> std::path::PathBuf {
-    install_crds();
-    let rbac = repo().join("deploy/base/rbac.yaml");
-    kubectl_ok(&["apply", "-f", rbac.to_str().expect("utf-8 path")], None);
-    let token = kubectl_ok(
-        &[
-            "create",
-            "token",
-            "kubeplug",
-            "-n",
-            "kubeplug-system",
-            "--duration=1h",
-        ],
-        None,
-    );
-    let admin: serde_json::Value = serde_json::from_str(&kubectl_ok(
-        &["config", "view", "--raw", "--minify", "-o", "json"],
-        None,
-    ))
-    .expect("kubeconfig as JSON");
-    let cluster = &admin["clusters"][0]["cluster"];
-    let kubeconfig = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": cluster}],
-        "users": [{"name": "kubeplug", "user": {"token": token.trim()}}],
-        "contexts": [{"name": "kubeplug", "context": {"cluster": "local", "user": "kubeplug"}}],
-        "current-context": "kubeplug",
-    });
-    let path = dir.path.with_extension("sa.kubeconfig");
-    std::fs::write(&path, kubeconfig.to_string()).expect("write kubeconfig");
-    path
-}
-
 /// A namespace, the three seed plugins (pod-annotator pointed at that
 /// namespace) and a kubeconfig of the host's ServiceAccount.
 fn seed_plugins_as_service_account(prefix: &str) -> (Namespace, PluginDir, std::path::PathBuf) {
@@ -275,22 +240,28 @@ impl Drop for RestoreRoles {
     }
 }
 
-#[test]
-fn a_plugin_whose_role_loses_a_rule_fails_with_a_clear_event_while_the_others_go_on() {
-    let (ns, dir, kubeconfig) = seed_plugins_as_service_account("rbac-cut");
-    let _restore = RestoreRoles;
-    // myapp's role keeps reading Deployments but may no longer write them.
+/// myapp's ClusterRole with only `verbs` on `resource` (a [`RestoreRoles`]
+/// puts it back).
+fn restrict_myapp(resource: &str, verbs: &[&str]) {
     let role = kubectl_ok(
         &["get", "clusterrole", "kubeplug-plugin-myapp", "-o", "json"],
         None,
     );
     let mut role: serde_json::Value = serde_json::from_str(&role).expect("role JSON");
     for rule in role["rules"].as_array_mut().expect("rules") {
-        if rule["resources"] == serde_json::json!(["deployments"]) {
-            rule["verbs"] = serde_json::json!(["get", "list", "watch"]);
+        if rule["resources"] == serde_json::json!([resource]) {
+            rule["verbs"] = serde_json::json!(verbs);
         }
     }
     kubectl_ok(&["apply", "-f", "-"], Some(&role.to_string()));
+}
+
+#[test]
+fn a_plugin_whose_role_loses_a_rule_fails_with_a_clear_event_while_the_others_go_on() {
+    let (ns, dir, kubeconfig) = seed_plugins_as_service_account("rbac-cut");
+    let _restore = RestoreRoles;
+    // myapp's role keeps reading Deployments but may no longer write them.
+    restrict_myapp("deployments", &["get", "list", "watch"]);
 
     let host = Host::start_as(&dir, &[], &kubeconfig);
     apply(
@@ -355,17 +326,7 @@ fn a_plugin_whose_role_loses_a_rule_fails_with_a_clear_event_while_the_others_go
 fn a_plugin_denied_a_read_it_needs_is_degraded_with_the_reason_and_recovers_when_granted() {
     let (ns, dir, kubeconfig) = seed_plugins_as_service_account("read-cut");
     let restore = RestoreRoles;
-    let role = kubectl_ok(
-        &["get", "clusterrole", "kubeplug-plugin-myapp", "-o", "json"],
-        None,
-    );
-    let mut role: serde_json::Value = serde_json::from_str(&role).expect("role JSON");
-    for rule in role["rules"].as_array_mut().expect("rules") {
-        if rule["resources"] == serde_json::json!(["myapps"]) {
-            rule["verbs"] = serde_json::json!(["list", "watch", "patch", "update"]);
-        }
-    }
-    kubectl_ok(&["apply", "-f", "-"], Some(&role.to_string()));
+    restrict_myapp("myapps", &["list", "watch", "patch", "update"]);
 
     // Its own namespace only: other tests' MyApps are not this one's parents.
     let host = Host::start_as(&dir, &["--namespaces", &ns.name], &kubeconfig);
