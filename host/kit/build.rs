@@ -27,9 +27,12 @@ const SKIPPED_DIRS: &[&str] = &[
     "__pycache__",
     ".venv",
     ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
     ".kubeplug",
+    "coverage",
 ];
-const SKIPPED_EXTENSIONS: &[&str] = &["wasm", "pyc"];
+const SKIPPED_EXTENSIONS: &[&str] = &["wasm", "pyc", "swp", "orig", "rej"];
 
 /// What each SDK bundle holds, relative to the repository's root: files,
 /// or directories taken whole (less [`SKIPPED_DIRS`] and the bundle's
@@ -390,7 +393,7 @@ fn walk(root: &Path, dir: &Path, files: &mut Vec<(String, String, String, bool)>
         let path = dir_entry.path();
         let name = dir_entry.file_name().to_string_lossy().into_owned();
         if path.is_dir() {
-            if !SKIPPED_DIRS.contains(&name.as_str()) {
+            if !SKIPPED_DIRS.contains(&name.as_str()) && !name.ends_with(".egg-info") {
                 walk(root, &path, files);
             }
             continue;

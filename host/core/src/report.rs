@@ -31,11 +31,13 @@ pub fn format_chain_with(
     one_line(&parts.join(": "))
 }
 
+/// `text` on one line: its lines joined with ` | ` (a lone `\r` too, which
+/// would overwrite a terminal's line), blank ones left out.
 fn one_line(text: &str) -> String {
     if !text.contains(['\n', '\r']) {
         return text.to_string();
     }
-    text.lines()
+    text.split(['\n', '\r'])
         .map(str::trim_end)
         .filter(|l| !l.trim().is_empty())
         .collect::<Vec<_>>()
@@ -60,6 +62,15 @@ mod tests {
             format_chain(&Outer(Inner)),
             "outer: KeyError: 'spec' |   app.py:14 in reconcile"
         );
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("progress 10%\rdone\r\n")]
+    struct Returns;
+
+    #[test]
+    fn a_lone_carriage_return_cannot_overwrite_the_line() {
+        assert_eq!(format_chain(&Returns), "progress 10% | done");
     }
 
     #[test]

@@ -1,12 +1,23 @@
 //! The platform side of a plugin, derived from its manifest (`kubeplug
 //! platform`): its identity (ServiceAccount `kubeplug-plugin-<name>`, its
-//! ClusterRole and binding), the host's rules for it (read what the plugin
+//! ClusterRole and bindings), the host's rules for it (read what the plugin
 //! is handed, impersonate its identity and no other) and its grant in the
 //! policy, written as a kustomization or as a Helm values fragment.
 //!
 //! Least privilege: the identity's rules and the host's are
 //! [`kubeplug_core::rights`] (each verb one the host sends or checks in the
-//! plugin's name, and why), grouped into as few rules as RBAC allows.
+//! plugin's name, and why), grouped into as few rules as RBAC allows, and
+//! bound no wider than they are used:
+//!
+//! - a plugin that serves named namespaces (`Manifest::namespaces`) gets its
+//!   rules on namespaced kinds by a RoleBinding in each of them; its rules
+//!   on cluster-scoped kinds, if any, in a ClusterRole of their own
+//!   (`kubeplug-plugin-<name>-cluster`) bound cluster-wide. One serving
+//!   every namespace gets one ClusterRole bound cluster-wide;
+//! - the host's `impersonate` rule is a Role in the identity namespace: the
+//!   API server checks impersonating `system:serviceaccount:NS:NAME` in
+//!   namespace NS, so a cluster-wide rule would let the host act as a
+//!   same-named ServiceAccount in any namespace. Its reads are cluster-wide.
 //!
 //! Output is deterministic (kinds, rules and verbs in a fixed order), so
 //! that running it again writes the same bytes and `--check` can tell a CI
@@ -173,8 +184,17 @@ pub struct Platform {
     pub identity_namespace: String,
     /// `kubeplug-plugin-<name>`.
     pub service_account: String,
+    /// The namespaces the plugin serves, sorted; empty: all (but those the
+    /// host keeps it out of).
+    pub namespaces: Vec<String>,
     /// What the plugin's identity may do.
     pub identity_rules: Vec<Rule>,
+    /// [`identity_rules`](Self::identity_rules) on namespaced kinds: bound in
+    /// each of [`namespaces`](Self::namespaces) when it names some.
+    pub namespaced_rules: Vec<Rule>,
+    /// [`identity_rules`](Self::identity_rules) on cluster-scoped kinds:
+    /// always bound cluster-wide.
+    pub cluster_rules: Vec<Rule>,
     /// What the host reads for it: every kind it is handed.
     pub host_read_rules: Vec<Rule>,
     /// The host may act as the plugin's ServiceAccount, and no other.
@@ -265,9 +285,15 @@ impl Platform {
                 grant.push((key, strings(&list)));
             }
         }
-        if !manifest.namespaces.is_empty() {
-            let set: BTreeSet<String> = manifest.namespaces.iter().cloned().collect();
-            grant.push(("namespaces", strings(&set.into_iter().collect::<Vec<_>>())));
+        let namespaces: Vec<String> = manifest
+            .namespaces
+            .iter()
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !namespaces.is_empty() {
+            grant.push(("namespaces", strings(&namespaces)));
         }
         if let Some(finalizer) = &manifest.finalizer
             && !finalizer.starts_with(&derived_finalizer_domain(name))
@@ -308,6 +334,9 @@ impl Platform {
             unreachable!("map builds a mapping")
         };
 
+        let identity = rights::identity(manifest, options.shards);
+        let (namespaced, cluster): (Vec<Right>, Vec<Right>) =
+            identity.iter().cloned().partition(|r| r.kind.namespaced);
         Platform {
             plugin: name.clone(),
             version: manifest.version.clone(),
@@ -315,7 +344,10 @@ impl Platform {
             identity_namespace: options.identity_namespace.clone(),
             impersonate: rule(&host.impersonate),
             service_account,
-            identity_rules: rules_for(&rights::identity(manifest, options.shards)),
+            namespaces,
+            identity_rules: rules_for(&identity),
+            namespaced_rules: rules_for(&namespaced),
+            cluster_rules: rules_for(&cluster),
             host_read_rules: rules_for(&host.reads),
             metadata_only: kinds(manifest.metadata_only.iter()),
             grant,
@@ -370,27 +402,55 @@ impl Platform {
         ])
     }
 
-    fn cluster_role(&self, name: &str, rules: &[Rule]) -> Value {
+    /// A ClusterRole (no `namespace`) or a Role named `name` holding
+    /// `rules`.
+    fn role(&self, name: &str, namespace: Option<&str>, rules: &[Rule]) -> Value {
+        let kind = if namespace.is_some() {
+            "Role"
+        } else {
+            "ClusterRole"
+        };
         let rules = rules.iter().map(ordered).collect();
         map(vec![
             ("apiVersion", text("rbac.authorization.k8s.io/v1")),
-            ("kind", text("ClusterRole")),
-            ("metadata", self.meta(name, None)),
+            ("kind", text(kind)),
+            ("metadata", self.meta(name, namespace)),
             ("rules", Value::Sequence(rules)),
         ])
     }
 
-    fn binding(&self, name: &str, account: &str) -> Value {
+    /// A binding named `name` of `role` (a ClusterRole, or with
+    /// `role_namespace` the Role there) to ServiceAccount `account` of the
+    /// identity namespace: a ClusterRoleBinding with no `namespace`, else a
+    /// RoleBinding in it.
+    fn binding(
+        &self,
+        name: &str,
+        namespace: Option<&str>,
+        role: &str,
+        role_namespaced: bool,
+        account: &str,
+    ) -> Value {
+        let kind = if namespace.is_some() {
+            "RoleBinding"
+        } else {
+            "ClusterRoleBinding"
+        };
+        let role_kind = if role_namespaced {
+            "Role"
+        } else {
+            "ClusterRole"
+        };
         map(vec![
             ("apiVersion", text("rbac.authorization.k8s.io/v1")),
-            ("kind", text("ClusterRoleBinding")),
-            ("metadata", self.meta(name, None)),
+            ("kind", text(kind)),
+            ("metadata", self.meta(name, namespace)),
             (
                 "roleRef",
                 map(vec![
                     ("apiGroup", text("rbac.authorization.k8s.io")),
-                    ("kind", text("ClusterRole")),
-                    ("name", text(name)),
+                    ("kind", text(role_kind)),
+                    ("name", text(role)),
                 ]),
             ),
             (
@@ -404,24 +464,55 @@ impl Platform {
         ])
     }
 
-    /// The plugin's ClusterRole and its binding to the ServiceAccount.
-    pub fn plugin_rbac_objects(&self) -> Vec<Value> {
-        vec![
-            self.cluster_role(&self.service_account, &self.identity_rules),
-            self.binding(&self.service_account, &self.service_account),
-        ]
+    /// `kubeplug-plugin-<name>-cluster`: the ClusterRole holding the rules
+    /// on cluster-scoped kinds of a plugin that serves named namespaces.
+    pub fn cluster_role_name(&self) -> String {
+        format!("{}-cluster", self.service_account)
     }
 
-    /// The host's rules for this plugin (reads and impersonation) in a
-    /// ClusterRole of their own, bound to the host's ServiceAccount
-    /// (`kubeplug`): RBAC adds it to the host's own ClusterRole.
+    /// The plugin's roles and their bindings to its ServiceAccount. Serving
+    /// every namespace: ClusterRole `kubeplug-plugin-<name>` bound by a
+    /// ClusterRoleBinding. Serving named namespaces: that ClusterRole holds
+    /// the rules on namespaced kinds, bound by a RoleBinding in each served
+    /// namespace; the rules on cluster-scoped kinds (if any) are in
+    /// ClusterRole `kubeplug-plugin-<name>-cluster`, bound cluster-wide.
+    pub fn plugin_rbac_objects(&self) -> Vec<Value> {
+        let account = &self.service_account;
+        if self.namespaces.is_empty() {
+            return vec![
+                self.role(account, None, &self.identity_rules),
+                self.binding(account, None, account, false, account),
+            ];
+        }
+        let mut out = Vec::new();
+        if !self.namespaced_rules.is_empty() {
+            out.push(self.role(account, None, &self.namespaced_rules));
+            for namespace in &self.namespaces {
+                out.push(self.binding(account, Some(namespace), account, false, account));
+            }
+        }
+        if !self.cluster_rules.is_empty() {
+            let cluster = self.cluster_role_name();
+            out.push(self.role(&cluster, None, &self.cluster_rules));
+            out.push(self.binding(&cluster, None, &cluster, false, account));
+        }
+        out
+    }
+
+    /// The host's rules for this plugin, bound to the host's ServiceAccount
+    /// (`kubeplug`; RBAC adds them to its own): its reads in ClusterRole
+    /// `kubeplug-host-<name>` (a ClusterRoleBinding), its `impersonate`
+    /// rule in Role `kubeplug-host-<name>` of the identity namespace (a
+    /// RoleBinding there), the one namespace the API server checks
+    /// impersonating the plugin's ServiceAccount in.
     pub fn host_rbac_objects(&self) -> Vec<Value> {
         let name = format!("kubeplug-host-{}", self.plugin);
-        let mut rules = self.host_read_rules.clone();
-        rules.push(self.impersonate.clone());
+        let ns = Some(self.identity_namespace.as_str());
         vec![
-            self.cluster_role(&name, &rules),
-            self.binding(&name, "kubeplug"),
+            self.role(&name, None, &self.host_read_rules),
+            self.binding(&name, None, &name, false, "kubeplug"),
+            self.role(&name, ns, std::slice::from_ref(&self.impersonate)),
+            self.binding(&name, ns, &name, true, "kubeplug"),
         ]
     }
 
@@ -488,6 +579,35 @@ impl Platform {
             format!("What plugin {name}'s identity may do, and no more: each verb is one the host"),
             "sends or checks in its name (kubeplug_kit::platform lists why).".to_string(),
         ];
+        if self.namespaces.is_empty() {
+            what.push(format!(
+                "It serves every namespace: ClusterRole {} bound cluster-wide.",
+                self.service_account
+            ));
+        } else {
+            what.push(format!(
+                "It serves namespaces {} only: its rules on namespaced kinds are in",
+                self.namespaces.join(", ")
+            ));
+            what.push(format!(
+                "ClusterRole {}, bound by a RoleBinding in each of them",
+                self.service_account
+            ));
+            if self.cluster_rules.is_empty() {
+                what.push(
+                    "(which must exist first) and nowhere else; it has no cluster-scoped kind."
+                        .into(),
+                );
+            } else {
+                what.push(
+                    "(which must exist first) and nowhere else; its rules on cluster-scoped".into(),
+                );
+                what.push(format!(
+                    "kinds are in ClusterRole {}, bound cluster-wide.",
+                    self.cluster_role_name()
+                ));
+            }
+        }
         if !self.metadata_only.is_empty() {
             what.push(format!(
                 "Read metadata-only: {} (RBAC has no such verb; they are read like the rest).",
@@ -502,12 +622,13 @@ impl Platform {
         files.insert(
             "host-rbac.yaml".into(),
             self.header(&[
-                &format!(
-                    "The host's rules for plugin {name}, added to its own ClusterRole by a binding"
-                ),
-                "to its ServiceAccount (kubeplug): read every kind the plugin is handed",
-                "(parent, children, related, referenced; no write verb: writes go out as the",
-                "plugin), and impersonate the plugin's ServiceAccount and no other.",
+                &format!("The host's rules for plugin {name}, added to its own by bindings to its"),
+                "ServiceAccount (kubeplug): in a ClusterRole, read every kind the plugin is",
+                "handed (parent, children, related, referenced; no write verb: writes go out",
+                "as the plugin); in a Role of the identity namespace, impersonate the plugin's",
+                "ServiceAccount and no other (the API server checks impersonating a",
+                "ServiceAccount in its namespace: a cluster-wide rule would cover that name",
+                "in every namespace).",
             ]) + &Self::documents(&self.host_rbac_objects()),
         );
         files.insert(
@@ -569,15 +690,31 @@ impl Platform {
         } else {
             "holds this plugin's only: pass the release's values with --helm-values to keep theirs"
         };
-        self.header(&[
-            &format!("Plugin {name}'s platform side as values of the kubeplug chart (deploy/chart):"),
-            "its identity (plugins.identities), its grant (policy.plugins) and the host's",
-            "reads (rbac.hostReadRules). Take it with",
-            "  helm upgrade kubeplug deploy/chart -n kubeplug-system -f <your values> -f <this file>",
-            "Helm merges maps but replaces lists: rbac.hostReadRules below",
-            kept,
-            "(the chart puts the ServiceAccount in the release namespace).",
-        ]) + &kubeplug_core::yaml::to_string(&values)
+        let mut what = vec![
+            format!("Plugin {name}'s platform side as values of the kubeplug chart (deploy/chart):"),
+            "its identity (plugins.identities), its grant (policy.plugins) and the host's".into(),
+            "reads (rbac.hostReadRules). Take it with".into(),
+            "  helm upgrade kubeplug deploy/chart -n kubeplug-system -f <your values> -f <this file>"
+                .into(),
+            "Helm merges maps but replaces lists: rbac.hostReadRules below".into(),
+            kept.into(),
+            "(the chart puts the ServiceAccount in the release namespace).".into(),
+            "The chart puts the host's impersonate rule in its ClusterRole (that name in any".into(),
+            "namespace); --format kustomize puts it in a Role of the identity namespace.".into(),
+        ];
+        if !self.namespaces.is_empty() {
+            what.extend([
+                "Note: the chart binds plugins.identities cluster-wide: it cannot bind the identity"
+                    .to_string(),
+                format!(
+                    "in namespaces {} only, so these rules hold in every namespace.",
+                    self.namespaces.join(", ")
+                ),
+                "--format kustomize writes narrower bindings (a RoleBinding per namespace).".into(),
+            ]);
+        }
+        self.header(&what.iter().map(String::as_str).collect::<Vec<_>>())
+            + &kubeplug_core::yaml::to_string(&values)
     }
 }
 

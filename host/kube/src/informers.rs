@@ -455,6 +455,9 @@ fn classify(resource: &str, error: &watcher::Error) -> Option<Problem> {
         watcher::Error::WatchError(s) => Some(s.code),
         _ => None,
     };
+    // One line, in the API server's words (kube's own text adds its Status
+    // in Debug form).
+    let error = crate::report::format_chain(error);
     Some(match status {
         Some(410) => return None,
         Some(403) => Problem {

@@ -390,10 +390,16 @@ impl Controller {
             .sources
             .problem()
             .or_else(|| shared.overdue.lock().expect("overdue lock").problem())
+            // A standby's failures are from when it led: the leader's
+            // state is the plugin's.
             .or_else(|| {
-                shared
-                    .failing
-                    .problem(|k| shared.sources.parent.get(&k.namespace, &k.name).is_some())
+                self.leading()
+                    .then(|| {
+                        shared
+                            .failing
+                            .problem(|k| shared.sources.parent.get(&k.namespace, &k.name).is_some())
+                    })
+                    .flatten()
             })
     }
 

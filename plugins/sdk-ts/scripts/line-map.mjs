@@ -22,7 +22,13 @@ const sdk = resolve(sdkDir);
 const under = (path, dir) => path === dir || path.startsWith(dir + sep);
 const paths = map.sources.map((s) => resolve(base, s));
 const sources = paths.map((p) => relative(plugin, p).split(sep).join('/'));
-const sdkFlags = paths.map((p) => under(p, sdk) || !under(p, plugin));
+// Not the plugin's own code: the SDK, anything outside the project, and
+// what the kit unpacked (.kubeplug/) or npm installed (node_modules/).
+const foreign = (p) =>
+  relative(plugin, p)
+    .split(sep)
+    .some((part) => part === 'node_modules' || part === '.kubeplug');
+const sdkFlags = paths.map((p) => under(p, sdk) || !under(p, plugin) || foreign(p));
 
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 function vlq(segment) {

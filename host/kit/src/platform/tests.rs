@@ -523,3 +523,177 @@ fn the_helm_fragment_keeps_the_releases_host_reads_and_parses_as_the_chart_reads
         permissions(&platform.host_read_rules)
     );
 }
+
+/// `objects` as JSON, each with its kind, namespace (empty: none) and name.
+fn objects(values: &[kubeplug_core::yaml::Value]) -> Vec<(String, String, String, Json)> {
+    values
+        .iter()
+        .map(|v| {
+            let json = serde_json::to_value(v).unwrap();
+            let s = |v: &Json| v.as_str().unwrap_or_default().to_string();
+            (
+                s(&json["kind"]),
+                s(&json["metadata"]["namespace"]),
+                s(&json["metadata"]["name"]),
+                json,
+            )
+        })
+        .collect()
+}
+
+/// kind, namespace and name of each of `objects`.
+fn names(objects: &[(String, String, String, Json)]) -> Vec<(&str, &str, &str)> {
+    objects
+        .iter()
+        .map(|(k, ns, n, _)| (k.as_str(), ns.as_str(), n.as_str()))
+        .collect()
+}
+
+#[test]
+fn a_plugin_serving_namespaces_is_bound_in_each_and_its_cluster_scoped_kinds_apart() {
+    // pod-annotator under `namespaces: [team-a]`, reading Namespaces too.
+    let mut manifest = pod_annotator();
+    manifest.namespaces = vec!["team-b".into(), "team-a".into(), "team-b".into()];
+    manifest.references = vec![ApiResource::new("", "v1", "Namespace", "namespaces", false)];
+    manifest.validate().unwrap();
+    let platform_options = Options {
+        identity_namespace: "platform".into(),
+        ..options(&manifest)
+    };
+    let platform = Platform::derive(&manifest, DIGEST, &platform_options);
+    let generated = objects(&platform.plugin_rbac_objects());
+    let account = "kubeplug-plugin-pod-annotator";
+    let cluster = "kubeplug-plugin-pod-annotator-cluster";
+    assert_eq!(
+        names(&generated),
+        [
+            ("ClusterRole", "", account),
+            ("RoleBinding", "team-a", account),
+            ("RoleBinding", "team-b", account),
+            ("ClusterRole", "", cluster),
+            ("ClusterRoleBinding", "", cluster),
+        ]
+    );
+    for (kind, namespace, name, json) in &generated {
+        if kind.ends_with("Binding") {
+            assert_eq!(json["roleRef"]["kind"], "ClusterRole");
+            assert_eq!(json["roleRef"]["name"], name.as_str());
+            assert_eq!(
+                json["subjects"],
+                serde_json::json!([{"kind": "ServiceAccount", "name": account, "namespace": "platform"}]),
+                "{kind} {namespace}/{name}"
+            );
+        }
+    }
+    let role_rules = |name: &str| {
+        let (.., json) = generated
+            .iter()
+            .find(|(k, _, n, _)| k == "ClusterRole" && n == name)
+            .unwrap();
+        permissions(&rules(&json["rules"]))
+    };
+    // Namespaced kinds only where they are bound per namespace; the
+    // cluster-scoped one apart; together, the whole identity.
+    let namespaced = role_rules(account);
+    assert!(namespaced.contains(&perm("", "pods", "patch")));
+    assert!(namespaced.contains(&perm("events.k8s.io", "events", "create")));
+    assert!(
+        !namespaced.iter().any(|p| p.1 == "namespaces"),
+        "{namespaced:?}"
+    );
+    assert_eq!(
+        role_rules(cluster),
+        ["get", "list", "watch"]
+            .map(|v| perm("", "namespaces", v))
+            .into_iter()
+            .collect()
+    );
+    let both: BTreeSet<_> = namespaced.union(&role_rules(cluster)).cloned().collect();
+    assert_eq!(both, permissions(&platform.identity_rules));
+    let text = &platform.kustomize()["plugin-rbac.yaml"];
+    assert!(
+        text.contains("# It serves namespaces team-a, team-b only"),
+        "{text}"
+    );
+
+    // The seed: namespaced kinds only, so no cluster-wide binding at all.
+    let seed = Platform::derive(&pod_annotator(), DIGEST, &options(&pod_annotator()));
+    assert_eq!(
+        names(&objects(&seed.plugin_rbac_objects())),
+        [
+            ("ClusterRole", "", account),
+            ("RoleBinding", "team-a", account),
+        ]
+    );
+    // The Helm chart cannot say it: its fragment says so.
+    assert!(seed.helm(None).contains(
+        "# Note: the chart binds plugins.identities cluster-wide: it cannot bind the identity\n# in namespaces team-a only"
+    ));
+}
+
+#[test]
+fn a_plugin_serving_every_namespace_is_bound_cluster_wide() {
+    let platform = Platform::derive(&database(), DIGEST, &Options::default());
+    let objects = objects(&platform.plugin_rbac_objects());
+    let account = "kubeplug-plugin-database";
+    assert_eq!(
+        names(&objects),
+        [
+            ("ClusterRole", "", account),
+            ("ClusterRoleBinding", "", account)
+        ]
+    );
+    assert_eq!(rules(&objects[0].3["rules"]), platform.identity_rules);
+    assert!(!platform.helm(None).contains("# Note: the chart binds"));
+}
+
+#[test]
+fn the_host_impersonates_the_plugin_by_a_role_in_the_identity_namespace_only() {
+    for (manifest, _) in seeds() {
+        let options = Options {
+            identity_namespace: "platform".into(),
+            ..options(&manifest)
+        };
+        let platform = Platform::derive(&manifest, DIGEST, &options);
+        let objects = objects(&platform.host_rbac_objects());
+        let name = format!("kubeplug-host-{}", manifest.name);
+        let name = name.as_str();
+        assert_eq!(
+            names(&objects),
+            [
+                ("ClusterRole", "", name),
+                ("ClusterRoleBinding", "", name),
+                ("Role", "platform", name),
+                ("RoleBinding", "platform", name),
+            ]
+        );
+        // Cluster-wide: the reads, and no impersonation.
+        assert_eq!(rules(&objects[0].3["rules"]), platform.host_read_rules);
+        let reads = permissions(&rules(&objects[0].3["rules"]));
+        assert!(
+            reads
+                .iter()
+                .all(|p| ["get", "list", "watch"].contains(&p.3.as_str()))
+        );
+        // In the identity namespace: impersonate that one account.
+        assert_eq!(
+            permissions(&rules(&objects[2].3["rules"])),
+            [(
+                String::new(),
+                "serviceaccounts".to_string(),
+                format!("kubeplug-plugin-{}", manifest.name),
+                "impersonate".to_string()
+            )]
+            .into_iter()
+            .collect()
+        );
+        for (binding, role_kind) in [(&objects[1].3, "ClusterRole"), (&objects[3].3, "Role")] {
+            assert_eq!(binding["roleRef"]["kind"], role_kind);
+            assert_eq!(binding["roleRef"]["name"], name);
+            assert_eq!(
+                binding["subjects"],
+                serde_json::json!([{"kind": "ServiceAccount", "name": "kubeplug", "namespace": "platform"}])
+            );
+        }
+    }
+}

@@ -8,7 +8,7 @@
 //! makes more calls than one that succeeded once, and a plugin that fails on
 //! one bad parent out of a hundred is healthy (that parent has its Event).
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 
@@ -19,28 +19,36 @@ use kubeplug_kube::informers::{ObjectKey, Problem};
 const FAILING_AFTER: u32 = 2;
 
 /// Each parent's failures in a row (0: its last reconcile succeeded) and
-/// the latest failure's text.
+/// its latest failure's text.
 #[derive(Default)]
 pub struct Failing {
-    parents: DashMap<ObjectKey, u32>,
-    latest: Mutex<Option<(ObjectKey, String)>>,
+    parents: DashMap<ObjectKey, Outcome>,
+    /// Orders failures, so that the reason shown is the latest of a parent
+    /// that keeps failing (not one that failed once, or has recovered).
+    seq: AtomicU64,
+}
+
+#[derive(Default)]
+struct Outcome {
+    failures: u32,
+    seq: u64,
+    why: String,
 }
 
 impl Failing {
     pub fn succeeded(&self, key: &ObjectKey) {
-        self.parents.insert(key.clone(), 0);
+        self.parents.insert(key.clone(), Outcome::default());
     }
 
     /// Count a failure of `key`'s reconcile (`why`: one line) and return its
     /// failures in a row, for the backoff.
     pub fn failed(&self, key: &ObjectKey, why: String) -> u32 {
-        let failures = {
-            let mut n = self.parents.entry(key.clone()).or_insert(0);
-            *n += 1;
-            *n
-        };
-        *self.latest.lock().expect("failing lock") = Some((key.clone(), why));
-        failures
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut outcome = self.parents.entry(key.clone()).or_default();
+        outcome.failures += 1;
+        outcome.seq = seq;
+        outcome.why = why;
+        outcome.failures
     }
 
     /// The parent is gone (or reconciled elsewhere now).
@@ -51,7 +59,6 @@ impl Failing {
     /// A new version serves: its predecessor's failures say nothing of it.
     pub fn clear(&self) {
         self.parents.clear();
-        *self.latest.lock().expect("failing lock") = None;
     }
 
     /// `degraded` while at least half of the parents with an outcome fail
@@ -59,19 +66,25 @@ impl Failing {
     pub fn problem(&self, exists: impl Fn(&ObjectKey) -> bool) -> Option<Problem> {
         self.parents.retain(|key, _| exists(key));
         let total = self.parents.len();
-        let failing = self
-            .parents
-            .iter()
-            .filter(|e| *e.value() >= FAILING_AFTER)
-            .count();
+        let mut failing = 0;
+        let mut latest: Option<(u64, String)> = None;
+        for entry in self.parents.iter() {
+            let outcome = entry.value();
+            if outcome.failures < FAILING_AFTER {
+                continue;
+            }
+            failing += 1;
+            if latest.as_ref().is_none_or(|(seq, _)| outcome.seq > *seq) {
+                latest = Some((outcome.seq, format!("{}: {}", entry.key(), outcome.why)));
+            }
+        }
         if failing == 0 || failing * 2 < total {
             return None;
         }
-        let latest = self.latest.lock().expect("failing lock");
-        let (key, why) = latest.as_ref()?;
+        let (_, latest) = latest?;
         Some(Problem {
             message: format!(
-                "reconciles keep failing ({failing} of the {total} parents it reconciled); latest, {key}: {why}"
+                "reconciles keep failing ({failing} of the {total} parents it reconciled); latest, {latest}"
             ),
             persistent: true,
         })
@@ -117,6 +130,8 @@ mod tests {
         assert!(f.problem(|_| true).is_none(), "1 of 4 fails");
         f.failed(&key("b"), "trap".into());
         f.failed(&key("b"), "trap".into());
+        // A one-off failure after them is not the reason shown.
+        f.failed(&key("c"), "conflict".into());
         let p = f.problem(|_| true).expect("2 of 4 fail");
         assert!(p.message.contains("2 of the 4") && p.message.ends_with("team-a/b: trap"));
     }

@@ -9,8 +9,10 @@
 //!   namespaces it serves;
 //! - `create` SubjectAccessReviews: before handing the plugin an object, the
 //!   host asks whether its ServiceAccount may read it;
-//! - with `--leader-elect`, `get`, `create`, `update` Leases in the lease
-//!   namespace.
+//! - under a promotion gate, the record of promoted versions (ConfigMap
+//!   `kubeplug-promotions`: `create`, and `get`, `patch` by name);
+//! - with `--leader-elect`, `get`, `list`, `create`, `update`, `delete`
+//!   Leases in the lease namespace.
 //!
 //! A missing right fails with the RBAC rule to add and where.
 
@@ -55,8 +57,24 @@ pub fn required(manifest: &Manifest, grant: &Effective, host: &HostIdentity) -> 
         "subjectaccessreviews",
         "",
     ));
+    if grant.grant.promotion.is_some() {
+        // The promotion record (kubeplug_operator's registry::promoted):
+        // read at start, written when a gated version starts serving, in
+        // the lease namespace (the host's own by default).
+        let at = host.leases.as_deref().unwrap_or(&host.namespace);
+        out.push(permission("create", "", "configmaps", at));
+        for verb in ["get", "patch"] {
+            out.push(Permission {
+                name: "kubeplug-promotions".into(),
+                ..permission(verb, "", "configmaps", at)
+            });
+        }
+    }
     if let Some(leases) = &host.leases {
-        for verb in ["get", "create", "update"] {
+        // Each election round lists the namespace's Leases; a replica
+        // deletes its membership Lease and releases its leases on shutdown
+        // (kubeplug_kube::leader).
+        for verb in ["get", "list", "create", "update", "delete"] {
             out.push(permission(verb, "coordination.k8s.io", "leases", leases));
         }
     }
@@ -88,7 +106,8 @@ fn place(p: &Permission, plugin: &str, host: &HostIdentity) -> String {
     let account = format!("{}/{}", host.namespace, host.service_account);
     match (p.resource.as_str(), p.group.as_str()) {
         ("serviceaccounts", "") => format!(
-            "in ClusterRole kubeplug's impersonate rule (deploy/base/rbac.yaml), or with the chart set plugins.identities.{plugin}.impersonate: true"
+            "in Role kubeplug-host-{plugin} in namespace {} bound to ServiceAccount {account} (`kubeplug platform` writes it in host-rbac.yaml), or in ClusterRole kubeplug's impersonate rule (deploy/base/rbac.yaml; that name in any namespace), or with the chart set plugins.identities.{plugin}.impersonate: true",
+            p.namespace
         ),
         ("subjectaccessreviews", _) => {
             "in ClusterRole kubeplug (deploy/base/rbac.yaml; the chart's ClusterRole has it)".into()
@@ -231,8 +250,10 @@ mod tests {
                 "watch configmaps",
                 "create subjectaccessreviews.authorization.k8s.io",
                 "get leases.coordination.k8s.io in kubeplug-system",
+                "list leases.coordination.k8s.io in kubeplug-system",
                 "create leases.coordination.k8s.io in kubeplug-system",
                 "update leases.coordination.k8s.io in kubeplug-system",
+                "delete leases.coordination.k8s.io in kubeplug-system",
             ]
         );
     }
@@ -258,6 +279,34 @@ mod tests {
     }
 
     #[test]
+    fn a_gated_plugin_needs_the_promotion_record_by_name() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            file.path(),
+            "plugins:\n  database:\n    parent: [Database.example.com]\n    children: [StatefulSet.apps, Service, Secret]\n    related: [Pod]\n    promotion: {maxChangedPercent: 10}\n",
+        )
+        .unwrap();
+        let policy = Policy::load(&[file.path()]).unwrap();
+        let grant = policy.grant("database").unwrap();
+        let gated = lines(&required(&database(), &grant, &host(None)));
+        for want in [
+            "create configmaps in kubeplug-system",
+            "get configmaps kubeplug-promotions in kubeplug-system",
+            "patch configmaps kubeplug-promotions in kubeplug-system",
+        ] {
+            assert!(gated.contains(&want.to_string()), "{want}: {gated:?}");
+        }
+        let ungated = Policy::default().grant("database").unwrap();
+        let plain = lines(&required(&database(), &ungated, &host(None)));
+        assert!(
+            !plain
+                .iter()
+                .any(|l| l.contains("kubeplug-promotions") || l.starts_with("create configmaps")),
+            "{plain:?}"
+        );
+    }
+
+    #[test]
     fn each_missing_right_names_the_rule_to_add_and_where() {
         let grant = Policy::default().grant("database").unwrap();
         let wanted = required(&database(), &grant, &host(Some("kubeplug-system")));
@@ -271,7 +320,7 @@ mod tests {
         assert_eq!(
             fixes,
             [
-                "may not impersonate serviceaccounts kubeplug-plugin-database in namespace kubeplug-system: add {apiGroups: [\"\"], resources: [serviceaccounts], verbs: [impersonate], resourceNames: [kubeplug-plugin-database]} in ClusterRole kubeplug's impersonate rule (deploy/base/rbac.yaml), or with the chart set plugins.identities.database.impersonate: true",
+                "may not impersonate serviceaccounts kubeplug-plugin-database in namespace kubeplug-system: add {apiGroups: [\"\"], resources: [serviceaccounts], verbs: [impersonate], resourceNames: [kubeplug-plugin-database]} in Role kubeplug-host-database in namespace kubeplug-system bound to ServiceAccount kubeplug-system/kubeplug (`kubeplug platform` writes it in host-rbac.yaml), or in ClusterRole kubeplug's impersonate rule (deploy/base/rbac.yaml; that name in any namespace), or with the chart set plugins.identities.database.impersonate: true",
                 "may not get, list, watch statefulsets.apps: add {apiGroups: [apps], resources: [statefulsets], verbs: [get, list, watch]} in ClusterRole kubeplug (deploy/base/rbac.yaml), or the chart's rbac.hostReadRules",
                 "may not update leases.coordination.k8s.io in namespace kubeplug-system: add {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [update]} in Role kubeplug-leader-election in namespace kubeplug-system bound to ServiceAccount kubeplug-system/kubeplug (deploy/base/rbac.yaml; the chart's with leaderElection)",
             ]

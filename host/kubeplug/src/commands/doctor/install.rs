@@ -32,30 +32,21 @@ mod host;
 
 pub use host::{Backing, Host};
 
-/// A directory removed when dropped.
-pub struct Scratch(PathBuf);
+/// A private directory (random name, mode 0700, made exclusively: another
+/// user of the machine can neither read what the cluster's ConfigMaps hold
+/// nor swap it), removed when dropped.
+pub struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     fn new() -> std::io::Result<Scratch> {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "kubeplug-doctor-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir)?;
-        Ok(Scratch(dir))
+        tempfile::Builder::new()
+            .prefix("kubeplug-doctor-")
+            .tempdir()
+            .map(Scratch)
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }
 

@@ -2,7 +2,7 @@
 //! with no field lost on the way.
 
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -25,7 +25,10 @@ fn manifests() -> Vec<Manifest> {
             resource: res("", "Pod", "pods", true),
             match_labels: vec![("app".into(), LabelValue::ParentName)],
         }],
-        references: vec![res("", "ConfigMap", "configmaps", true)],
+        references: vec![
+            res("", "ConfigMap", "configmaps", true),
+            res("", "Namespace", "namespaces", false),
+        ],
         metadata_only: vec![res("", "Pod", "pods", true)],
         finalizer: Some("example.com/backup".into()),
         namespaces: vec!["team-b".into(), "team-a".into()],
@@ -69,12 +72,27 @@ fn every_generated_object_parses_as_its_kubernetes_type() {
         let platform = Platform::derive(&manifest, &"ab".repeat(32), &options);
         let files = platform.kustomize();
         let account = format!("kubeplug-plugin-{}", manifest.name);
-        let mut kinds = Vec::new();
+        let host = format!("kubeplug-host-{}", manifest.name);
+        // Each object as `Kind namespace/name`.
+        let mut objects = Vec::new();
         for file in ["serviceaccount.yaml", "plugin-rbac.yaml", "host-rbac.yaml"] {
             let docs: Vec<Value> = kubeplug_core::yaml::from_documents(&files[file]).unwrap();
             for doc in docs {
-                kinds.push(doc["kind"].as_str().unwrap().to_string());
-                match doc["kind"].as_str().unwrap() {
+                let kind = doc["kind"].as_str().unwrap().to_string();
+                let meta = &doc["metadata"];
+                objects.push(format!(
+                    "{kind} {}/{}",
+                    meta["namespace"].as_str().unwrap_or_default(),
+                    meta["name"].as_str().unwrap()
+                ));
+                // Bindings are to the host's ServiceAccount in host-rbac.yaml,
+                // to the plugin's in plugin-rbac.yaml; both in "platform".
+                let subject = if file == "host-rbac.yaml" {
+                    "kubeplug"
+                } else {
+                    account.as_str()
+                };
+                match kind.as_str() {
                     "ServiceAccount" => {
                         let sa: ServiceAccount = typed(&doc);
                         assert_eq!(sa.metadata.name.as_deref(), Some(account.as_str()));
@@ -83,34 +101,77 @@ fn every_generated_object_parses_as_its_kubernetes_type() {
                     }
                     "ClusterRole" => {
                         let role: ClusterRole = typed(&doc);
-                        assert!(!role.rules.unwrap_or_default().is_empty());
+                        let rules = role.rules.unwrap_or_default();
+                        assert!(!rules.is_empty());
+                        assert!(
+                            !rules
+                                .iter()
+                                .any(|r| r.verbs.contains(&"impersonate".into())),
+                            "impersonate only in a namespaced Role"
+                        );
+                    }
+                    "Role" => {
+                        let role: Role = typed(&doc);
+                        assert_eq!(role.metadata.namespace.as_deref(), Some("platform"));
+                        let rules = role.rules.unwrap();
+                        assert_eq!(rules.len(), 1);
+                        assert_eq!(rules[0].verbs, ["impersonate"]);
+                        assert_eq!(
+                            rules[0].resources.as_deref(),
+                            Some(&["serviceaccounts".to_string()][..])
+                        );
+                        assert_eq!(
+                            rules[0].resource_names.as_deref(),
+                            Some(std::slice::from_ref(&account))
+                        );
                     }
                     "ClusterRoleBinding" => {
                         let binding: ClusterRoleBinding = typed(&doc);
                         assert_eq!(Some(binding.role_ref.name), binding.metadata.name);
-                        let subject = &binding.subjects.unwrap()[0];
-                        assert_eq!(subject.namespace.as_deref(), Some("platform"));
-                        let expected = if file == "host-rbac.yaml" {
-                            "kubeplug"
-                        } else {
-                            account.as_str()
-                        };
-                        assert_eq!(subject.name, expected);
+                        assert_eq!(binding.role_ref.kind, "ClusterRole");
+                        let subject_of = &binding.subjects.unwrap()[0];
+                        assert_eq!(subject_of.namespace.as_deref(), Some("platform"));
+                        assert_eq!(subject_of.name, subject);
+                    }
+                    "RoleBinding" => {
+                        let binding: RoleBinding = typed(&doc);
+                        assert_eq!(Some(binding.role_ref.name), binding.metadata.name);
+                        let subject_of = &binding.subjects.unwrap()[0];
+                        assert_eq!(subject_of.namespace.as_deref(), Some("platform"));
+                        assert_eq!(subject_of.name, subject);
                     }
                     other => panic!("unexpected kind {other}"),
                 }
             }
         }
-        assert_eq!(
-            kinds,
-            [
-                "ServiceAccount",
-                "ClusterRole",
-                "ClusterRoleBinding",
-                "ClusterRole",
-                "ClusterRoleBinding"
+        let expected: Vec<String> = if manifest.namespaces.is_empty() {
+            vec![
+                format!("ServiceAccount platform/{account}"),
+                format!("ClusterRole /{account}"),
+                format!("ClusterRoleBinding /{account}"),
             ]
-        );
+        } else {
+            // Bound in each namespace it serves; its cluster-scoped kind
+            // (Namespace) apart, cluster-wide.
+            vec![
+                format!("ServiceAccount platform/{account}"),
+                format!("ClusterRole /{account}"),
+                format!("RoleBinding team-a/{account}"),
+                format!("RoleBinding team-b/{account}"),
+                format!("ClusterRole /{account}-cluster"),
+                format!("ClusterRoleBinding /{account}-cluster"),
+            ]
+        };
+        let expected: Vec<String> = expected
+            .into_iter()
+            .chain([
+                format!("ClusterRole /{host}"),
+                format!("ClusterRoleBinding /{host}"),
+                format!("Role platform/{host}"),
+                format!("RoleBinding platform/{host}"),
+            ])
+            .collect();
+        assert_eq!(objects, expected);
         // The helm fragment's rules are PolicyRules too.
         let values: Value = kubeplug_core::yaml::from_str(&platform.helm(None)).unwrap();
         let identity = &values["plugins"]["identities"][&manifest.name];
