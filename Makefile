@@ -87,10 +87,9 @@ plugins: shipped-plugins
 	cargo build --profile plugin --target $(PURE_TARGET) $(addprefix -p ,$(PURE_TEST_PLUGINS) hostile)
 	cp "$(PURE_OUT)/hostile.wasm" target/test-plugins/hostile-pure.wasm
 	cargo build --profile plugin --target wasm32-wasip2 $(addprefix -p ,$(WASI_PLUGINS))
-	@# What `kubectl apply -k deploy/` and the Helm chart ship as ConfigMaps.
-	@mkdir -p deploy/overlays/configmaps/plugins deploy/chart/charts/plugin-files
+	@# What `kubectl apply -k deploy/` ships as ConfigMaps (the chart ships no plugin).
+	@mkdir -p deploy/overlays/configmaps/plugins
 	@for p in $(PLUGINS); do cp "target/plugins/$$p.wasm" deploy/overlays/configmaps/plugins/; done
-	@for p in $(PLUGINS); do cp "target/plugins/$$p.wasm" deploy/chart/charts/plugin-files/; done
 	@for p in $(PURE_TEST_PLUGINS); do cp "$(PURE_OUT)/$${p//-/_}.wasm" "target/test-plugins/$$p.wasm"; done
 	@for p in $(WASI_PLUGINS); do cp "$(WASM_OUT)/$${p//-/_}.wasm" "target/test-plugins/$$p.wasm"; done
 	@# A component that takes Cranelift ~10 s and ~600 MiB to compile, for

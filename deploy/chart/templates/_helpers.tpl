@@ -26,20 +26,6 @@ app.kubernetes.io/part-of: kubeplug
 app.kubernetes.io/name: kubeplug
 {{- end }}
 
-{{/*
-The plugin files shipped as ConfigMaps: charts/plugin-files/*.wasm, as a
-dict of file name to the subchart's Files (to read them with).
-*/}}
-{{- define "kubeplug.pluginFiles" -}}
-{{- $files := dict -}}
-{{- with index .Subcharts "plugin-files" -}}
-{{- range $path, $_ := .Files.Glob "*.wasm" -}}
-{{- $_ := set $files (base $path) true -}}
-{{- end -}}
-{{- end -}}
-{{- keys $files | sortAlpha | toJson -}}
-{{- end }}
-
 {{/* A CRD from files/, with Helm's keep policy when crds.keep. */}}
 {{- define "kubeplug.crd" -}}
 {{- $crd := .crd -}}

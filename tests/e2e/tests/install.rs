@@ -73,6 +73,53 @@ fn helm_install() -> String {
     stdout
 }
 
+/// `helm ARGS` as an operator types it; its stdout, or a panic with both.
+fn helm(args: &[&str]) -> String {
+    let helm = std::env::var("HELM").expect("HELM (tests/e2e/run sets it)");
+    let out = Command::new(&helm)
+        .args(args)
+        .arg("--color=never")
+        .output()
+        .expect("run helm");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Ship (or upgrade) plugin `name` from `file` as its team does under the
+/// chart, which holds no plugin: its own ConfigMap, applied server-side.
+fn ship_plugin(name: &str, file: &Path) {
+    let configmap = kubectl_ok(
+        &[
+            "create",
+            "configmap",
+            &format!("kubeplug-plugin-{name}"),
+            "-n",
+            SYSTEM,
+            &format!("--from-file={name}.wasm={}", file.display()),
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ],
+        None,
+    );
+    kubectl_ok(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&configmap),
+    );
+}
+
+/// The three seeds, shipped by their teams.
+fn ship_seed_plugins() {
+    for name in ["database", "myapp", "pod-annotator"] {
+        ship_plugin(name, &built(name));
+    }
+}
+
 /// The namespace first: a server-side dry run cannot create objects in a
 /// namespace that does not exist yet.
 fn install_namespace() {
@@ -376,6 +423,7 @@ fn the_host_runs_from_its_image_as_in_its_pod() {
 fn the_host_runs_from_its_image_as_the_helm_chart_installs_it() {
     install_namespace();
     host_runs_as_in_its_pod(|| {
+        ship_seed_plugins();
         let out = helm_install();
         assert!(out.contains("STATUS: deployed"), "{out}");
         let deployment = get_json(SYSTEM, "deployment/kubeplug").expect("the Deployment");
@@ -393,12 +441,17 @@ fn the_host_runs_from_its_image_as_the_helm_chart_installs_it() {
             policy["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm",
             "the release owns the NetworkPolicy"
         );
+        // The plugins are their teams' ConfigMaps, not the release's.
         for name in ["database", "myapp", "pod-annotator"] {
             let configmap = get_json(SYSTEM, &format!("configmap/kubeplug-plugin-{name}"))
-                .unwrap_or_else(|| panic!("the chart's ConfigMap of {name}"));
+                .unwrap_or_else(|| panic!("the team's ConfigMap of {name}"));
             assert!(
                 configmap["binaryData"][format!("{name}.wasm")].is_string(),
                 "{name}.wasm in binaryData"
+            );
+            assert_ne!(
+                configmap["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm",
+                "the release holds no plugin: {name}"
             );
         }
     });
@@ -704,17 +757,84 @@ fn host_runs_as_in_its_pod(install: impl Fn()) {
     delete_deployment();
 }
 
+/// A team upgrades its plugin, then the platform runs a routine `helm
+/// upgrade`: no conflict, and the team's version stays (the release holds
+/// no plugin bytes, so it stays small too). `helm uninstall` leaves the
+/// namespace and the teams' ConfigMaps.
+#[test]
+fn a_routine_helm_upgrade_keeps_a_teams_plugin_and_uninstall_leaves_the_namespace() {
+    install_namespace();
+    ship_seed_plugins();
+    helm_install();
+    let v2 = repo().join("target/test-plugins/database-v2.wasm");
+    ship_plugin("database", &v2);
+
+    let chart = repo().join("deploy/chart");
+    let out = helm(&[
+        "upgrade",
+        "kubeplug",
+        path_str(&chart),
+        "--namespace",
+        SYSTEM,
+        "--reuse-values",
+        "--set",
+        "logLevel=debug",
+    ]);
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    let configmap = get_json(SYSTEM, "configmap/kubeplug-plugin-database").expect("database's");
+    let shipped = decode_base64(configmap["binaryData"]["database.wasm"].as_str().unwrap());
+    assert!(
+        shipped == std::fs::read(&v2).unwrap(),
+        "the team's v2 is still what the host reads"
+    );
+    let releases: Value = serde_json::from_str(&kubectl_ok(
+        &[
+            "get",
+            "secrets",
+            "-n",
+            SYSTEM,
+            "-l",
+            "owner=helm,name=kubeplug",
+            "-o",
+            "json",
+        ],
+        None,
+    ))
+    .expect("release Secrets");
+    for release in releases["items"].as_array().expect("items") {
+        let size = release["data"]["release"].as_str().map_or(0, str::len);
+        eprintln!("release Secret: {size} bytes");
+        assert!(
+            size < 256 << 10,
+            "a release without plugins stays small: {size} bytes"
+        );
+    }
+
+    helm(&["uninstall", "kubeplug", "--namespace", SYSTEM]);
+    assert!(
+        get_json("", &format!("namespace/{SYSTEM}"))
+            .is_some_and(|ns| ns["metadata"]["deletionTimestamp"].is_null()),
+        "the namespace stays"
+    );
+    for name in ["database", "myapp", "pod-annotator"] {
+        assert!(
+            get_json(SYSTEM, &format!("configmap/kubeplug-plugin-{name}")).is_some(),
+            "{name}'s ConfigMap stays"
+        );
+    }
+    assert!(get_json(SYSTEM, "deployment/kubeplug").is_none());
+    // What later tests expect: the seeds' identities and plugins as shipped.
+    install_crds();
+    ship_seed_plugins();
+}
+
+/// A ConfigMap's binaryData value as bytes (in process: piping a plugin's
+/// worth through `base64 -d` fills its output pipe before its input is
+/// written, and both wait).
 fn decode_base64(text: &str) -> Vec<u8> {
-    let out = Command::new("base64")
-        .arg("-d")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(text.as_bytes())?;
-            child.wait_with_output()
-        })
-        .expect("base64 -d");
-    out.stdout
+    use base64::Engine as _;
+    let text: String = text.split_whitespace().collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .expect("binaryData is base64")
 }
