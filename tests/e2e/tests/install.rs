@@ -52,25 +52,18 @@ fn apply_kustomization(dir: &str, dry_run: bool) -> String {
 /// fields they changed (`--force-conflicts`, server-side like `deploy/`).
 fn helm_install() -> String {
     let chart = repo().join("deploy/chart");
-    let helm = std::env::var("HELM").expect("HELM (tests/e2e/run sets it)");
-    let out = Command::new(&helm)
-        .args(["upgrade", "--install", "kubeplug", path_str(&chart)])
-        .args(["--namespace", SYSTEM, "--create-namespace"])
-        .args([
-            "--server-side=true",
-            "--force-conflicts",
-            "--take-ownership",
-        ])
-        .arg("--color=never")
-        .output()
-        .expect("run helm");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "helm upgrade --install: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    helm(&[
+        "upgrade",
+        "--install",
+        "kubeplug",
+        path_str(&chart),
+        "--namespace",
+        SYSTEM,
+        "--create-namespace",
+        "--server-side=true",
+        "--force-conflicts",
+        "--take-ownership",
+    ])
 }
 
 /// `helm ARGS` as an operator types it; its stdout, or a panic with both.
