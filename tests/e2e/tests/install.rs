@@ -685,24 +685,7 @@ fn host_runs_as_in_its_pod(install: impl Fn()) {
     // Upgrade one plugin by changing its ConfigMap: the kubelet's writer
     // swaps `..data`, the host swaps the plugin, without a restart.
     let v2 = repo().join("target/test-plugins/database-v2.wasm");
-    let configmap = kubectl_ok(
-        &[
-            "create",
-            "configmap",
-            "kubeplug-plugin-database",
-            "-n",
-            SYSTEM,
-            &format!("--from-file=database.wasm={}", v2.display()),
-            "--dry-run=client",
-            "-o",
-            "yaml",
-        ],
-        None,
-    );
-    kubectl_ok(
-        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-        Some(&configmap),
-    );
+    ship_plugin("database", &v2);
     let after = eventually("the host to swap the database plugin", TIMEOUT, || {
         host.plugin("database")
             .filter(|row| row["version"] != before["version"])

@@ -78,21 +78,32 @@ impl Drop for Cleanup {
     }
 }
 
-/// The host as deploy/base's ServiceAccount `kubeplug` (its own rules
-/// plus the generated ones), serving `wasm` from a plugin directory, in the
-/// namespace the template's samples use.
-fn host_for(dir: &PluginDir, policy: &Path) -> Host {
-    let kubeconfig = service_account_kubeconfig(dir);
+/// Put the project's `dist/<name>.wasm` in `dir`, as a platform ships a
+/// team's build.
+fn ship(dir: &PluginDir, project: &Path, name: &str) {
+    let wasm = project.join(format!("dist/{name}.wasm"));
+    dir.put(name, &std::fs::read(wasm).expect("the built plugin"));
+}
+
+/// The project's plugin in a fresh plugin directory, and the host as
+/// deploy/base's ServiceAccount `kubeplug` (its own rules plus the
+/// generated ones) serving it under deploy/base's grants and `policy`, in
+/// the namespace the template's samples use.
+fn serve(project: &Path, name: &str, policy: &Path) -> (PluginDir, Host) {
+    let dir = PluginDir::with(&[]);
+    ship(&dir, project, name);
+    let kubeconfig = service_account_kubeconfig(&dir);
     let policy = format!(
         "{},{}",
         repo().join("deploy/base/policy.yaml").display(),
         policy.display()
     );
-    Host::start_as(
-        dir,
+    let host = Host::start_as(
+        &dir,
         &["--policy", &policy, "--namespaces", "default"],
         &kubeconfig,
-    )
+    );
+    (dir, host)
 }
 
 /// `plugin` reconciled, and never failed.
@@ -152,12 +163,7 @@ fn a_rust_plugin_goes_from_kubeplug_new_to_serving_and_upgraded_with_generated_p
         None,
     );
 
-    let dir = PluginDir::with(&[]);
-    dir.put(
-        "greeting",
-        &std::fs::read(project.join("dist/greeting.wasm")).unwrap(),
-    );
-    let host = host_for(&dir, &policy);
+    let (dir, host) = serve(&project, "greeting", &policy);
     serving(&host, "greeting", "0.1.0");
 
     let sample = project.join("samples/greeting.yaml");
@@ -190,10 +196,7 @@ fn a_rust_plugin_goes_from_kubeplug_new_to_serving_and_upgraded_with_generated_p
     )
     .unwrap();
     kubeplug(&project, &["build"]);
-    dir.put(
-        "greeting",
-        &std::fs::read(project.join("dist/greeting.wasm")).unwrap(),
-    );
+    ship(&dir, &project, "greeting");
     serving(&host, "greeting", "0.2.0");
     eventually("the upgraded message", TIMEOUT, || {
         let map = get_json("default", "configmap/hello-greeting")?;
@@ -222,12 +225,7 @@ fn a_python_plugin_goes_from_kubeplug_new_to_serving_with_generated_platform_man
         "stamper",
         &["--decorator-key", "example.com/stamper"],
     );
-    let dir = PluginDir::with(&[]);
-    dir.put(
-        "stamper",
-        &std::fs::read(project.join("dist/stamper.wasm")).unwrap(),
-    );
-    let host = host_for(&dir, &policy);
+    let (_dir, host) = serve(&project, "stamper", &policy);
     serving(&host, "stamper", "0.1.0");
 
     let sample = project.join("samples/pod.yaml");
