@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod pod;
 pub mod spans;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
@@ -1437,4 +1438,45 @@ pub fn service_account_kubeconfig(dir: &PluginDir) -> std::path::PathBuf {
     let path = dir.path.with_extension("sa.kubeconfig");
     std::fs::write(&path, kubeconfig.to_string()).expect("write kubeconfig");
     path
+}
+
+/// `helm ARGS` as an operator types it; its stdout, or a panic with both.
+pub fn helm(args: &[&str]) -> String {
+    let helm = std::env::var("HELM").expect("HELM (tests/e2e/run sets it)");
+    let out = Command::new(&helm)
+        .args(args)
+        .arg("--color=never")
+        .output()
+        .expect("run helm");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Ship (or upgrade) plugin `name` from `file` as its team does under the
+/// chart, which holds no plugin: its own ConfigMap in `kubeplug-system`,
+/// applied server-side.
+pub fn ship_plugin(name: &str, file: &Path) {
+    let configmap = kubectl_ok(
+        &[
+            "create",
+            "configmap",
+            &format!("kubeplug-plugin-{name}"),
+            "-n",
+            "kubeplug-system",
+            &format!("--from-file={name}.wasm={}", file.display()),
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ],
+        None,
+    );
+    kubectl_ok(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&configmap),
+    );
 }

@@ -13,17 +13,16 @@
 //! a projected ServiceAccount token from the TokenRequest API at the
 //! in-cluster path, with `KUBERNETES_SERVICE_HOST`/`PORT`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
+use kubeplug_e2e::pod::{Pod, UID, decode_base64};
 use kubeplug_e2e::*;
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 const SYSTEM: &str = "kubeplug-system";
-/// The image's user (deploy/image/build, deploy/base/deployment.yaml).
-const UID: u32 = 65532;
 
 fn path_str(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
@@ -64,46 +63,6 @@ fn helm_install() -> String {
         "--force-conflicts",
         "--take-ownership",
     ])
-}
-
-/// `helm ARGS` as an operator types it; its stdout, or a panic with both.
-fn helm(args: &[&str]) -> String {
-    let helm = std::env::var("HELM").expect("HELM (tests/e2e/run sets it)");
-    let out = Command::new(&helm)
-        .args(args)
-        .arg("--color=never")
-        .output()
-        .expect("run helm");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "helm {args:?}: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-/// Ship (or upgrade) plugin `name` from `file` as its team does under the
-/// chart, which holds no plugin: its own ConfigMap, applied server-side.
-fn ship_plugin(name: &str, file: &Path) {
-    let configmap = kubectl_ok(
-        &[
-            "create",
-            "configmap",
-            &format!("kubeplug-plugin-{name}"),
-            "-n",
-            SYSTEM,
-            &format!("--from-file={name}.wasm={}", file.display()),
-            "--dry-run=client",
-            "-o",
-            "yaml",
-        ],
-        None,
-    );
-    kubectl_ok(
-        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-        Some(&configmap),
-    );
 }
 
 /// The three seeds, shipped by their teams.
@@ -308,99 +267,6 @@ fn deployed_pod_spec() -> Value {
         .clone()
 }
 
-fn kubectl_path() -> PathBuf {
-    PathBuf::from(std::env::var("KUBECTL").expect("KUBECTL (tests/e2e/run sets it)"))
-}
-
-/// The `kubeplug-cluster` binary (beside the kubectl link).
-fn cluster_binary() -> PathBuf {
-    let kubectl = kubectl_path();
-    std::fs::canonicalize(&kubectl)
-        .unwrap_or(kubectl)
-        .with_file_name("kubeplug-cluster")
-}
-
-/// The host image's root filesystem, unpacked from `make image`'s archive.
-fn unpack_image(into: &Path) -> PathBuf {
-    let version = std::fs::read_to_string(repo().join("host/kubeplug/Cargo.toml"))
-        .expect("host/kubeplug/Cargo.toml")
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("version = \"")?
-                .strip_suffix('"')
-                .map(String::from)
-        })
-        .expect("host version");
-    let archive = repo().join(format!("target/images/kubeplug-{version}.oci.tar"));
-    assert!(
-        archive.exists(),
-        "{} is missing: run `make image` (make test does)",
-        archive.display()
-    );
-    let layout = into.join("layout");
-    std::fs::create_dir_all(&layout).unwrap();
-    run_ok(Command::new("tar").args(["-xf", path_str(&archive), "-C", path_str(&layout)]));
-    let bundle = into.join("bundle");
-    run_ok(Command::new("umoci").args([
-        "unpack",
-        "--image",
-        &format!("{}:{version}", layout.display()),
-        path_str(&bundle),
-    ]));
-    bundle.join("rootfs")
-}
-
-fn run_ok(command: &mut Command) {
-    let out = command.output().expect("run a command");
-    assert!(
-        out.status.success(),
-        "{command:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The kubelet's configMap volumes, from the real ConfigMaps, kept in sync.
-struct Volumes(Vec<Child>);
-
-impl Drop for Volumes {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// A volume the kubelet would lay out from `configmaps`, in `dir`.
-fn configmap_volume(configmaps: &[String], dir: &Path) -> Child {
-    let mut child = Command::new(cluster_binary())
-        .args(["volume", "--namespace", SYSTEM, "--period", "1s"])
-        .args(["--configmaps", &configmaps.join(",")])
-        .args(["--dir", path_str(dir)])
-        .env("KUBECONFIG", kubeconfig_path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the configMap volume");
-    use std::io::BufRead;
-    let stdout = child.stdout.take().expect("stdout");
-    let mut first = String::new();
-    std::io::BufReader::new(stdout)
-        .read_line(&mut first)
-        .expect("volume output");
-    assert!(first.starts_with("VOLUME_READY="), "volume: {first}");
-    child
-}
-
-fn kubeconfig_path() -> String {
-    std::env::var("KUBECONFIG").expect("KUBECONFIG (tests/e2e/run sets it)")
-}
-
-fn chown_to_image_user(path: &Path) {
-    run_ok(Command::new("chown").args(["-R", &format!("{UID}:{UID}"), path_str(path)]));
-}
-
 #[test]
 fn the_host_runs_from_its_image_as_in_its_pod() {
     install_namespace();
@@ -461,163 +327,22 @@ fn host_runs_as_in_its_pod(install: impl Fn()) {
     // the process below is the only kubeplug.
     delete_deployment();
 
-    let work = tempfile::tempdir().expect("temp dir");
-    let work = work.path();
-    let rootfs = unpack_image(work);
-    let container = &spec["containers"][0];
-
-    // Volumes: configMap and projected ones from the kubelet's writer,
-    // emptyDirs as empty directories owned by the pod's fsGroup.
-    let mut volumes = Volumes(Vec::new());
-    let mut mounts = Vec::new();
-    for mount in container["volumeMounts"].as_array().expect("volumeMounts") {
-        let name = mount["name"].as_str().expect("mount name");
-        let volume = spec["volumes"]
-            .as_array()
-            .and_then(|v| v.iter().find(|v| v["name"] == name))
-            .unwrap_or_else(|| panic!("volume {name}"));
-        let dir = work.join(format!("volume-{name}"));
-        if let Some(cm) = volume["configMap"]["name"].as_str() {
-            volumes.0.push(configmap_volume(&[cm.to_string()], &dir));
-        } else if let Some(sources) = volume["projected"]["sources"].as_array() {
-            let names: Vec<String> = sources
-                .iter()
-                .filter_map(|s| s["configMap"]["name"].as_str().map(String::from))
-                .collect();
-            volumes.0.push(configmap_volume(&names, &dir));
-        } else if volume["emptyDir"].is_object() {
-            std::fs::create_dir_all(&dir).unwrap();
-            chown_to_image_user(&dir);
-        } else {
-            panic!("volume {name}: a kind this test cannot lay out: {volume}");
-        }
-        let read_only = mount["readOnly"].as_bool().unwrap_or(false);
-        mounts.push((
-            dir,
-            mount["mountPath"].as_str().unwrap().to_string(),
-            read_only,
-        ));
-    }
-
-    // The ServiceAccount's projected token, CA and namespace.
-    let sa = work.join("serviceaccount");
-    std::fs::create_dir_all(&sa).unwrap();
-    let token = kubectl_ok(
-        &["create", "token", "kubeplug", "-n", SYSTEM, "--duration=1h"],
-        None,
-    );
-    std::fs::write(sa.join("token"), token.trim()).unwrap();
-    std::fs::write(sa.join("namespace"), SYSTEM).unwrap();
-    let admin: Value = serde_json::from_str(&kubectl_ok(
-        &["config", "view", "--raw", "--minify", "-o", "json"],
-        None,
-    ))
-    .expect("kubeconfig");
-    let cluster = &admin["clusters"][0]["cluster"];
-    let ca = match cluster["certificate-authority-data"].as_str() {
-        Some(data) => decode_base64(data),
-        None => std::fs::read(cluster["certificate-authority"].as_str().expect("a CA"))
-            .expect("read the CA"),
-    };
-    std::fs::write(sa.join("ca.crt"), ca).unwrap();
-    mounts.push((
-        sa.clone(),
-        "/var/run/secrets/kubernetes.io/serviceaccount".into(),
-        true,
-    ));
-    let server = cluster["server"].as_str().expect("server");
-    let (host_ip, port) = server
-        .trim_start_matches("https://")
-        .rsplit_once(':')
-        .expect("server host:port");
-
     // Args as the Deployment has them, but a free port for the listener
     // (8080 may be taken on this machine); still on every address.
     let listen_port = free_port();
-    let args: Vec<String> = container["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .map(|a| {
-            if a.starts_with("--listen=") {
-                format!("--listen=0.0.0.0:{listen_port}")
-            } else {
-                a
-            }
-        })
-        .collect();
-    assert!(args.iter().any(|a| a == "--leader-elect"));
     let pod_name = "kubeplug-7d9f8b6c5-sim01";
-    let mut env: Vec<(String, String)> = vec![
-        (
-            "PATH".into(),
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
-        ),
-        ("KUBERNETES_SERVICE_HOST".into(), host_ip.into()),
-        ("KUBERNETES_SERVICE_PORT".into(), port.into()),
-        ("HOSTNAME".into(), pod_name.into()),
-    ];
-    for var in container["env"].as_array().expect("env") {
-        let name = var["name"].as_str().unwrap().to_string();
-        let value = match var["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
-            Some("metadata.name") => pod_name.to_string(),
-            Some("metadata.namespace") => SYSTEM.to_string(),
-            Some(other) => panic!("env {name}: unexpected fieldRef {other}"),
-            None if var["valueFrom"]["resourceFieldRef"].is_object() => {
-                // The kubelet's resolution: the container's limit over the divisor.
-                let field = &var["valueFrom"]["resourceFieldRef"];
-                assert_eq!(field["resource"], "limits.memory", "env {name}");
-                assert_eq!(field["divisor"], "1Mi", "env {name}");
-                let limit = container["resources"]["limits"]["memory"]
-                    .as_str()
-                    .expect("a memory limit");
-                let mib: u64 = match limit.split_at(limit.len() - 2) {
-                    (n, "Mi") => n.parse().expect("MiB"),
-                    (n, "Gi") => n.parse::<u64>().expect("GiB") * 1024,
-                    _ => panic!("unexpected memory limit {limit}"),
-                };
-                mib.to_string()
-            }
-            None => var["value"].as_str().expect("env value").to_string(),
-        };
-        env.push((name, value));
-    }
-    let user = format!(
-        "{}:{}",
-        spec["securityContext"]["runAsUser"], spec["securityContext"]["runAsGroup"]
-    );
-    assert_eq!(user, format!("{UID}:{UID}"));
-
-    // The pod's mount namespace: its own /proc and /dev, the volumes, and
-    // a read-only root filesystem; then the entrypoint as the pod's user.
-    let r = path_str(&rootfs).to_string();
-    let mut script = format!(
-        "set -e\nmount --bind {r} {r}\nmkdir -p {r}/proc {r}/dev\nmount -t proc proc {r}/proc\nmount --rbind /dev {r}/dev\n"
-    );
-    for (dir, at, read_only) in &mounts {
-        script += &format!("mkdir -p {r}{at}\nmount --bind {} {r}{at}\n", dir.display());
-        if *read_only {
-            script += &format!("mount -o remount,bind,ro {r}{at}\n");
+    let simulated = Pod::prepare(SYSTEM, &spec, 0, pod_name, |a| {
+        if a.starts_with("--listen=") {
+            format!("--listen=0.0.0.0:{listen_port}")
+        } else {
+            a
         }
-    }
-    script += &format!(
-        "mount -o remount,bind,ro {r}\nexec chroot --userspec={user} {r} /kubeplug \"$@\"\n"
-    );
-    let log = work.join("host.log");
-    let child = Command::new("unshare")
-        .args([
-            "--mount",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            &script,
-            "pod",
-        ])
-        .args(&args)
-        .env_clear()
-        .envs(env)
+    });
+    assert!(simulated.args().iter().any(|a| a == "--leader-elect"));
+    assert_eq!(simulated.user(), format!("{UID}:{UID}"));
+    let log = simulated.work.path().join("host.log");
+    let child = simulated
+        .command()
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
@@ -723,7 +448,7 @@ fn host_runs_as_in_its_pod(install: impl Fn()) {
     assert!(host.terminate(), "the host exits cleanly on SIGTERM");
     let held = lease_holders(SYSTEM);
     assert!(held.is_empty(), "every Lease is released: {held:?}");
-    drop(volumes);
+    drop(simulated);
     kubectl(
         &["delete", "pod", &pod, "-n", "team-a", "--wait=false"],
         None,
@@ -802,15 +527,4 @@ fn a_routine_helm_upgrade_keeps_a_teams_plugin_and_uninstall_leaves_the_namespac
     // What later tests expect: the seeds' identities and plugins as shipped.
     install_crds();
     ship_seed_plugins();
-}
-
-/// A ConfigMap's binaryData value as bytes (in process: piping a plugin's
-/// worth through `base64 -d` fills its output pipe before its input is
-/// written, and both wait).
-fn decode_base64(text: &str) -> Vec<u8> {
-    use base64::Engine as _;
-    let text: String = text.split_whitespace().collect();
-    base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .expect("binaryData is base64")
 }
