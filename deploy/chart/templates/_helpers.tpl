@@ -21,6 +21,24 @@ app.kubernetes.io/part-of: kubeplug
 {{ include "kubeplug.helmLabels" . }}
 {{- end }}
 
+{{/*
+Where the serving certificates come from (certificates.source): self,
+certManager or secret; `certManager.enabled: true` (earlier values files)
+means certManager.
+*/}}
+{{- define "kubeplug.certSource" -}}
+{{- $source := ternary "certManager" .Values.certificates.source .Values.certManager.enabled -}}
+{{- if not (has $source (list "self" "certManager" "secret")) -}}
+{{- fail (printf "certificates.source: %q is none of self, certManager, secret" $source) -}}
+{{- end -}}
+{{- $source -}}
+{{- end }}
+
+{{/* The Secret the host keeps its own certificate in (certificates.source=self). */}}
+{{- define "kubeplug.servingCertsSecret" -}}
+kubeplug-serving-certs
+{{- end }}
+
 {{/* The pods, and what selects them. */}}
 {{- define "kubeplug.selectorLabels" -}}
 app.kubernetes.io/name: kubeplug

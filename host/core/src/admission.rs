@@ -52,6 +52,11 @@ pub enum AdmitError {
     /// The policy pins the plugin to other digests.
     #[error("digest sha256:{digest} is not pinned for plugin {plugin} by the policy")]
     NotPinned { plugin: String, digest: String },
+    /// The grant asks for a signature the file does not carry.
+    #[error(
+        "plugin {plugin}'s grant asks for a signature by one of its keys (signedBy), and this file carries none: ship it as an OCI artifact signed with `kubeplug push --sign-key` and name it in the host's --plugin-artifacts, which verifies the signature when it pulls; a file put in the directory any other way is not loaded"
+    )]
+    Unsigned { plugin: String },
     /// The file sits where another plugin is placed.
     #[error(
         "{at} is where plugin {bound} is placed, but the file declares plugin {declared} (whose file is {location}): refused, it runs as nobody"
@@ -119,12 +124,21 @@ pub struct Placed<'a> {
     pub rel: &'a Path,
 }
 
+/// Two PEM texts of one key: the same once whitespace is set aside (a
+/// YAML block may re-wrap or indent it).
+fn same_key(a: &str, b: &str) -> bool {
+    a.split_whitespace().eq(b.split_whitespace())
+}
+
 /// One admission under one policy.
 #[derive(Debug, Clone, Copy)]
 pub struct Admission<'a> {
     policy: &'a Policy,
     placed: Option<Placed<'a>>,
     namespaces: Option<&'a [String]>,
+    /// The key (PEM) whose signature the host verified on the file when
+    /// it pulled it.
+    signed_by: Option<&'a str>,
 }
 
 impl<'a> Admission<'a> {
@@ -135,6 +149,7 @@ impl<'a> Admission<'a> {
             policy,
             placed: None,
             namespaces: None,
+            signed_by: None,
         }
     }
 
@@ -143,6 +158,15 @@ impl<'a> Admission<'a> {
     pub fn placed(self, placed: Placed<'a>) -> Self {
         Admission {
             placed: Some(placed),
+            ..self
+        }
+    }
+
+    /// The host verified the file's signature by `key` (PEM) when it pulled
+    /// it (see [`Grant::signed_by`](crate::policy::Grant::signed_by)).
+    pub fn signed_by(self, key: Option<&'a str>) -> Self {
+        Admission {
+            signed_by: key,
             ..self
         }
     }
@@ -171,6 +195,13 @@ impl<'a> Admission<'a> {
             return Err(AdmitError::NotPinned {
                 plugin: bound.into(),
                 digest: digest.into(),
+            });
+        }
+        let signers = self.policy.signers_for_file(bound);
+        let signed = |key: &str| signers.iter().any(|s| same_key(s, key));
+        if !signers.is_empty() && !self.signed_by.is_some_and(signed) {
+            return Err(AdmitError::Unsigned {
+                plugin: bound.into(),
             });
         }
         Ok(self.policy.quotas_for_file(bound))
@@ -382,6 +413,62 @@ mod tests {
             Err(AdmitError::NotPinned { .. })
         ));
         assert!(admission.before_compile("db", &pinned).is_ok());
+    }
+
+    #[test]
+    fn a_grant_that_asks_for_a_signature_admits_only_a_file_verified_by_one_of_its_keys() {
+        let key = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----";
+        let other = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAF\n-----END PUBLIC KEY-----";
+        let policy = policy(&format!(
+            "plugins:\n  db:\n    signedBy:\n      - |\n        {}\n",
+            key.replace('\n', "\n        ")
+        ));
+        let placed = Placed {
+            name: "db",
+            rel: Path::new("db.wasm"),
+        };
+        let admission = Admission::new(&policy).placed(placed);
+        let unsigned = admission.before_compile("db", "ab").unwrap_err();
+        assert!(
+            matches!(unsigned, AdmitError::Unsigned { .. }),
+            "{unsigned}"
+        );
+        assert!(
+            unsigned.to_string().contains("--plugin-artifacts"),
+            "{unsigned}"
+        );
+        assert!(matches!(
+            admission.signed_by(Some(other)).before_compile("db", "ab"),
+            Err(AdmitError::Unsigned { .. })
+        ));
+        // The same key, wrapped and indented otherwise.
+        let rewrapped = key.replace('\n', "\n  ");
+        assert!(
+            admission
+                .signed_by(Some(&rewrapped))
+                .before_compile("db", "ab")
+                .is_ok()
+        );
+        // A plugin whose grant asks for none is not asked.
+        let open = Admission::new(&policy).placed(Placed {
+            name: "web",
+            rel: Path::new("web.wasm"),
+        });
+        assert!(open.before_compile("web", "ab").is_ok());
+    }
+
+    #[test]
+    fn a_signed_by_entry_that_is_not_one_public_key_is_refused_with_its_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.yaml");
+        std::fs::write(&path, "plugins:\n  db:\n    signedBy: [\"not a key\"]\n").unwrap();
+        let error = Policy::load(&[path]).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("signedBy[0] is not one PEM public key"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -144,7 +144,8 @@ pub struct Manifest {
     pub webhooks: crate::webhook::Webhooks,
 }
 
-fn is_dns_label(s: &str) -> bool {
+/// A DNS label (RFC 1123): what a plugin's name, and a namespace's, is.
+pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()

@@ -338,6 +338,15 @@ impl Policy {
             .unwrap_or_default()
     }
 
+    /// The keys the plugin named like the file stem must be signed by, if
+    /// any (see [`Grant::signed_by`]).
+    pub fn signers_for_file(&self, stem: &str) -> &[String] {
+        self.plugins
+            .get(stem)
+            .map(|g| g.signed_by.as_slice())
+            .unwrap_or_default()
+    }
+
     /// Every plugin the policy names and its ServiceAccount.
     pub fn service_accounts(&self) -> Vec<(String, String)> {
         self.plugins

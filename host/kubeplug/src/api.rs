@@ -33,7 +33,6 @@ mod table;
 pub mod tracker;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -59,9 +58,8 @@ pub const API_VERSION: &str = "kubeplug.io/v1alpha1";
 #[derive(Debug, Clone)]
 pub struct ApiSettings {
     pub listen: SocketAddr,
-    /// PEM serving certificate (chain) and key; re-read on change.
-    pub cert: PathBuf,
-    pub key: PathBuf,
+    /// The serving certificate (chain) and key; reloaded on change.
+    pub cert: crate::tls::CertSource,
     /// What one user, and everyone, may ask of previews.
     pub previews: limits::PreviewLimits,
 }
@@ -168,7 +166,7 @@ fn acceptor(
 ) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
     use anyhow::Context as _;
     let provider = crate::tls::provider();
-    let (certs, key) = crate::tls::serving_cert(&settings.cert, &settings.key, "API")?;
+    let (certs, key) = settings.cert.load("API")?;
     let mut roots = rustls::RootCertStore::empty();
     for ca in &front_proxy.client_ca {
         roots
@@ -194,8 +192,9 @@ fn acceptor(
 /// Re-read the certificate and the front proxy's settings now and then; a
 /// failed read keeps the previous ones.
 async fn reload(server: Arc<Server>, settings: ApiSettings, client: kube::Client) {
+    let mut cert = settings.cert.clone();
     loop {
-        tokio::time::sleep(RELOAD).await;
+        cert.reload_due(RELOAD).await;
         let front_proxy = match RequestHeader::load(&client).await {
             Ok(front_proxy) => front_proxy,
             Err(error) => {

@@ -520,6 +520,14 @@ pub struct RunArgs {
     /// ConfigMap). Links out of it are refused.
     #[arg(long, env = "KUBEPLUG_SETTINGS")]
     pub settings: Option<PathBuf>,
+    /// A YAML map of plugin name to OCI artifact by digest
+    /// (`REPOSITORY@sha256:<hex>`, as `kubeplug push` prints it), re-read
+    /// every 10 s: the host pulls each, checks its digest, size and (when
+    /// its grant has `signedBy`) its cosign signature, and writes it at the
+    /// plugin's location in `--plugins`, which must be writable (an
+    /// emptyDir). See README "Plugins as OCI artifacts".
+    #[arg(long, env = "KUBEPLUG_PLUGIN_ARTIFACTS")]
+    pub plugin_artifacts: Option<PathBuf>,
     /// Address for /metrics, /healthz, /readyz and /plugins. In a pod, give
     /// one the kubelet reaches (`0.0.0.0:8080`); `/plugins` shows file
     /// paths and error text, and `/plugins/<plugin>/replays` failure
@@ -528,29 +536,29 @@ pub struct RunArgs {
     pub listen: SocketAddr,
     /// Serve the aggregated API (`kubeplug.io/v1alpha1`, see
     /// [`crate::api`]) over TLS on this address; needs `--api-cert` and
-    /// `--api-key`.
-    #[arg(long, env = "KUBEPLUG_API_LISTEN", requires_all = ["api_cert", "api_key"])]
+    /// `--api-key`, or `--serving-certs-secret`.
+    #[arg(long, env = "KUBEPLUG_API_LISTEN")]
     pub api_listen: Option<SocketAddr>,
     /// PEM serving certificate (chain) of the aggregated API; its CA goes
     /// into the APIService's `caBundle`. Re-read every minute.
-    #[arg(long, env = "KUBEPLUG_API_CERT")]
+    #[arg(long, env = "KUBEPLUG_API_CERT", requires = "api_key")]
     pub api_cert: Option<PathBuf>,
     /// PEM private key of that certificate.
-    #[arg(long, env = "KUBEPLUG_API_KEY")]
+    #[arg(long, env = "KUBEPLUG_API_KEY", requires = "api_cert")]
     pub api_key: Option<PathBuf>,
     /// Serve the admission and conversion webhooks the platform grants
     /// plugins (`admission:`, `conversion:` in their grants) over TLS on
-    /// this address; needs `--webhook-cert` and `--webhook-key`. See
-    /// README "Admission and conversion".
-    #[arg(long, env = "KUBEPLUG_WEBHOOK_LISTEN", requires_all = ["webhook_cert", "webhook_key"])]
+    /// this address; needs `--webhook-cert` and `--webhook-key`, or
+    /// `--serving-certs-secret`. See README "Admission and conversion".
+    #[arg(long, env = "KUBEPLUG_WEBHOOK_LISTEN")]
     pub webhook_listen: Option<SocketAddr>,
     /// PEM serving certificate (chain) of the webhooks; its CA goes into
     /// the webhook configurations' and the CRDs' `caBundle`. Re-read every
     /// minute.
-    #[arg(long, env = "KUBEPLUG_WEBHOOK_CERT")]
+    #[arg(long, env = "KUBEPLUG_WEBHOOK_CERT", requires = "webhook_key")]
     pub webhook_cert: Option<PathBuf>,
     /// PEM private key of that certificate.
-    #[arg(long, env = "KUBEPLUG_WEBHOOK_KEY")]
+    #[arg(long, env = "KUBEPLUG_WEBHOOK_KEY", requires = "webhook_cert")]
     pub webhook_key: Option<PathBuf>,
     /// PEM CA certificate(s) of the client certificate the API server
     /// presents to admission webhooks (its AdmissionConfiguration's
@@ -570,6 +578,92 @@ pub struct RunArgs {
         requires = "webhook_client_ca"
     )]
     pub webhook_client_name: Vec<String>,
+    /// Make the serving certificate of `--api-listen` and
+    /// `--webhook-listen` itself, instead of `--api-cert` and
+    /// `--webhook-cert`, and keep it in this Secret of the host's namespace
+    /// (`--lease-namespace`), which every replica serves from: a CA and a
+    /// certificate for `--serving-cert-services`, created if absent,
+    /// renewed when a third of its lifetime is left (a renewed CA stays in
+    /// the bundle beside the old one until that expires). Needs `get`,
+    /// `create` and `update` on that Secret.
+    #[arg(
+        long,
+        env = "KUBEPLUG_SERVING_CERTS_SECRET",
+        value_name = "NAME",
+        conflicts_with_all = ["api_cert", "webhook_cert"]
+    )]
+    pub serving_certs_secret: Option<String>,
+    /// The Services of the host's namespace that certificate is for
+    /// (`NAME.NAMESPACE.svc` and `.svc.cluster.local`; `localhost` and
+    /// `127.0.0.1` too). A `caBundle` is set only where an object calls one
+    /// of them.
+    #[arg(
+        long,
+        env = "KUBEPLUG_SERVING_CERT_SERVICES",
+        value_name = "NAMES",
+        value_delimiter = ',',
+        default_value = "kubeplug-api,kubeplug-webhooks"
+    )]
+    pub serving_cert_services: Vec<String>,
+    /// How long a serving certificate the host makes is valid; its CA, five
+    /// times as long.
+    #[arg(
+        long,
+        env = "KUBEPLUG_SERVING_CERT_VALIDITY",
+        value_name = "DURATION",
+        default_value = "8760h"
+    )]
+    pub serving_cert_validity: GoDuration,
+    /// How often the Secret is re-read (a renewal by another replica is
+    /// served within this) and the `caBundle`s re-checked (one reset, by a
+    /// `helm upgrade` say, is put back within this).
+    #[arg(
+        long,
+        env = "KUBEPLUG_SERVING_CERTS_CHECK",
+        value_name = "DURATION",
+        default_value = "1m"
+    )]
+    pub serving_certs_check: GoDuration,
+    /// APIServices whose `spec.caBundle` the host keeps set to its CA
+    /// bundle (repeat, or separate with commas), when their service is one
+    /// of `--serving-cert-services`.
+    #[arg(
+        long,
+        env = "KUBEPLUG_INJECT_CA_APISERVICES",
+        value_name = "NAMES",
+        value_delimiter = ',',
+        requires = "serving_certs_secret"
+    )]
+    pub inject_ca_apiservice: Vec<String>,
+    /// ValidatingWebhookConfigurations whose webhooks calling one of those
+    /// Services get the bundle.
+    #[arg(
+        long,
+        env = "KUBEPLUG_INJECT_CA_VALIDATING",
+        value_name = "NAMES",
+        value_delimiter = ',',
+        requires = "serving_certs_secret"
+    )]
+    pub inject_ca_validating_webhook: Vec<String>,
+    /// MutatingWebhookConfigurations, likewise.
+    #[arg(
+        long,
+        env = "KUBEPLUG_INJECT_CA_MUTATING",
+        value_name = "NAMES",
+        value_delimiter = ',',
+        requires = "serving_certs_secret"
+    )]
+    pub inject_ca_mutating_webhook: Vec<String>,
+    /// CustomResourceDefinitions whose conversion webhook calls one of
+    /// those Services.
+    #[arg(
+        long,
+        env = "KUBEPLUG_INJECT_CA_CRDS",
+        value_name = "NAMES",
+        value_delimiter = ',',
+        requires = "serving_certs_secret"
+    )]
+    pub inject_ca_crd: Vec<String>,
     /// Previews a user may start per second (sustained) through the
     /// aggregated API; more get 429 before they cost anything.
     #[arg(long, env = "KUBEPLUG_PREVIEW_RATE", default_value_t = PreviewLimits::default().per_user_rate)]

@@ -15,6 +15,7 @@ use crate::api::limits::PreviewLimits;
 use crate::args::RunArgs;
 use crate::args::duration::GoDuration;
 use crate::drain;
+use crate::tls::CertSource;
 use kubeplug_core::policy::PolicyFiles;
 use kubeplug_kube::client::{ClientSettings, RateLimit};
 use kubeplug_kube::health::ApiHealth;
@@ -36,6 +37,10 @@ const INITIAL_SCAN_RETRIES: usize = 20;
 /// How long readiness waits for the plugins present at start to load (each
 /// load is bounded by its compile quota; a slower one is served once done).
 const INITIAL_LOAD_WAIT: Duration = Duration::from_secs(120);
+
+/// How long the first pull of the plugin artifacts may hold the start
+/// back (see [`crate::artifacts`]).
+const ARTIFACTS_AT_START: Duration = Duration::from_secs(60);
 
 /// How long reconciles in flight may run on after SIGTERM: well inside the
 /// 30 s Kubernetes waits before killing a pod.
@@ -120,6 +125,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             dir.display()
         );
     }
+    let provenance = Arc::new(kubeplug_operator::registry::Provenance::default());
     let registry = Arc::new(Registry::new(
         args.plugins.clone(),
         args.settings.clone(),
@@ -130,7 +136,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             client: clients.host.clone(),
             config: clients.config.clone(),
             client_settings: clients.settings.clone(),
-            policy,
+            policy: policy.clone(),
             metrics: metrics.operator.clone(),
             apply_metrics: metrics.apply.clone(),
             settings: Settings {
@@ -149,6 +155,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 &args.lease_namespace,
             ),
             max_plugin_bytes: args.max_plugin_bytes,
+            provenance: provenance.clone(),
         },
     ));
 
@@ -166,10 +173,12 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         &scanned,
         &operator_metrics,
     ));
+    let own_certs = serving_certs(&args, &clients, &tasks_watch).await?;
     let mut api = match args.api_listen {
         Some(listen) => Some(aggregated_api(
             &args,
             listen,
+            cert_source("--api-listen", (&args.api_cert, &args.api_key), &own_certs)?,
             &clients,
             &registry,
             &identity,
@@ -181,14 +190,11 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         Some(listen) => {
             let settings = crate::webhooks::WebhookSettings {
                 listen,
-                cert: args
-                    .webhook_cert
-                    .clone()
-                    .expect("clap requires --webhook-cert"),
-                key: args
-                    .webhook_key
-                    .clone()
-                    .expect("clap requires --webhook-key"),
+                cert: cert_source(
+                    "--webhook-listen",
+                    (&args.webhook_cert, &args.webhook_key),
+                    &own_certs,
+                )?,
                 client_ca: args.webhook_client_ca.clone(),
                 client_names: args.webhook_client_name.clone(),
             };
@@ -209,6 +215,27 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     };
     let mut admin = tokio::spawn(admin::serve(args.listen, probes.clone(), servers_watch));
 
+    if let Some(file) = &args.plugin_artifacts {
+        let mut puller = crate::artifacts::Puller::new(
+            file.clone(),
+            registry.clone(),
+            policy.clone(),
+            provenance,
+            args.max_plugin_bytes,
+        );
+        // The plugins named at start count as present at start (readiness
+        // waits for them), within a bound: a registry that does not answer
+        // must not keep the host from serving the others.
+        if tokio::time::timeout(ARTIFACTS_AT_START, puller.sync())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "pulling the plugin artifacts took over {ARTIFACTS_AT_START:?}; going on, they load as they arrive"
+            );
+        }
+        tokio::spawn(tasks_watch.clone().run_until(puller.run()));
+    }
     let again = initial_scan(&registry, &args).await;
     scanned.store(true, Ordering::Relaxed);
     tokio::spawn(
@@ -449,11 +476,79 @@ fn probes(
     }
 }
 
+/// With `--serving-certs-secret`, the host's own certificate (made or read,
+/// its bundle injected), kept current by a task until the tasks drain.
+async fn serving_certs(
+    args: &RunArgs,
+    clients: &Clients,
+    tasks: &drain::Watch,
+) -> anyhow::Result<Option<crate::certs::Current>> {
+    let Some(secret) = &args.serving_certs_secret else {
+        return Ok(None);
+    };
+    let settings = crate::certs::CertSettings {
+        secret: secret.clone(),
+        services: crate::certs::inject::Services {
+            namespace: args.lease_namespace.clone(),
+            names: args.serving_cert_services.clone(),
+        },
+        lifetimes: crate::certs::issue::Lifetimes::for_serving({
+            let validity = args.serving_cert_validity.0;
+            // Renewed with a third left: anything shorter would churn.
+            anyhow::ensure!(
+                validity >= Duration::from_secs(60),
+                "--serving-cert-validity must be at least 1m"
+            );
+            validity
+        }),
+        check: positive("--serving-certs-check", args.serving_certs_check)?,
+        targets: crate::certs::inject::Targets {
+            api_services: args.inject_ca_apiservice.clone(),
+            validating_webhooks: args.inject_ca_validating_webhook.clone(),
+            mutating_webhooks: args.inject_ca_mutating_webhook.clone(),
+            crds: args.inject_ca_crd.clone(),
+        },
+    };
+    // A client of its own: a few requests a minute, never queued behind
+    // the reconciles'.
+    let client = Clients::own(&clients.config, &clients.settings, "serving-certs")
+        .context("failed to build the serving certificates' client")?;
+    let (current, keep) = crate::certs::start(client, settings)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot make or read the serving certificate in Secret {}/{secret}",
+                args.lease_namespace
+            )
+        })?;
+    tokio::spawn(tasks.clone().run_until(keep));
+    Ok(Some(current))
+}
+
+/// Where `listener`'s certificate comes from: its files, or the host's own.
+fn cert_source(
+    listener: &str,
+    (cert, key): (&Option<std::path::PathBuf>, &Option<std::path::PathBuf>),
+    own: &Option<crate::certs::Current>,
+) -> anyhow::Result<CertSource> {
+    match (cert, key, own) {
+        (Some(cert), Some(key), _) => Ok(CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        }),
+        (_, _, Some(current)) => Ok(CertSource::Managed(current.clone())),
+        _ => anyhow::bail!(
+            "{listener} needs a serving certificate: its --*-cert and --*-key files, or --serving-certs-secret"
+        ),
+    }
+}
+
 /// Serve the aggregated API on `listen` until the servers drain, and track
 /// who leads for it.
 fn aggregated_api(
     args: &RunArgs,
     listen: SocketAddr,
+    cert: CertSource,
     clients: &Clients,
     registry: &Arc<Registry>,
     identity: &str,
@@ -479,8 +574,7 @@ fn aggregated_api(
     );
     let settings = crate::api::ApiSettings {
         listen,
-        cert: args.api_cert.clone().expect("clap requires --api-cert"),
-        key: args.api_key.clone().expect("clap requires --api-key"),
+        cert,
         previews: PreviewLimits {
             per_user_rate: args.preview_rate,
             per_user_burst: args.preview_burst,

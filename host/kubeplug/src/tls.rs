@@ -1,9 +1,10 @@
 //! The serving certificates of the host's TLS listeners (the aggregated
 //! API, the webhooks) and the CAs their clients are checked against: read
 //! from PEM files, which rotate, so each listener re-reads them now and
-//! then and keeps the previous ones on a failed read.
+//! then and keeps the previous ones on a failed read; or made by the host
+//! itself ([`crate::certs`]), reloaded as soon as it is renewed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -33,6 +34,52 @@ pub async fn handshake(
             None
         }
         Err(_) => None,
+    }
+}
+
+/// Where a listener's serving certificate comes from.
+#[derive(Debug, Clone)]
+pub enum CertSource {
+    /// PEM files (a mounted Secret), re-read every reload.
+    Files { cert: PathBuf, key: PathBuf },
+    /// The certificate the host makes and renews itself ([`crate::certs`]).
+    Managed(crate::certs::Current),
+}
+
+impl CertSource {
+    /// The certificate chain and key of the moment; `what` names them in
+    /// errors.
+    pub fn load(
+        &self,
+        what: &str,
+    ) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+        match self {
+            CertSource::Files { cert, key } => serving_cert(cert, key, what),
+            CertSource::Managed(current) => {
+                let served = current.borrow();
+                Ok((served.certs.clone(), served.key.clone_key()))
+            }
+        }
+    }
+
+    /// Wait until the listener should reload: `every`, or at once when a
+    /// managed certificate is renewed.
+    pub async fn reload_due(&mut self, every: std::time::Duration) {
+        let renewed = async {
+            match self {
+                CertSource::Managed(current) => {
+                    if current.changed().await.is_err() {
+                        // The certificate's task ended: the timer alone.
+                        std::future::pending::<()>().await;
+                    }
+                }
+                CertSource::Files { .. } => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = renewed => {}
+        }
     }
 }
 

@@ -35,9 +35,8 @@ use kubeplug_runtime::MemoryBudget;
 #[derive(Debug, Clone)]
 pub struct WebhookSettings {
     pub listen: SocketAddr,
-    /// PEM serving certificate (chain) and key; re-read on change.
-    pub cert: PathBuf,
-    pub key: PathBuf,
+    /// The serving certificate (chain) and key; reloaded on change.
+    pub cert: crate::tls::CertSource,
     /// PEM CA of the API server's admission client certificate; re-read
     /// with the serving certificate.
     pub client_ca: Option<PathBuf>,
@@ -85,7 +84,7 @@ impl Client {
 }
 
 fn acceptor(settings: &WebhookSettings) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
-    let (certs, key) = crate::tls::serving_cert(&settings.cert, &settings.key, "webhook")?;
+    let (certs, key) = settings.cert.load("webhook")?;
     let builder = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
         .with_safe_default_protocol_versions()
         .context("TLS versions")?;
@@ -175,8 +174,9 @@ pub async fn serve(
 }
 
 async fn reload(server: Arc<Server>, settings: WebhookSettings) {
+    let mut cert = settings.cert.clone();
     loop {
-        tokio::time::sleep(RELOAD).await;
+        cert.reload_due(RELOAD).await;
         match acceptor(&settings) {
             Ok(tls) => *server.tls.write().expect("tls lock") = Arc::new(tls),
             Err(error) => tracing::warn!(

@@ -37,7 +37,8 @@
 //! [`promotion`] (the gate) and [`promoted`] (its record in the cluster),
 //! [`watch`] (file events and rescans), [`placement`] (where a file may
 //! serve from, and reading it), [`survey()`] (the directory as a scan would
-//! read it, for `kubeplug doctor`).
+//! read it, for `kubeplug doctor`), [`artifacts`] (what the host's puller
+//! verified on the files it wrote).
 //!
 //! Assumptions: files are written in place or swapped in (ConfigMap `..data`
 //! symlinks, renames). Half-written files are caught by waiting until a file's
@@ -61,6 +62,7 @@ use kubeplug_kube::informers::Informers;
 use kubeplug_runtime::{LimitSettings, Runtime};
 
 mod admission;
+mod artifacts;
 mod candidates;
 mod placement;
 mod promoted;
@@ -71,6 +73,7 @@ mod status;
 mod survey;
 mod watch;
 
+pub use artifacts::Provenance;
 pub use placement::MAX_PLUGIN_BYTES;
 use placement::{Layout, Root};
 pub use promoted::{Promoted, RECORD_NAME, Record, RecordError};
@@ -114,6 +117,9 @@ struct FileEntry {
     recorded: Option<Promoted>,
     /// Why the serving version could not be recorded as promoted.
     unrecorded: Option<String>,
+    /// The plugin whose artifact's latest pull failed, and why (see
+    /// [`artifacts`]).
+    source_error: Option<(String, String)>,
 }
 
 struct Serving {
@@ -148,6 +154,8 @@ pub struct Wiring {
     pub max_plugin_bytes: u64,
     /// Where the versions promoted under a gate are remembered.
     pub promotions: Record,
+    /// What the artifact puller verified on the files it wrote.
+    pub provenance: Arc<Provenance>,
 }
 
 /// The host's plugins and their controllers.

@@ -1480,3 +1480,26 @@ pub fn ship_plugin(name: &str, file: &Path) {
         Some(&configmap),
     );
 }
+
+/// `helm upgrade --install` of the chart `deploy/chart` as release
+/// `kubeplug` in `kubeplug-system`, with `args` after the chart's own:
+/// server-side, adopting what other tests applied with kubectl
+/// (`--take-ownership`) and taking back the fields they changed
+/// (`--force-conflicts`). Its stdout.
+pub fn helm_install(args: &[&str]) -> String {
+    let chart = repo().join("deploy/chart");
+    let mut all = vec![
+        "upgrade",
+        "--install",
+        "kubeplug",
+        chart.to_str().expect("utf-8 path"),
+        "--namespace",
+        "kubeplug-system",
+        "--create-namespace",
+        "--server-side=true",
+        "--force-conflicts",
+        "--take-ownership",
+    ];
+    all.extend_from_slice(args);
+    helm(&all)
+}

@@ -661,3 +661,272 @@ fn unpack(tar: &[u8], dir: &Path) {
     );
     std::fs::remove_file(&file).unwrap();
 }
+
+/// The namespace the chart installs into.
+const SYSTEM: &str = "kubeplug-system";
+
+/// The platform names a plugin's artifact by digest in the chart's values
+/// (`plugins.source: artifacts`) and its grant asks for the team's
+/// signature (`signedBy`). The host, run from its image as the kubelet
+/// would run the Deployment's pod (its args, its ServiceAccount, the
+/// chart's ConfigMap as a volume), pulls the artifact from a real
+/// registry, verifies it and serves it; one changed value upgrades it
+/// without a restart; an artifact the key did not sign is refused while
+/// the version on disk serves on, with the reason on its row; a routine
+/// `helm upgrade` keeps the digest the platform named.
+#[test]
+fn a_plugin_named_by_digest_in_the_charts_values_is_pulled_verified_and_upgraded_by_one_value() {
+    install_crds();
+    let registry = Registry::start();
+    let name = format!("127.0.0.1:{}/team-a/database", registry.port);
+    let dir = tempfile::tempdir().unwrap();
+    let key = Keys::pkcs8(dir.path(), "team-a");
+    let stranger = Keys::sec1(dir.path(), "stranger");
+    let push_signed = |wasm: &Path, tag: &str, key: &Keys| {
+        let reference = format!("{name}:{tag}");
+        let out = kubeplug(dir.path())
+            .arg("push")
+            .arg(wasm)
+            .arg(&reference)
+            .arg("--sign-key")
+            .arg(&key.private)
+            .output()
+            .unwrap();
+        let stdout = succeeded("push --sign-key", &out);
+        format!("{name}@{}", digest_of(&stdout, &format!("{reference}@")))
+    };
+    let v1 = push_signed(&built("database"), "0.1.0", &key);
+    let v2 = push_signed(
+        &repo_path("target/test-plugins/database-v2.wasm"),
+        "0.2.0",
+        &key,
+    );
+    // Another build under the team's name, signed by someone else.
+    let forged = push_signed(&built("myapp"), "forged", &stranger);
+
+    let public = std::fs::read_to_string(&key.public).unwrap();
+    let values = dir.path().join("values.yaml");
+    let indented: String = public.lines().map(|l| format!("          {l}\n")).collect();
+    std::fs::write(
+        &values,
+        format!(
+            "plugins:\n  source: artifacts\n  artifacts:\n    database: {v1}\npolicy:\n  plugins:\n    database:\n      signedBy:\n        - |\n{indented}"
+        ),
+    )
+    .unwrap();
+    let out = helm_install(&["-f", values.to_str().unwrap()]);
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    let spec = get_json(SYSTEM, "deployment/kubeplug").expect("the Deployment")["spec"]["template"]
+        ["spec"]
+        .clone();
+    // kwok's simulated pods run nothing; this process is the only host.
+    kubectl_ok(&["delete", "deployment", "kubeplug", "-n", SYSTEM], None);
+
+    let (port, api_port) = (free_port(), free_port());
+    let pod = kubeplug_e2e::pod::Pod::prepare(SYSTEM, &spec, 0, "kubeplug-5f7d8-art01", |a| {
+        if a.starts_with("--listen=") {
+            format!("--listen=0.0.0.0:{port}")
+        } else if a.starts_with("--api-listen=") {
+            format!("--api-listen=0.0.0.0:{api_port}")
+        } else {
+            a
+        }
+    });
+    assert!(
+        pod.args()
+            .iter()
+            .any(|a| a == "--plugin-artifacts=/etc/kubeplug/artifacts/artifacts.yaml"),
+        "{:?}",
+        pod.args()
+    );
+    let log = pod.work.path().join("host.log");
+    let child = pod
+        .command()
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start the host as in its pod");
+    let host = Host::adopt(child, port, log);
+    let digest = |reference: &str| -> String {
+        // The manifest's digest names the artifact; the row shows the
+        // `.wasm`'s, which the registry's manifest names as its layer.
+        let manifest = registry.json(
+            "team-a/database",
+            "manifests",
+            reference.rsplit_once('@').unwrap().1,
+            MANIFEST,
+        );
+        manifest["layers"][0]["digest"].as_str().unwrap()[7..].to_string()
+    };
+
+    let served = eventually(
+        "the pulled database plugin to serve",
+        Duration::from_secs(120),
+        || {
+            host.plugin("database")
+                .filter(|row| row["state"] == "running")
+        },
+    );
+    assert_eq!(served["digest"], digest(&v1).as_str(), "{served}");
+    assert_eq!(served["file"], "/plugins/database.wasm", "{served}");
+    let namespace = Namespace::new("pulled");
+    let ns = namespace.name.as_str();
+    apply(ns, &database("pulled"));
+    database_runs(ns, "pulled");
+
+    // One value changed: the platform's upgrade.
+    let out = helm_install(&[
+        "--reuse-values",
+        "--set",
+        &format!("plugins.artifacts.database={v2}"),
+    ]);
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    kubectl(&["delete", "deployment", "kubeplug", "-n", SYSTEM], None);
+    let upgraded = eventually(
+        "the host to pull and serve v2",
+        Duration::from_secs(120),
+        || {
+            host.plugin("database")
+                .filter(|row| row["digest"] == digest(&v2).as_str() && row["state"] == "running")
+        },
+    );
+    assert_ne!(upgraded["version"], served["version"], "{upgraded}");
+    eventually(
+        "the StatefulSet to carry v2's label",
+        Duration::from_secs(120),
+        || {
+            let sts = get_json(ns, "statefulset/pulled")?;
+            (sts["metadata"]["labels"]["example.com/plugin-revision"] == "v2").then_some(())
+        },
+    );
+    // `kubectl get plugins` on the default install: the host made its own
+    // serving certificate and put its CA into the chart's APIService; the
+    // API server reaches this process through the Service once it points
+    // at loopback (nothing serves a ClusterIP here).
+    route_api_to_loopback(api_port);
+    let listed = eventually(
+        "kubectl get plugins to show v2",
+        Duration::from_secs(120),
+        || {
+            let out = kubectl(&["get", "plugin", "database", "-o", "json"], None);
+            let plugin: Value = serde_json::from_slice(&out.stdout).ok()?;
+            (plugin["status"]["version"] == upgraded["version"]).then_some(plugin)
+        },
+    );
+    assert_eq!(listed["status"]["state"], "running", "{listed}");
+    assert_eq!(listed["status"]["digest"], digest(&v2).as_str(), "{listed}");
+
+    // An artifact the grant's key did not sign: never written, v2 serves
+    // on, and the row says why.
+    let out = helm_install(&[
+        "--reuse-values",
+        "--set",
+        &format!("plugins.artifacts.database={forged}"),
+    ]);
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    kubectl(&["delete", "deployment", "kubeplug", "-n", SYSTEM], None);
+    let refused = eventually(
+        "the forged artifact to be refused",
+        Duration::from_secs(120),
+        || {
+            host.plugin("database")
+                .filter(|row| row["state"] == "degraded")
+        },
+    );
+    assert_eq!(
+        refused["digest"],
+        digest(&v2).as_str(),
+        "v2 serves on: {refused}"
+    );
+    let reason = refused["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("none verifies") && reason.contains(&forged),
+        "{refused}"
+    );
+    let on_disk = std::fs::read(pod.work.path().join("volume-plugins/database.wasm")).unwrap();
+    assert_eq!(
+        on_disk,
+        std::fs::read(repo_path("target/test-plugins/database-v2.wasm")).unwrap(),
+        "the forged artifact is never written"
+    );
+
+    // Back to v2, then a routine upgrade of something else keeps it.
+    helm_install(&[
+        "--reuse-values",
+        "--set",
+        &format!("plugins.artifacts.database={v2}"),
+    ]);
+    eventually(
+        "v2 to serve cleanly again",
+        Duration::from_secs(120),
+        || {
+            host.plugin("database")
+                .filter(|row| row["state"] == "running")
+        },
+    );
+    helm_install(&["--reuse-values", "--set", "logLevel=debug"]);
+    kubectl(&["delete", "deployment", "kubeplug", "-n", SYSTEM], None);
+    let configmap = get_json(SYSTEM, "configmap/kubeplug-plugin-artifacts").unwrap();
+    assert!(
+        configmap["data"]["artifacts.yaml"]
+            .as_str()
+            .unwrap()
+            .contains(&v2),
+        "{configmap}"
+    );
+    let row = host.plugin("database").unwrap();
+    assert_eq!(row["digest"], digest(&v2).as_str(), "{row}");
+    route_api_to_loopback(api_port);
+    let listed = eventually(
+        "kubectl get plugins after the routine upgrade",
+        Duration::from_secs(120),
+        || {
+            let out = kubectl(&["get", "plugin", "database", "-o", "json"], None);
+            serde_json::from_slice::<Value>(&out.stdout).ok()
+        },
+    );
+    assert_eq!(listed["status"]["digest"], digest(&v2).as_str(), "{listed}");
+    // Out of the way before the host goes: an APIService whose server is
+    // gone makes discovery incomplete for every client.
+    kubectl_ok(&["delete", "apiservice", "v1alpha1.kubeplug.io"], None);
+    assert!(host.terminate(), "a clean exit");
+    drop(pod);
+
+    // What the other files expect: no release, the seeds' identities.
+    helm(&["uninstall", "kubeplug", "--namespace", SYSTEM, "--wait"]);
+    install_crds();
+}
+
+/// Point the chart's Service `kubeplug-api` at this machine's loopback and
+/// the APIService at `port` (what register-loopback does): an ExternalName
+/// Service is what reaches a host outside any pod network. The APIService
+/// keeps the caBundle the host injected. A `helm upgrade` puts the chart's
+/// back, so this is done again after one.
+fn route_api_to_loopback(port: u16) {
+    kubectl_ok(
+        &[
+            "delete",
+            "service",
+            "kubeplug-api",
+            "-n",
+            SYSTEM,
+            "--ignore-not-found",
+        ],
+        None,
+    );
+    apply(
+        SYSTEM,
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: kubeplug-api\nspec:\n  type: ExternalName\n  externalName: localhost\n",
+    );
+    kubectl_ok(
+        &[
+            "patch",
+            "apiservice",
+            "v1alpha1.kubeplug.io",
+            "--type=merge",
+            "-p",
+            &format!("{{\"spec\":{{\"service\":{{\"port\":{port}}}}}}}"),
+        ],
+        None,
+    );
+}

@@ -210,6 +210,16 @@ impl Location {
         }
     }
 
+    /// The one file a writer that makes plugin `name`'s file (the host's
+    /// artifact puller) puts it at: the default layout's top form.
+    pub fn file(&self, name: &str) -> std::path::PathBuf {
+        match self {
+            Location::Default => format!("{name}.wasm").into(),
+            Location::File(path) => path.clone(),
+            Location::Folder(dir) => dir.join(format!("{name}.wasm")),
+        }
+    }
+
     /// How a refusal names this location of plugin `name`.
     pub fn describe(&self, name: &str) -> String {
         match self {
@@ -229,6 +239,8 @@ pub(super) struct GrantFile {
     service_account: Option<String>,
     #[serde(default)]
     sha256: Vec<String>,
+    #[serde(default)]
+    signed_by: Vec<String>,
     #[serde(default)]
     parent: Vec<String>,
     #[serde(default)]
@@ -277,6 +289,11 @@ pub struct Grant {
     pub service_account: Option<String>,
     /// If not empty, only these `.wasm` digests load.
     pub sha256: Vec<String>,
+    /// If not empty, the plugin loads only from an OCI artifact signed by
+    /// one of these keys (PEM `PUBLIC KEY`, cosign's key-based format),
+    /// which the host verified when it pulled it: a file put in the
+    /// directory any other way is refused.
+    pub signed_by: Vec<String>,
     pub parent: KindSet,
     pub children: KindSet,
     pub related: KindSet,
@@ -343,6 +360,19 @@ impl GrantFile {
         {
             return Err(format!("sha256 pin {bad:?} is not a hex SHA-256 digest"));
         }
+        let signed_by = self
+            .signed_by
+            .iter()
+            .map(|pem| pem.trim().to_string())
+            .collect::<Vec<_>>();
+        if let Some(bad) = signed_by.iter().position(|pem| {
+            !(pem.starts_with("-----BEGIN PUBLIC KEY-----")
+                && pem.ends_with("-----END PUBLIC KEY-----"))
+        }) {
+            return Err(format!(
+                "signedBy[{bad}] is not one PEM public key (-----BEGIN PUBLIC KEY----- ... -----END PUBLIC KEY-----, as `openssl pkey -pubout` writes it)"
+            ));
+        }
         let location = match &self.path {
             None => Location::Default,
             Some(path) => Location::parse(path)?,
@@ -392,6 +422,7 @@ impl GrantFile {
             location,
             service_account: self.service_account,
             sha256,
+            signed_by,
             parent: KindSet::parse(&self.parent)?,
             children: KindSet::parse(&self.children)?,
             related: KindSet::parse(&self.related)?,
@@ -429,6 +460,7 @@ impl Grant {
             location: Location::Default,
             service_account: None,
             sha256: Vec::new(),
+            signed_by: Vec::new(),
             parent: any.clone(),
             children: any.clone(),
             related: any.clone(),

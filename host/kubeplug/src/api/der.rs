@@ -67,6 +67,15 @@ fn tbs_field(cert: &[u8], skip: usize) -> Option<&[u8]> {
     Some(tbs)
 }
 
+/// A certificate's SubjectPublicKeyInfo, whole (tag and length too): the
+/// host checks that the CA key it keeps is its CA certificate's
+/// ([`crate::certs`]).
+pub fn subject_public_key_info(cert: &[u8]) -> Option<&[u8]> {
+    let field = tbs_field(cert, 5)?;
+    let (tag, _, after) = tlv(field)?;
+    (tag == SEQUENCE).then(|| &field[..field.len() - after.len()])
+}
+
 /// A certificate's validity: (notBefore, notAfter).
 pub fn validity(cert: &[u8]) -> Option<(jiff::Timestamp, jiff::Timestamp)> {
     let (tag, validity, _) = tlv(tbs_field(cert, 3)?)?;

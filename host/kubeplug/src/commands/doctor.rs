@@ -62,9 +62,11 @@ pub use report::{Check, Status};
 pub struct DoctorArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
-    /// The host's namespace (its Deployment's, in installation mode).
-    #[arg(short, long, default_value = "kubeplug-system")]
-    namespace: String,
+    /// The host's namespace (its Deployment's, in installation mode)
+    /// [default: in a pod without a kubeconfig, the pod's own (its
+    /// ServiceAccount's namespace file); else kubeplug-system].
+    #[arg(short, long, value_name = "NAMESPACE")]
+    namespace: Option<String>,
     /// Installation mode: the host's Deployment (in `--namespace`), whose
     /// container flags and volumes say what it reads.
     #[arg(long, value_name = "NAME", default_value = "kubeplug")]
@@ -94,6 +96,10 @@ pub struct DoctorArgs {
     output: Output,
 }
 
+/// The host's namespace when `-n` is not given and doctor does not run in a
+/// pod: where `deploy/` and the README's `helm install` put it.
+const DEFAULT_NAMESPACE: &str = "kubeplug-system";
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Output {
     Text,
@@ -109,7 +115,9 @@ pub fn doctor_cmd(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         .context("failed to start the async runtime")?
         .block_on(checks(&args));
     match args.output {
-        Output::Text => print!("{}", report::text(&checks)),
+        // The failures again at the end: what a pod's termination message
+        // (the log's tail) and a `helm test` failure show.
+        Output::Text => print!("{}{}", report::text(&checks), report::failures(&checks)),
         Output::Json => print!("{}", report::json(&checks)),
     }
     Ok(if report::failed(&checks) {
@@ -122,10 +130,23 @@ pub fn doctor_cmd(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 /// Every check, in order.
 async fn checks(args: &DoctorArgs) -> Vec<Check> {
     let mut checks = Vec::new();
+    let pod_namespace = match &args.namespace {
+        Some(_) => None,
+        None => cluster::pod_namespace(&args.cluster),
+    };
+    let namespace = args
+        .namespace
+        .clone()
+        .or_else(|| pod_namespace.clone())
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
     let client = cluster::connect(&args.cluster, &mut checks).await;
     match &client {
         Ok(client) => {
-            checks.push(cluster::namespace(client, &args.namespace).await);
+            let mut check = cluster::namespace(client, &namespace).await;
+            if pod_namespace.is_some() {
+                check.detail += " (the pod's own namespace: no -n given)";
+            }
+            checks.push(check);
             checks.push(cluster::front_proxy_ca(client).await);
             checks
                 .extend(apiservice::check(client, &args.apiservice, jiff::Timestamp::now()).await);
@@ -145,7 +166,7 @@ async fn checks(args: &DoctorArgs) -> Vec<Check> {
     if args.plugins.is_some() || !args.policy.files.is_empty() {
         local(args, client, &mut checks).await;
     } else {
-        installation(args, client, &mut checks).await;
+        installation(args, &namespace, client, &mut checks).await;
     }
     checks
 }
@@ -202,6 +223,7 @@ async fn local(args: &DoctorArgs, client: Result<&kube::Client, &str>, checks: &
         shown: format!("local directory {}", dir.display()),
         settings: args.settings.as_deref(),
         namespaces: None,
+        signed: None,
     };
     let (directory, outcomes) = plugins::check(&source, policy, &runtime, client.ok()).await;
     checks.push(directory);
@@ -214,6 +236,7 @@ async fn local(args: &DoctorArgs, client: Result<&kube::Client, &str>, checks: &
 /// Deployment, and what it mounts, read from the cluster.
 async fn installation(
     args: &DoctorArgs,
+    namespace: &str,
     client: Result<&kube::Client, &str>,
     checks: &mut Vec<Check>,
 ) {
@@ -230,8 +253,7 @@ async fn installation(
             return;
         }
     };
-    let Some(installed) = install::read(client, &args.namespace, &args.deployment, checks).await
-    else {
+    let Some(installed) = install::read(client, namespace, &args.deployment, checks).await else {
         for name in &later[1..] {
             checks.push(Check::skipped(*name, "no Deployment to read"));
         }
@@ -253,6 +275,7 @@ async fn installation(
         shown: shown.clone(),
         settings: installed.settings.as_deref(),
         namespaces: (!host.args.namespaces.is_empty()).then_some(host.args.namespaces.as_slice()),
+        signed: Some(&installed.signed),
     };
     let (directory, outcomes) = plugins::check(&source, policy, &runtime, Some(client)).await;
     checks.push(directory);

@@ -74,7 +74,15 @@ async fn check(
     if target.contains(':') && target != digest {
         bail!("the registry's manifest is {digest}, not {target}");
     }
-    let tag = signature::tag(&digest);
+    let signatures = signatures(client, &digest).await?;
+    let verdict = signature::check(&digest, key, &signatures);
+    Ok((digest, verdict))
+}
+
+/// The signatures stored beside manifest `digest` (its `sha256-<hex>.sig`
+/// manifest's layers), none when there is no such manifest.
+pub async fn signatures(client: &mut Client, digest: &str) -> anyhow::Result<Vec<Fetched>> {
+    let tag = signature::tag(digest);
     let mut signatures = Vec::new();
     if let Some(bytes) = client.get_manifest(&tag).await? {
         let manifest: Value =
@@ -92,6 +100,5 @@ async fn check(
             });
         }
     }
-    let verdict = signature::check(&digest, key, &signatures);
-    Ok((digest, verdict))
+    Ok(signatures)
 }

@@ -54,15 +54,17 @@ impl Registry {
         // The plugin the file's location is bound to: its grant, pins and
         // quotas, whatever the file will say its name is.
         let bound = candidate.bound.clone();
+        let digest = hex::encode(Sha256::digest(&candidate.bytes));
+        let signer = w.provenance.signer(&bound, &digest);
         let admission = Admission::new(&policy)
             .placed(Placed {
                 name: &bound,
                 rel: self.layout.root.rel(path),
             })
-            .within(w.namespaces.as_deref());
-        // Strict mode, pins: checked before compiling, so a file that may
-        // not serve costs nothing.
-        let digest = hex::encode(Sha256::digest(&candidate.bytes));
+            .within(w.namespaces.as_deref())
+            .signed_by(signer.as_deref());
+        // Strict mode, pins, signatures: checked before compiling, so a
+        // file that may not serve costs nothing.
         let quotas = admission.before_compile(&bound, &digest)?;
         let runtime = w.runtime.clone();
         let label = path.display().to_string();

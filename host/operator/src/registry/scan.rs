@@ -108,8 +108,9 @@ impl Registry {
     fn remove_missing(&self, present: &[PathBuf]) {
         let mut files = self.files();
         let gone: Vec<PathBuf> = files
-            .keys()
-            .filter(|p| !present.contains(p) && !p.exists())
+            .iter()
+            .filter(|(p, e)| !present.contains(p) && !p.exists() && e.source_error.is_none())
+            .map(|(p, _)| p)
             .cloned()
             .collect();
         for path in gone {

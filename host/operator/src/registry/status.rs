@@ -102,7 +102,9 @@ impl Registry {
                     .and_then(|s| s.controller.rolled_back());
                 let state = match State::of(
                     entry.serving.is_some(),
-                    entry.last_error.is_some() || entry.unrecorded.is_some(),
+                    entry.last_error.is_some()
+                        || entry.unrecorded.is_some()
+                        || entry.source_error.is_some(),
                     rolled_back.is_some(),
                     stuck,
                 ) {
@@ -128,7 +130,12 @@ impl Registry {
                     )
                 });
                 let unrecorded = entry.unrecorded.as_ref().filter(|_| entry.serving.is_some()).cloned();
-                let reason = problem.map(|p| p.message).or(rolled_back).or(blocked).or(unrecorded).or_else(|| {
+                let unpulled = entry
+                    .source_error
+                    .as_ref()
+                    .filter(|_| entry.serving.is_some())
+                    .map(|(_, e)| format!("the version on disk serves; the one named in --plugin-artifacts cannot be pulled: {e}"));
+                let reason = problem.map(|p| p.message).or(unpulled).or(rolled_back).or(blocked).or(unrecorded).or_else(|| {
                     entry
                         .last_error
                         .as_ref()
@@ -138,13 +145,20 @@ impl Registry {
                 Status {
                     file: path.display().to_string(),
                     name: plugin.as_ref().map(|p| p.name().to_string()).or_else(|| {
-                        entry.promotion.as_ref().map(|p| p.plugin.clone())
+                        entry
+                            .promotion
+                            .as_ref()
+                            .map(|p| p.plugin.clone())
+                            .or_else(|| entry.source_error.as_ref().map(|(p, _)| p.clone()))
                     }),
                     version: plugin.as_ref().map(|p| p.manifest().version.clone()),
                     digest: plugin.as_ref().map(|p| p.digest().to_string()),
                     state,
                     loaded_at: entry.serving.as_ref().map(|s| s.loaded_at.clone()),
-                    last_error: entry.last_error.clone(),
+                    last_error: entry
+                        .last_error
+                        .clone()
+                        .or_else(|| entry.source_error.as_ref().map(|(_, e)| e.clone())),
                     reason,
                     synced: entry
                         .serving

@@ -90,6 +90,22 @@ fn context_name(args: &ClusterArgs) -> String {
     }
 }
 
+/// The pod's own namespace when doctor connects in-cluster (no
+/// `--kubeconfig` or `--context`, no kubeconfig to find, as
+/// [`ClusterArgs::config`] falls back): its ServiceAccount's namespace
+/// file, as kube reads it. `None` elsewhere.
+pub fn pod_namespace(args: &ClusterArgs) -> Option<String> {
+    if args.kubeconfig.is_some()
+        || args.context.is_some()
+        || kube::config::Kubeconfig::read().is_ok()
+    {
+        return None;
+    }
+    kube::Config::incluster()
+        .ok()
+        .map(|config| config.default_namespace)
+}
+
 /// The host's namespace exists.
 pub async fn namespace(client: &kube::Client, name: &str) -> Check {
     const CHECK: &str = "namespace";

@@ -17,6 +17,7 @@
 //! Deployment and runs them in order. The pod's compile cache volume is
 //! checked beside the local cache directory ([`cache`](super::cache)).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -61,6 +62,9 @@ pub struct Installation {
     pub plugins: Option<(PathBuf, String)>,
     /// The settings path likewise (`--settings`).
     pub settings: Option<PathBuf>,
+    /// With `--plugin-artifacts`, the plugins pulled into `plugins` from a
+    /// signed artifact, and the key that verified each.
+    pub signed: BTreeMap<String, String>,
     /// Holds the files above.
     pub _scratch: Scratch,
 }
@@ -167,13 +171,126 @@ pub async fn read(
             }
         }
     };
+    let mut signed = BTreeMap::new();
+    if let (Some(file), Some((local, _)), Some(policy)) =
+        (&host.args.plugin_artifacts, &plugins, &policy)
+    {
+        signed = artifacts(&host, file, &mut maps, policy, local, checks).await;
+    }
     Some(Installation {
         host,
         policy,
         plugins,
         settings,
+        signed,
         _scratch: scratch,
     })
+}
+
+/// `--plugin-artifacts`: pull each artifact the file names and check it
+/// as the host does ([`crate::artifacts::Fetch`]), writing it at its
+/// plugin's location under `local` so that the plugin checks load it; the
+/// `plugin artifacts` check, one FAIL per artifact that cannot be pulled.
+/// Returns the plugins verified as signed, with their keys.
+async fn artifacts(
+    host: &Host,
+    file: &str,
+    maps: &mut Maps,
+    policy: &Policy,
+    local: &Path,
+    checks: &mut Vec<Check>,
+) -> BTreeMap<String, String> {
+    const CHECK: &str = "plugin artifacts";
+    let mut signed = BTreeMap::new();
+    let text = match config_maps::file(host, maps, file).await {
+        config_maps::Read::Found { bytes, .. } => String::from_utf8_lossy(&bytes).into_owned(),
+        config_maps::Read::Missing(why) => {
+            checks.push(Check::fail(
+                CHECK,
+                format!("--plugin-artifacts {file}: {why}: the host reads no plugin (the chart's plugins.artifacts makes ConfigMap kubeplug-plugin-artifacts)"),
+            ));
+            return signed;
+        }
+        config_maps::Read::Unreadable(why) => {
+            checks.push(Check::warn(
+                CHECK,
+                format!("--plugin-artifacts {file} {why}: its plugins are not checked"),
+            ));
+            return signed;
+        }
+    };
+    let named = match crate::artifacts::parse(&text) {
+        Ok(named) => named,
+        Err(error) => {
+            checks.push(Check::fail(
+                CHECK,
+                format!("--plugin-artifacts {file}: {error:#}"),
+            ));
+            return signed;
+        }
+    };
+    let max_bytes = host
+        .args
+        .max_plugin_bytes
+        .as_deref()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(kubeplug_operator::registry::MAX_PLUGIN_BYTES);
+    let mut pulled = Vec::new();
+    for (name, artifact) in named {
+        let fail = |why: String| {
+            Check::fail(
+                format!("artifact {name}"),
+                format!(
+                    "{why}: the host cannot pull it either, and serves the version it has, if any (fix the digest in plugins.artifacts, or the grant's signedBy)"
+                ),
+            )
+        };
+        if !kubeplug_core::manifest::is_dns_label(&name) {
+            checks.push(fail(format!("{name:?} is not a plugin name")));
+            continue;
+        }
+        let artifact = match artifact {
+            Ok(artifact) => artifact,
+            Err(error) => {
+                checks.push(fail(format!("{error:#}")));
+                continue;
+            }
+        };
+        let signers = policy.signers_for_file(&name);
+        let got = async {
+            let mut fetch = crate::artifacts::Fetch::start(&artifact, signers, max_bytes).await?;
+            let bytes = fetch.bytes().await?;
+            let path = local.join(policy.location(&name).file(&name));
+            std::fs::create_dir_all(path.parent().expect("a parent"))?;
+            std::fs::write(&path, bytes)?;
+            anyhow::Ok(fetch.signed_by)
+        }
+        .await;
+        match got {
+            Ok(key) => {
+                pulled.push(format!(
+                    "{name}{}",
+                    if key.is_some() { " (signed)" } else { "" }
+                ));
+                if let Some(key) = key {
+                    signed.insert(name, key);
+                }
+            }
+            Err(error) => checks.push(fail(format!("{artifact}: {error:#}"))),
+        }
+    }
+    checks.push(Check::ok(
+        CHECK,
+        format!(
+            "--plugin-artifacts {file}: pulled and checked {}",
+            if pulled.is_empty() {
+                "none".to_string()
+            } else {
+                pulled.join(", ")
+            }
+        ),
+    ));
+    signed
 }
 
 fn deployment_check(host: &Host) -> Check {

@@ -5,6 +5,7 @@
 //! policy, with the kinds the API server serves. What is admitted feeds the
 //! `kinds` and `permissions` checks.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -73,6 +74,9 @@ pub struct Source<'a> {
     pub shown: String,
     pub settings: Option<&'a Path>,
     pub namespaces: Option<&'a [String]>,
+    /// The plugins whose files were pulled from a signed artifact, and the
+    /// key that verified each (`--plugin-artifacts`).
+    pub signed: Option<&'a BTreeMap<String, String>>,
 }
 
 /// Check the plugin directory: the `plugin directory` check, then one
@@ -110,7 +114,13 @@ pub async fn check(
     let mut outcomes = Vec::new();
     for (path, read) in found {
         let outcome = match read {
-            Ok(surveyed) => load(surveyed, policy, source.namespaces, runtime, client).await,
+            Ok(surveyed) => {
+                let signer = source
+                    .signed
+                    .and_then(|signed| signed.get(&surveyed.bound))
+                    .map(String::as_str);
+                load(surveyed, policy, source.namespaces, signer, runtime, client).await
+            }
             Err(reason) => {
                 let rel = path
                     .strip_prefix(dir)
@@ -134,6 +144,7 @@ async fn load(
     surveyed: Surveyed,
     policy: &Policy,
     namespaces: Option<&[String]>,
+    signer: Option<&str>,
     runtime: &Result<Arc<Runtime>, String>,
     client: Option<&kube::Client>,
 ) -> Outcome {
@@ -157,7 +168,8 @@ async fn load(
             name: &name,
             rel: &surveyed.rel,
         })
-        .within(namespaces);
+        .within(namespaces)
+        .signed_by(signer);
     let digest = hex::encode(Sha256::digest(&surveyed.bytes));
     let quotas = match admission.before_compile(&name, &digest) {
         Ok(quotas) => quotas,

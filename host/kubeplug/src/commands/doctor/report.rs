@@ -90,6 +90,26 @@ pub fn text(checks: &[Check]) -> String {
         .collect()
 }
 
+/// The failed checks again, after a blank line and a count, as [`text`]
+/// prints them; nothing when none failed. A pod's termination message is
+/// its log's tail, and a long run's failures would be far above it.
+pub fn failures(checks: &[Check]) -> String {
+    let failed: Vec<Check> = checks
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .cloned()
+        .collect();
+    if failed.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n{} of {} check(s) failed:\n{}",
+        failed.len(),
+        checks.len(),
+        text(&failed)
+    )
+}
+
 /// The checks as a JSON array of `{name, status, detail}`.
 pub fn json(checks: &[Check]) -> String {
     serde_json::to_string_pretty(checks).expect("checks serialize") + "\n"
@@ -145,6 +165,15 @@ skipped  plugins
             .map(|c| c["status"].as_str().unwrap())
             .collect();
         assert_eq!(statuses, ["ok", "fail", "warn", "skipped"]);
+    }
+
+    #[test]
+    fn the_failures_are_repeated_last_with_a_count() {
+        assert_eq!(
+            failures(&checks()),
+            "\n1 of 4 check(s) failed:\nFAIL     front-proxy CA  missing: start kube-apiserver with it\n"
+        );
+        assert_eq!(failures(&checks()[2..]), "", "nothing when none failed");
     }
 
     #[test]

@@ -94,69 +94,23 @@ pub(super) async fn policy(
     let mut names: Vec<(String, String)> = Vec::new();
     for (n, path) in host.args.policy.iter().enumerate() {
         let fail = |detail: String| Check::fail(CHECK, detail);
-        let keys = match host.file(path) {
-            FileSource::Keys(keys) if !keys.is_empty() => keys,
-            FileSource::Keys(_) => {
-                let (mount, inside) = host.mount_of(path).expect("a key source is on a mount");
+        let (at, bytes) = match file(host, maps, path).await {
+            Read::Found { at, bytes } => (at, bytes),
+            Read::Missing(why) => {
                 checks.push(fail(format!(
-                    "--policy {path}: volume {} has no {inside:?} (its ConfigMap items map no key there): mount the policy ConfigMap kubeplug-policy there (deploy/base/deployment.yaml's `policy` volume)",
-                    mount.volume
+                    "--policy {path}: {why}: apply it (`kubectl apply --server-side -k deploy/`: configMapGenerator kubeplug-policy in deploy/base/kustomization.yaml; or the chart's policy values)"
                 )));
                 return None;
             }
-            FileSource::Unreadable { volume, kind } => {
+            Read::Unreadable(why) => {
                 checks.push(Check::warn(
                     CHECK,
                     format!(
-                        "--policy {path} is on volume {volume} ({kind}), which doctor cannot read: mount it from a ConfigMap (kubeplug-policy), or check the file with --policy FILE"
+                        "--policy {path} {why}: mount it from the ConfigMap kubeplug-policy (deploy/base/deployment.yaml), or check the file with --policy FILE"
                     ),
                 ));
                 return None;
             }
-            FileSource::Image => {
-                checks.push(Check::warn(
-                    CHECK,
-                    format!(
-                        "--policy {path} is on no volume of the pod (the image's own files), which doctor cannot read: mount it from the ConfigMap kubeplug-policy (deploy/base/deployment.yaml), or check the file with --policy FILE"
-                    ),
-                ));
-                return None;
-            }
-        };
-        let mut found = None;
-        let mut absent = Vec::new();
-        for at in &keys {
-            match maps.get(&at.config_map).await {
-                Err(why) => {
-                    checks.push(Check::warn(CHECK, why));
-                    return None;
-                }
-                Ok(None) => {
-                    if !at.optional {
-                        absent.push(format!(
-                            "ConfigMap {}/{} (volume {}) does not exist",
-                            host.namespace, at.config_map, at.volume
-                        ));
-                    }
-                }
-                Ok(Some(map)) => match value(&map, &at.key) {
-                    Some(bytes) => {
-                        found = Some((at.clone(), bytes));
-                        break;
-                    }
-                    None => absent.push(format!(
-                        "ConfigMap {}/{} has no key {}",
-                        host.namespace, at.config_map, at.key
-                    )),
-                },
-            }
-        }
-        let Some((at, bytes)) = found else {
-            checks.push(fail(format!(
-                "--policy {path}: {}: apply it (`kubectl apply --server-side -k deploy/`: configMapGenerator kubeplug-policy in deploy/base/kustomization.yaml; or the chart's policy values)",
-                absent.join("; ")
-            )));
-            return None;
         };
         let file_name = Path::new(path)
             .file_name()
@@ -208,6 +162,67 @@ pub(super) async fn policy(
             None
         }
     }
+}
+
+/// How a file the host's flags name reads from its pod's volumes.
+pub(super) enum Read {
+    /// The ConfigMap key behind it, and its bytes.
+    Found {
+        at: super::host::KeyAt,
+        bytes: Vec<u8>,
+    },
+    /// Its ConfigMap or key is missing (the host cannot read it either).
+    Missing(String),
+    /// It is on a volume doctor cannot read (the host may).
+    Unreadable(String),
+}
+
+/// The file at `path` in the host's pod, from the ConfigMap key mounted
+/// there.
+pub(super) async fn file(host: &Host, maps: &mut Maps, path: &str) -> Read {
+    let keys = match host.file(path) {
+        FileSource::Keys(keys) if !keys.is_empty() => keys,
+        FileSource::Keys(_) => {
+            let (mount, inside) = host.mount_of(path).expect("a key source is on a mount");
+            return Read::Missing(format!(
+                "volume {} has no {inside:?} (its ConfigMap items map no key there)",
+                mount.volume
+            ));
+        }
+        FileSource::Unreadable { volume, kind } => {
+            return Read::Unreadable(format!(
+                "is on volume {volume} ({kind}), which doctor cannot read"
+            ));
+        }
+        FileSource::Image => {
+            return Read::Unreadable(
+                "is on no volume of the pod (the image's own files), which doctor cannot read"
+                    .into(),
+            );
+        }
+    };
+    let mut absent = Vec::new();
+    for at in keys {
+        match maps.get(&at.config_map).await {
+            Err(why) => return Read::Unreadable(why),
+            Ok(None) => {
+                if !at.optional {
+                    absent.push(format!(
+                        "ConfigMap {}/{} (volume {}) does not exist",
+                        host.namespace, at.config_map, at.volume
+                    ));
+                }
+            }
+            Ok(Some(map)) => match value(&map, &at.key) {
+                Some(bytes) => return Read::Found { at, bytes },
+                None => absent.push(format!(
+                    "ConfigMap {}/{} has no key {}",
+                    host.namespace, at.config_map, at.key
+                )),
+            },
+        }
+    }
+    Read::Missing(absent.join("; "))
 }
 
 /// What a directory was read from.

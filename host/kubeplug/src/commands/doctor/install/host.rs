@@ -28,6 +28,10 @@ pub struct HostArgs {
     pub cache_dir: Option<String>,
     pub no_cache: bool,
     pub compile_cache_bytes: Option<String>,
+    /// `--plugin-artifacts`: the file naming each plugin's OCI artifact.
+    pub plugin_artifacts: Option<String>,
+    /// `--max-plugin-bytes`, as given.
+    pub max_plugin_bytes: Option<String>,
 }
 
 /// What backs one volume (a `projected` volume: each ConfigMap source).
@@ -239,6 +243,8 @@ impl HostArgs {
             "lease-namespace",
             "cache-dir",
             "compile-cache-bytes",
+            "plugin-artifacts",
+            "max-plugin-bytes",
         ];
         let mut i = 0;
         while i < words.len() {
@@ -306,6 +312,8 @@ impl HostArgs {
             cache_dir: one("cache-dir", "KUBEPLUG_CACHE_DIR"),
             no_cache: switch("no-cache", "KUBEPLUG_NO_CACHE"),
             compile_cache_bytes: one("compile-cache-bytes", "KUBEPLUG_COMPILE_CACHE_BYTES"),
+            plugin_artifacts: one("plugin-artifacts", "KUBEPLUG_PLUGIN_ARTIFACTS"),
+            max_plugin_bytes: one("max-plugin-bytes", "KUBEPLUG_MAX_PLUGIN_BYTES"),
         }
     }
 }

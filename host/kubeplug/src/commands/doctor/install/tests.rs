@@ -186,6 +186,8 @@ fn the_base_deployment_reads_as_its_flags_service_account_and_mounts() {
             cache_dir: Some("/var/cache/kubeplug".into()),
             no_cache: false,
             compile_cache_bytes: Some("768Mi".into()),
+            plugin_artifacts: None,
+            max_plugin_bytes: None,
         }
     );
     assert!(host.read_only_root);
