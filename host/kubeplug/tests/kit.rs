@@ -47,25 +47,22 @@ fn scaffold_target_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kit-scaffold-target")
 }
 
-/// `kubeplug build` in the project `dir`, as a team's CI runs it: from
-/// the project's directory, with a HOME of its own (the toolchains' homes
-/// named explicitly, crates from their local registry cache, offline), so
-/// that nothing of this checkout or of the user's home is used.
-fn build(dir: &Path) {
-    let home = tempfile::tempdir().unwrap();
+/// `command` run as a team's CI runs it: from the project's directory,
+/// with `home` as HOME (the toolchains' homes named explicitly, crates from
+/// their local registry cache, offline), so that nothing of this checkout
+/// or of the user's home is used; the Python and TypeScript toolchains'
+/// caches (venv, npm ci, componentized outputs) stay shared between runs.
+fn as_a_team(command: &mut std::process::Command, dir: &Path, home: &Path) {
     let real_home = PathBuf::from(std::env::var_os("HOME").expect("HOME"));
     let toolchain_home = |var: &str, default: &str| {
         std::env::var_os(var).map_or_else(|| real_home.join(default), PathBuf::from)
     };
-    let output = kubeplug_command()
-        .arg("build")
+    command
         .current_dir(dir)
-        .env("HOME", home.path())
+        .env("HOME", home)
         .env("CARGO_HOME", toolchain_home("CARGO_HOME", ".cargo"))
         .env("RUSTUP_HOME", toolchain_home("RUSTUP_HOME", ".rustup"))
         .env("CARGO_NET_OFFLINE", "true")
-        // The Python and TypeScript toolchains' caches (venv, npm ci,
-        // componentized outputs) stay shared between runs.
         .env(
             "KUBEPLUG_CACHE",
             std::env::var_os("KUBEPLUG_CACHE")
@@ -73,7 +70,19 @@ fn build(dir: &Path) {
         )
         .env("npm_config_cache", real_home.join(".npm"))
         .env("CARGO_TARGET_DIR", scaffold_target_dir())
-        .env_remove("KUBEPLUG_PYTHON_SDK")
+        .env_remove("KUBEPLUG_PYTHON_SDK");
+}
+
+/// `kubeplug build` in the project `dir`, as a team's CI runs it: from
+/// the project's directory, with a HOME of its own (the toolchains' homes
+/// named explicitly, crates from their local registry cache, offline), so
+/// that nothing of this checkout or of the user's home is used.
+fn build(dir: &Path) {
+    let home = tempfile::tempdir().unwrap();
+    let mut command = kubeplug_command();
+    as_a_team(&mut command, dir, home.path());
+    let output = command
+        .arg("build")
         .output()
         .expect("running kubeplug build");
     assert!(
@@ -127,6 +136,43 @@ fn assert_no_path_into_the_checkout(dir: &Path) {
     assert!(seen > 10, "only {seen} files in {}", dir.display());
 }
 
+/// Every `sh` block of the project's README, run as typed: in bash from
+/// the project's directory, with the `kubeplug` under test first on PATH
+/// and the toolchains as [`build`] gives them. Blocks that need a registry
+/// or a cluster are `text` (the e2e journey types those).
+fn readme_runs_as_typed(dir: &Path) {
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let mut blocks = Vec::new();
+    let mut rest = readme.as_str();
+    while let Some(start) = rest.find("```sh\n") {
+        let body = &rest[start + "```sh\n".len()..];
+        let end = body.find("```").expect("the block ends");
+        blocks.push(body[..end].to_string());
+        rest = &body[end + 3..];
+    }
+    assert!(!blocks.is_empty(), "no sh block in {}", dir.display());
+    let bin = Path::new(env!("CARGO_BIN_EXE_kubeplug")).parent().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let home = tempfile::tempdir().unwrap();
+    for block in blocks {
+        let mut command = std::process::Command::new("bash");
+        as_a_team(&mut command, dir, home.path());
+        let output = command
+            .args(["-c", &format!("set -euo pipefail\n{block}")])
+            .env("PATH", &path)
+            .env("KUBEPLUG_CACHE_DIR", shared_cache_dir())
+            .env("NO_COLOR", "1")
+            .env_remove("KUBEPLUG_POLICY")
+            .output()
+            .expect("run bash");
+        assert!(
+            output.status.success(),
+            "the README's block failed as typed:\n{block}\n{}",
+            text(&output)
+        );
+    }
+}
+
 /// `kubeplug new --lang <lang> <name>` into `parent`; the plugin's dir.
 fn scaffold(lang: &str, name: &str, parent: &Path) -> PathBuf {
     let created = kubeplug(
@@ -152,6 +198,7 @@ fn scaffold_builds_and_passes(lang: &str) {
     let out = text(&passed);
     assert_eq!(passed.status.code(), Some(0), "{out}");
     assert!(out.contains("test result: ok."), "{out}");
+    readme_runs_as_typed(&dir);
 }
 
 #[test]
@@ -279,6 +326,7 @@ fn a_scaffolded_rust_plugin_builds_outside_the_checkout_and_passes_its_fixture_t
     );
     let again = kubeplug(["test".as_ref(), dir.as_os_str()]);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    readme_runs_as_typed(&dir);
 }
 
 #[test]

@@ -10,7 +10,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod chart;
 pub mod pod;
+pub mod registry;
 pub mod spans;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};

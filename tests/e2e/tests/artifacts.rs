@@ -19,11 +19,12 @@
 //! `config.json` entry and a credential helper on PATH.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
+use kubeplug_e2e::chart::{ChartHost, SYSTEM, get_plugin, remove_deployment};
+use kubeplug_e2e::registry::Registry;
 use kubeplug_e2e::*;
-use serde_json::Value;
 
 const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 const INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -39,130 +40,17 @@ const USER: &str = "kubeplug";
 const PASSWORD: &str = "registry-test-password";
 const HTPASSWD: &str = "kubeplug:$2a$04$RF.ya1GKnsvZzG5ciWAd5ez/aBuFj8RE8ni6.UgqjGI4bB.txf5um";
 
-/// A running registry, stopped when dropped.
-struct Registry {
-    child: Child,
-    port: u16,
-    _storage: tempfile::TempDir,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Registry {
-    fn start() -> Self {
-        Self::start_with(|_| String::new())
-    }
-
-    /// Asking for [`USER`] and [`PASSWORD`] (Basic, as Distribution's
-    /// `htpasswd` auth does).
-    fn with_htpasswd() -> Self {
-        Self::start_with(|dir| {
-            let file = dir.join("htpasswd");
-            std::fs::write(&file, format!("{HTPASSWD}\n")).unwrap();
-            format!(
-                "auth:\n  htpasswd:\n    realm: kubeplug-e2e\n    path: {}\n",
-                file.display()
-            )
-        })
-    }
-
-    /// Started with the configuration `extra` adds (given the storage
-    /// directory).
-    fn start_with(extra: impl FnOnce(&Path) -> String) -> Self {
-        let bin = std::env::var("REGISTRY").expect("REGISTRY (tests/e2e/run sets it)");
-        let storage = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
-        let config = storage.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{}",
-                storage.path().join("data").display(),
-                extra(storage.path()),
-            ),
+/// Asking for [`USER`] and [`PASSWORD`] (Basic, as Distribution's
+/// `htpasswd` auth does).
+fn registry_with_htpasswd() -> Registry {
+    Registry::start_with(|dir| {
+        let file = dir.join("htpasswd");
+        std::fs::write(&file, format!("{HTPASSWD}\n")).unwrap();
+        format!(
+            "auth:\n  htpasswd:\n    realm: kubeplug-e2e\n    path: {}\n",
+            file.display()
         )
-        .unwrap();
-        let child = Command::new(bin)
-            .arg("serve")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the registry");
-        let registry = Registry {
-            child,
-            port,
-            _storage: storage,
-        };
-        eventually("the registry to answer", Duration::from_secs(90), || {
-            let (status, _, _) = registry.get("/v2/", "*/*").ok()?;
-            matches!(status, 200 | 401).then_some(())
-        });
-        registry
-    }
-
-    /// GET `path`: status, content type, body.
-    fn get(&self, path: &str, accept: &str) -> std::io::Result<(u16, String, Vec<u8>)> {
-        self.request("GET", path, &format!("Accept: {accept}"), &[])
-    }
-
-    /// `method` on `path` with one header line and a body: status, content
-    /// type, body.
-    fn request(
-        &self,
-        method: &str,
-        path: &str,
-        header: &str,
-        body: &[u8],
-    ) -> std::io::Result<(u16, String, Vec<u8>)> {
-        use std::io::{Read as _, Write as _};
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
-        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-        write!(
-            stream,
-            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n{header}\r\nContent-Length: {}\r\n\r\n",
-            self.port,
-            body.len()
-        )?;
-        stream.write_all(body)?;
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer)?;
-        let split = answer
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .ok_or_else(|| std::io::Error::other("no end of headers"))?;
-        let head = String::from_utf8_lossy(&answer[..split]).to_string();
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let content_type = head
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("content-type")
-                    .then(|| v.trim().to_string())
-            })
-            .unwrap_or_default();
-        Ok((status, content_type, answer[split + 4..].to_vec()))
-    }
-
-    fn fetch(&self, repo: &str, kind: &str, reference: &str, accept: &str) -> (String, Vec<u8>) {
-        let path = format!("/v2/{repo}/{kind}/{reference}");
-        let (status, content_type, body) = self.get(&path, accept).expect("GET from the registry");
-        assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&body));
-        (content_type, body)
-    }
-
-    fn json(&self, repo: &str, kind: &str, reference: &str, accept: &str) -> Value {
-        serde_json::from_slice(&self.fetch(repo, kind, reference, accept).1).expect("JSON")
-    }
+    })
 }
 
 fn push(reference: &str) -> String {
@@ -410,7 +298,7 @@ fn a_signed_push_is_verified_by_its_key_only_and_an_unsigned_or_copied_one_is_re
 #[test]
 fn a_registry_asking_for_credentials_gets_them_from_docker_config_or_a_credential_helper() {
     use base64::Engine as _;
-    let registry = Registry::with_htpasswd();
+    let registry = registry_with_htpasswd();
     let name = format!("127.0.0.1:{}/plugins/database", registry.port);
     let reference = format!("{name}:0.1.0");
     let dir = tempfile::tempdir().unwrap();
@@ -662,9 +550,6 @@ fn unpack(tar: &[u8], dir: &Path) {
     std::fs::remove_file(&file).unwrap();
 }
 
-/// The namespace the chart installs into.
-const SYSTEM: &str = "kubeplug-system";
-
 /// The platform names a plugin's artifact by digest in the chart's values
 /// (`plugins.source: artifacts`) and its grant asks for the team's
 /// signature (`signedBy`). The host, run from its image as the kubelet
@@ -716,37 +601,17 @@ fn a_plugin_named_by_digest_in_the_charts_values_is_pulled_verified_and_upgraded
     .unwrap();
     let out = helm_install(&["-f", values.to_str().unwrap()]);
     assert!(out.contains("STATUS: deployed"), "{out}");
-    let spec = get_json(SYSTEM, "deployment/kubeplug").expect("the Deployment")["spec"]["template"]
-        ["spec"]
-        .clone();
-    // kwok's simulated pods run nothing; this process is the only host.
-    kubectl_ok(&["delete", "deployment", "kubeplug", "-n", SYSTEM], None);
-
-    let (port, api_port) = (free_port(), free_port());
-    let pod = kubeplug_e2e::pod::Pod::prepare(SYSTEM, &spec, 0, "kubeplug-5f7d8-art01", |a| {
-        if a.starts_with("--listen=") {
-            format!("--listen=0.0.0.0:{port}")
-        } else if a.starts_with("--api-listen=") {
-            format!("--api-listen=0.0.0.0:{api_port}")
-        } else {
-            a
-        }
-    });
+    let chart = ChartHost::start("kubeplug-5f7d8-art01");
+    let host = chart.host();
     assert!(
-        pod.args()
+        chart
+            .pod
+            .args()
             .iter()
             .any(|a| a == "--plugin-artifacts=/etc/kubeplug/artifacts/artifacts.yaml"),
         "{:?}",
-        pod.args()
+        chart.pod.args()
     );
-    let log = pod.work.path().join("host.log");
-    let child = pod
-        .command()
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start the host as in its pod");
-    let host = Host::adopt(child, port, log);
     let digest = |reference: &str| -> String {
         // The manifest's digest names the artifact; the row shows the
         // `.wasm`'s, which the registry's manifest names as its layer.
@@ -781,7 +646,7 @@ fn a_plugin_named_by_digest_in_the_charts_values_is_pulled_verified_and_upgraded
         &format!("plugins.artifacts.database={v2}"),
     ]);
     assert!(out.contains("STATUS: deployed"), "{out}");
-    kubectl(&["delete", "deployment", "kubeplug", "-n", SYSTEM], None);
+    remove_deployment();
     let upgraded = eventually(
         "the host to pull and serve v2",
         Duration::from_secs(120),
@@ -803,15 +668,11 @@ fn a_plugin_named_by_digest_in_the_charts_values_is_pulled_verified_and_upgraded
     // serving certificate and put its CA into the chart's APIService; the
     // API server reaches this process through the Service once it points
     // at loopback (nothing serves a ClusterIP here).
-    route_api_to_loopback(api_port);
+    chart.route_api();
     let listed = eventually(
         "kubectl get plugins to show v2",
         Duration::from_secs(120),
-        || {
-            let out = kubectl(&["get", "plugin", "database", "-o", "json"], None);
-            let plugin: Value = serde_json::from_slice(&out.stdout).ok()?;
-            (plugin["status"]["version"] == upgraded["version"]).then_some(plugin)
-        },
+        || get_plugin("database").filter(|p| p["status"]["version"] == upgraded["version"]),
     );
     assert_eq!(listed["status"]["state"], "running", "{listed}");
     assert_eq!(listed["status"]["digest"], digest(&v2).as_str(), "{listed}");
@@ -824,7 +685,7 @@ fn a_plugin_named_by_digest_in_the_charts_values_is_pulled_verified_and_upgraded
         &format!("plugins.artifacts.database={forged}"),
     ]);
     assert!(out.contains("STATUS: deployed"), "{out}");
-    kubectl(&["delete", "deployment", "kubeplug", "-n", SYSTEM], None);
+    remove_deployment();
     let refused = eventually(
         "the forged artifact to be refused",
         Duration::from_secs(120),
@@ -843,7 +704,8 @@ fn a_plugin_named_by_digest_in_the_charts_values_is_pulled_verified_and_upgraded
         reason.contains("none verifies") && reason.contains(&forged),
         "{refused}"
     );
-    let on_disk = std::fs::read(pod.work.path().join("volume-plugins/database.wasm")).unwrap();
+    let on_disk =
+        std::fs::read(chart.pod.work.path().join("volume-plugins/database.wasm")).unwrap();
     assert_eq!(
         on_disk,
         std::fs::read(repo_path("target/test-plugins/database-v2.wasm")).unwrap(),
@@ -865,7 +727,7 @@ fn a_plugin_named_by_digest_in_the_charts_values_is_pulled_verified_and_upgraded
         },
     );
     helm_install(&["--reuse-values", "--set", "logLevel=debug"]);
-    kubectl(&["delete", "deployment", "kubeplug", "-n", SYSTEM], None);
+    remove_deployment();
     let configmap = get_json(SYSTEM, "configmap/kubeplug-plugin-artifacts").unwrap();
     assert!(
         configmap["data"]["artifacts.yaml"]
@@ -876,57 +738,16 @@ fn a_plugin_named_by_digest_in_the_charts_values_is_pulled_verified_and_upgraded
     );
     let row = host.plugin("database").unwrap();
     assert_eq!(row["digest"], digest(&v2).as_str(), "{row}");
-    route_api_to_loopback(api_port);
+    chart.route_api();
     let listed = eventually(
         "kubectl get plugins after the routine upgrade",
         Duration::from_secs(120),
-        || {
-            let out = kubectl(&["get", "plugin", "database", "-o", "json"], None);
-            serde_json::from_slice::<Value>(&out.stdout).ok()
-        },
+        || get_plugin("database"),
     );
     assert_eq!(listed["status"]["digest"], digest(&v2).as_str(), "{listed}");
-    // Out of the way before the host goes: an APIService whose server is
-    // gone makes discovery incomplete for every client.
-    kubectl_ok(&["delete", "apiservice", "v1alpha1.kubeplug.io"], None);
-    assert!(host.terminate(), "a clean exit");
-    drop(pod);
+    assert!(chart.stop(), "a clean exit");
 
     // What the other files expect: no release, the seeds' identities.
     helm(&["uninstall", "kubeplug", "--namespace", SYSTEM, "--wait"]);
     install_crds();
-}
-
-/// Point the chart's Service `kubeplug-api` at this machine's loopback and
-/// the APIService at `port` (what register-loopback does): an ExternalName
-/// Service is what reaches a host outside any pod network. The APIService
-/// keeps the caBundle the host injected. A `helm upgrade` puts the chart's
-/// back, so this is done again after one.
-fn route_api_to_loopback(port: u16) {
-    kubectl_ok(
-        &[
-            "delete",
-            "service",
-            "kubeplug-api",
-            "-n",
-            SYSTEM,
-            "--ignore-not-found",
-        ],
-        None,
-    );
-    apply(
-        SYSTEM,
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: kubeplug-api\nspec:\n  type: ExternalName\n  externalName: localhost\n",
-    );
-    kubectl_ok(
-        &[
-            "patch",
-            "apiservice",
-            "v1alpha1.kubeplug.io",
-            "--type=merge",
-            "-p",
-            &format!("{{\"spec\":{{\"service\":{{\"port\":{port}}}}}}}"),
-        ],
-        None,
-    );
 }

@@ -410,7 +410,11 @@ fn a_compile_bomb_is_stopped_at_its_compile_quota_while_other_plugins_load() {
     install_crds();
     let ns = Namespace::new("fence-compile");
     let dir = PluginDir::with(&["database"]);
-    let host = host_with_policy(
+    // A compile cache of its own: the bomb compiled once by anyone else
+    // (`kubeplug inspect` on this machine, with the default quotas) would
+    // load from the shared one without compiling.
+    let cache = tempfile::tempdir().expect("temp dir");
+    let policy = with_policy(
         &dir,
         "strict: true
 plugins:
@@ -418,6 +422,15 @@ plugins:
     parent: [Hostile.test.kubeplug.io]
     quotas: {compileTimeoutSeconds: 3}
 ",
+    );
+    let host = Host::start_with(
+        &dir,
+        &[
+            "--policy",
+            &policy,
+            "--cache-dir",
+            cache.path().to_str().expect("utf-8 path"),
+        ],
     );
     let pid = host.pid();
     dir.put(

@@ -17,6 +17,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use kubeplug_e2e::chart::{release_sizes, remove_deployment};
 use kubeplug_e2e::pod::{Pod, UID, decode_base64};
 use kubeplug_e2e::*;
 use serde_json::Value;
@@ -64,21 +65,6 @@ fn ship_seed_plugins() {
 /// namespace that does not exist yet.
 fn install_namespace() {
     install_crds();
-}
-
-/// Remove the Deployment (its simulated pods run nothing).
-fn delete_deployment() {
-    kubectl_ok(
-        &[
-            "delete",
-            "deployment",
-            "kubeplug",
-            "-n",
-            SYSTEM,
-            "--ignore-not-found",
-        ],
-        None,
-    );
 }
 
 fn kubeplug_pods() -> Vec<Value> {
@@ -245,7 +231,7 @@ fn deploy_and_its_overlays_are_admitted_in_a_restricted_namespace() {
         "no Lease rights outside kubeplug-system"
     );
 
-    delete_deployment();
+    remove_deployment();
 }
 
 /// The Deployment's pod template as the API server stored it (defaults
@@ -313,7 +299,7 @@ fn host_runs_as_in_its_pod(install: impl Fn()) {
     let spec = deployed_pod_spec();
     // kwok's simulated pods run nothing; remove them all the same, so that
     // the process below is the only kubeplug.
-    delete_deployment();
+    remove_deployment();
 
     // Args as the Deployment has them, but a free port for the listener
     // (8080 may be taken on this machine); still on every address.
@@ -443,7 +429,7 @@ fn host_runs_as_in_its_pod(install: impl Fn()) {
     );
     // Put the seed plugin back as the install has it.
     install();
-    delete_deployment();
+    remove_deployment();
 }
 
 /// A team upgrades its plugin, then the platform runs a routine `helm
@@ -476,22 +462,7 @@ fn a_routine_helm_upgrade_keeps_a_teams_plugin_and_uninstall_leaves_the_namespac
         shipped == std::fs::read(&v2).unwrap(),
         "the team's v2 is still what the host reads"
     );
-    let releases: Value = serde_json::from_str(&kubectl_ok(
-        &[
-            "get",
-            "secrets",
-            "-n",
-            SYSTEM,
-            "-l",
-            "owner=helm,name=kubeplug",
-            "-o",
-            "json",
-        ],
-        None,
-    ))
-    .expect("release Secrets");
-    for release in releases["items"].as_array().expect("items") {
-        let size = release["data"]["release"].as_str().map_or(0, str::len);
+    for size in release_sizes() {
         eprintln!("release Secret: {size} bytes");
         assert!(
             size < 256 << 10,
