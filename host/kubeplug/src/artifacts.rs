@@ -127,6 +127,29 @@ struct Pulled {
     signers: Vec<String>,
     /// Hex SHA-256 of the `.wasm` written.
     wasm: String,
+    /// The file's metadata when it was last found to hold `wasm`: each
+    /// round compares it instead of hashing the file again (a Python
+    /// plugin is 18 MB).
+    stamp: Option<Stamp>,
+}
+
+/// What a file's metadata says of it: a file written since has another
+/// (a rename, as [`write_whole`] makes, gives it a new inode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    inode: u64,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt as _;
+    let metadata = std::fs::metadata(path).ok()?;
+    Some(Stamp {
+        len: metadata.len(),
+        modified: metadata.modified().ok(),
+        inode: metadata.ino(),
+    })
 }
 
 /// A failed pull, tried again after a growing wait.
@@ -211,12 +234,21 @@ impl Puller {
                 }
             };
             let signers = policy.signers_for_file(name).to_vec();
-            if self.pulled.get(name).is_some_and(|p| {
-                &p.artifact == artifact
-                    && p.rel == rel
-                    && p.signers == signers
-                    && same_file(&path, &p.wasm)
-            }) {
+            let current = match self.pulled.get_mut(name) {
+                Some(p) if &p.artifact == artifact && p.rel == rel && p.signers == signers => {
+                    let now = stamp(&path);
+                    if now.is_some() && now == p.stamp {
+                        true
+                    } else if same_file(&path, &p.wasm) {
+                        p.stamp = now;
+                        true
+                    } else {
+                        false
+                    }
+                }
+                _ => false,
+            };
+            if current {
                 // Named again after a failed pull of another: what is on
                 // disk is what is named, so the row is clean again.
                 if self.failing.remove(name).is_some() {
@@ -314,6 +346,7 @@ impl Puller {
             rel: rel.to_path_buf(),
             signers: signers.to_vec(),
             wasm: fetch.wasm,
+            stamp: stamp(&path),
         })
     }
 
@@ -572,6 +605,11 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"\0asm");
         assert!(same_file(&path, &hex::encode(Sha256::digest(b"\0asm"))));
         assert!(!same_file(&path, HEX));
+        // Written again, even with the same bytes: another stamp, so the
+        // next round hashes it once more.
+        let before = stamp(&path).unwrap();
+        write_whole(&path, b"\0asm").unwrap();
+        assert_ne!(stamp(&path).unwrap(), before);
         let left: Vec<_> = std::fs::read_dir(path.parent().unwrap())
             .unwrap()
             .map(|e| e.unwrap().file_name())
