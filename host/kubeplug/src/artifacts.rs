@@ -170,6 +170,10 @@ pub struct Puller {
     failing: BTreeMap<String, Backoff>,
     /// Files written before this process started (from [`WRITTEN`]).
     inherited: BTreeMap<String, PathBuf>,
+    /// What [`WRITTEN`] was last written with: it is written again only
+    /// when that changes, since every write into the plugin directory
+    /// wakes the registry's rescan.
+    saved: Option<Vec<u8>>,
 }
 
 impl Puller {
@@ -193,6 +197,7 @@ impl Puller {
             pulled: BTreeMap::new(),
             failing: BTreeMap::new(),
             inherited,
+            saved: None,
         }
     }
 
@@ -361,7 +366,7 @@ impl Puller {
     }
 
     /// Record which files this host wrote, for the next process.
-    fn save_written(&self) {
+    fn save_written(&mut self) {
         let written: BTreeMap<&String, &PathBuf> = self
             .pulled
             .iter()
@@ -370,8 +375,14 @@ impl Puller {
             .collect();
         let path = self.registry.plugin_dir().join(WRITTEN);
         let bytes = serde_json::to_vec(&written).expect("names and paths serialize");
-        if let Err(error) = write_whole(&path, &bytes) {
-            tracing::warn!(file = %path.display(), %error, "cannot record the pulled files");
+        if self.saved.as_ref() == Some(&bytes) {
+            return;
+        }
+        match write_whole(&path, &bytes) {
+            Ok(()) => self.saved = Some(bytes),
+            Err(error) => {
+                tracing::warn!(file = %path.display(), %error, "cannot record the pulled files")
+            }
         }
     }
 }
