@@ -25,7 +25,7 @@ func runVolume(args []string) int {
 	fs := flag.NewFlagSet("volume", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig")
 	namespace := fs.String("namespace", "default", "namespace of the ConfigMaps")
-	names := fs.String("configmaps", "", "comma-separated ConfigMap names, projected into one directory")
+	names := fs.String("configmaps", "", "comma-separated ConfigMap names, projected into one directory; a name ending in ? is optional (skipped while it does not exist)")
 	dir := fs.String("dir", "", "the volume directory (created if missing)")
 	period := fs.Duration("period", time.Second, "how often the ConfigMaps are read (the kubelet's sync period)")
 	mode := fs.Int("mode", 0o644, "file mode (the volume's defaultMode)")
@@ -72,12 +72,17 @@ func runVolume(args []string) int {
 }
 
 // projection is what a projected volume of these ConfigMaps holds: every
-// key of `data` and `binaryData`; a missing ConfigMap is an error, as for a
-// non-optional source.
+// key of `data` and `binaryData`. A missing ConfigMap is an error, as for a
+// non-optional source; one marked optional (`name?`) adds nothing until it
+// exists, as the kubelet does.
 func projection(ctx context.Context, admin *adminClient, namespace string, names []string, mode int32) (map[string]volumeutil.FileProjection, error) {
 	payload := map[string]volumeutil.FileProjection{}
 	for _, name := range names {
+		name, optional := strings.CutSuffix(name, "?")
 		cm, err := admin.cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && optional {
+			continue
+		}
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("configmap %s/%s not found", namespace, name)
 		}

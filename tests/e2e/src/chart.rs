@@ -29,10 +29,23 @@ impl ChartHost {
     /// `pod_name`, then remove the Deployment (whose simulated pods run
     /// nothing) so that this process is the only host.
     pub fn start(pod_name: &str) -> ChartHost {
+        Self::run(pod_name, true)
+    }
+
+    /// Run the pod of the installed Deployment `kubeplug` as pod
+    /// `pod_name` and leave the Deployment, for what reads it (`helm test`'s
+    /// doctor, a `helm upgrade` that changes it).
+    pub fn start_beside_deployment(pod_name: &str) -> ChartHost {
+        Self::run(pod_name, false)
+    }
+
+    fn run(pod_name: &str, remove: bool) -> ChartHost {
         let spec = get_json(SYSTEM, "deployment/kubeplug").expect("the chart's Deployment")["spec"]
             ["template"]["spec"]
             .clone();
-        remove_deployment();
+        if remove {
+            remove_deployment();
+        }
         let (port, api_port) = (free_port(), free_port());
         let pod = Pod::prepare(SYSTEM, &spec, 0, pod_name, |a| {
             if a.starts_with("--listen=") {
@@ -98,6 +111,46 @@ impl ChartHost {
             ],
             None,
         );
+    }
+
+    /// Undo [`ChartHost::route_api`], as a `helm upgrade` without
+    /// `--force-conflicts` needs: the ExternalName Service gone (Helm makes
+    /// the chart's again) and the APIService's port the chart's, so that
+    /// no field this test changed differs from the chart's.
+    pub fn unroute_api(&self) {
+        kubectl_ok(
+            &[
+                "delete",
+                "service",
+                "kubeplug-api",
+                "-n",
+                SYSTEM,
+                "--ignore-not-found",
+            ],
+            None,
+        );
+        kubectl_ok(
+            &[
+                "patch",
+                "apiservice",
+                "v1alpha1.kubeplug.io",
+                "--type=merge",
+                "-p",
+                "{\"spec\":{\"service\":{\"port\":443}}}",
+            ],
+            None,
+        );
+    }
+
+    /// The next pod of a Deployment an upgrade changed: this host stopped
+    /// (its APIService kept, routed anew) and `pod_name` started from the
+    /// Deployment as it is now, as a rollout replaces a pod. True: the old
+    /// one exited cleanly.
+    pub fn roll(mut self, pod_name: &str) -> (bool, ChartHost) {
+        let clean = self.host.take().expect("not stopped yet").terminate();
+        let next = Self::run(pod_name, false);
+        next.route_api();
+        (clean, next)
     }
 
     /// Stop the host cleanly, the APIService first. True: it exited

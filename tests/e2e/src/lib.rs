@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod chart;
+pub mod hook;
 pub mod pod;
 pub mod registry;
 pub mod spans;
@@ -211,6 +212,21 @@ impl Drop for Namespace {
 /// A plugin directory the host watches, populated from the built plugins.
 pub struct PluginDir {
     pub path: PathBuf,
+}
+
+/// A file's SHA-256 in hex, as `/plugins` and `kubectl get plugins` give a
+/// plugin's digest.
+pub fn sha256_of(path: &Path) -> String {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum runs");
+    assert!(out.status.success(), "sha256sum {}", path.display());
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .expect("sha256sum prints a digest")
+        .to_string()
 }
 
 /// A built plugin: `target/plugins/<name>.wasm` or `target/test-plugins/`.

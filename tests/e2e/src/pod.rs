@@ -5,9 +5,9 @@
 //! mount namespace; the container's args, env and volume mounts taken from
 //! the pod spec as the API server stored it; configMap and projected
 //! volumes laid out and kept up to date by the kubelet's own code
-//! (`tests/cluster` `volume`); emptyDirs owned by the pod's user; a
-//! ServiceAccount token from the TokenRequest API at the in-cluster path,
-//! with `KUBERNETES_SERVICE_HOST`/`PORT`.
+//! (`tests/cluster` `volume`); emptyDirs owned by the pod's user; the
+//! kubelet's `/etc/hosts`; a ServiceAccount token from the TokenRequest API
+//! at the in-cluster path, with `KUBERNETES_SERVICE_HOST`/`PORT`.
 //!
 //! The network namespace is this machine's: a listener binds the loopback
 //! and every address, as a pod's would its own.
@@ -58,6 +58,7 @@ impl Pod {
     ) -> Pod {
         let work = tempfile::tempdir().expect("temp dir");
         let rootfs = unpack_image(work.path());
+        managed_hosts_file(&rootfs, pod_name);
         let container = &spec["containers"][container];
         let mut pod = Pod {
             rootfs,
@@ -144,13 +145,22 @@ impl Pod {
                 .and_then(|v| v.iter().find(|v| v["name"] == name))
                 .unwrap_or_else(|| panic!("volume {name}"));
             let dir = work.join(format!("volume-{name}"));
-            if let Some(cm) = volume["configMap"]["name"].as_str() {
-                self.volumes
-                    .push(configmap_volume(namespace, &[cm.to_string()], &dir));
+            // The volume tool's name for a source: `name?` when optional
+            // (skipped while it does not exist, as by the kubelet).
+            let source = |cm: &Value| {
+                let name = cm["name"].as_str()?;
+                Some(if cm["optional"] == true {
+                    format!("{name}?")
+                } else {
+                    name.to_string()
+                })
+            };
+            if let Some(cm) = source(&volume["configMap"]) {
+                self.volumes.push(configmap_volume(namespace, &[cm], &dir));
             } else if let Some(sources) = volume["projected"]["sources"].as_array() {
                 let names: Vec<String> = sources
                     .iter()
-                    .filter_map(|s| s["configMap"]["name"].as_str().map(String::from))
+                    .filter_map(|s| source(&s["configMap"]))
                     .collect();
                 self.volumes.push(configmap_volume(namespace, &names, &dir));
             } else if volume["emptyDir"].is_object() {
@@ -305,6 +315,23 @@ fn unpack_image(into: &Path) -> PathBuf {
         path_str(&bundle),
     ]));
     bundle.join("rootfs")
+}
+
+/// The `/etc/hosts` the kubelet mounts into every container
+/// (`managedHostsFileContent` in the kubelet): without it a `FROM scratch`
+/// image cannot resolve `localhost`. The pod's own line names the loopback,
+/// its network being this machine's. No `/etc/resolv.conf`: there is no
+/// cluster DNS here.
+fn managed_hosts_file(rootfs: &Path, pod_name: &str) {
+    let etc = rootfs.join("etc");
+    std::fs::create_dir_all(&etc).expect("/etc in the image");
+    std::fs::write(
+        etc.join("hosts"),
+        format!(
+            "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n127.0.0.1\t{pod_name}\n"
+        ),
+    )
+    .expect("write /etc/hosts");
 }
 
 fn run_ok(command: &mut Command) {

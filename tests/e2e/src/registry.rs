@@ -15,6 +15,8 @@ pub struct Registry {
     child: Child,
     pub port: u16,
     _storage: tempfile::TempDir,
+    /// A TLS registry's certificates, read when it starts and by clients.
+    _certs: Option<tempfile::TempDir>,
 }
 
 impl Drop for Registry {
@@ -32,6 +34,107 @@ impl Registry {
     /// Started with the configuration `extra` adds (given the storage
     /// directory).
     pub fn start_with(extra: impl FnOnce(&Path) -> String) -> Self {
+        let registry = Self::launch(String::new(), extra);
+        eventually("the registry to answer", Duration::from_secs(90), || {
+            let (status, _, _) = registry.get("/v2/", "*/*").ok()?;
+            matches!(status, 200 | 401).then_some(())
+        });
+        registry
+    }
+
+    /// Started serving HTTPS only, as registries do off loopback, with a
+    /// certificate for `localhost` from a CA of its own: the registry, and
+    /// that CA's certificate (PEM) for clients to trust. [`Registry::get`]
+    /// speaks plain HTTP, so it does not reach this one.
+    pub fn start_tls() -> (Self, std::path::PathBuf) {
+        let certs = tempfile::tempdir().expect("temp dir");
+        let (ca, cert, key) = (
+            certs.path().join("ca.crt"),
+            certs.path().join("tls.crt"),
+            certs.path().join("tls.key"),
+        );
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(certs.path())
+                .output()
+                .expect("run openssl");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=e2e registry CA",
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "tls.key",
+            "-out",
+            "tls.csr",
+            "-subj",
+            "/CN=localhost",
+        ]);
+        std::fs::write(
+            certs.path().join("san.ext"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "tls.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "tls.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ]);
+        let tls = format!(
+            "  tls:\n    certificate: {}\n    key: {}\n",
+            cert.display(),
+            key.display()
+        );
+        let mut registry = Self::launch(tls, |_| String::new());
+        registry._certs = Some(certs);
+        // Listening is answering here: the server binds once configured.
+        eventually("the registry to listen", Duration::from_secs(90), || {
+            std::net::TcpStream::connect(("127.0.0.1", registry.port)).ok()
+        });
+        (registry, ca)
+    }
+
+    /// The registry process, `http` added to its `http:` section and
+    /// `extra` to its configuration.
+    fn launch(http: String, extra: impl FnOnce(&Path) -> String) -> Self {
         let bin = std::env::var("REGISTRY").expect("REGISTRY (tests/e2e/run sets it)");
         let storage = tempfile::tempdir().expect("temp dir");
         let port = free_port();
@@ -39,7 +142,7 @@ impl Registry {
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{}",
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{http}{}",
                 storage.path().join("data").display(),
                 extra(storage.path()),
             ),
@@ -52,16 +155,12 @@ impl Registry {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start the registry");
-        let registry = Registry {
+        Registry {
             child,
             port,
             _storage: storage,
-        };
-        eventually("the registry to answer", Duration::from_secs(90), || {
-            let (status, _, _) = registry.get("/v2/", "*/*").ok()?;
-            matches!(status, 200 | 401).then_some(())
-        });
-        registry
+            _certs: None,
+        }
     }
 
     /// GET `path`: status, content type, body.

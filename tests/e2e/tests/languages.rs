@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use kubeplug_e2e::{
     Host, Namespace, PluginDir, apply, built, events_for, eventually, get_json, install_crds,
+    sha256_of,
 };
 use serde_json::Value;
 
@@ -58,18 +59,6 @@ fn is_label_safe_time(value: &str) -> bool {
         && b.iter()
             .enumerate()
             .all(|(i, c)| matches!(i, 8 | 15) || c.is_ascii_digit())
-}
-
-fn sha256(path: &std::path::Path) -> String {
-    let out = std::process::Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .expect("sha256sum runs");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .expect("sha256sum prints a digest")
-        .to_string()
 }
 
 #[test]
@@ -130,7 +119,7 @@ fn pod_labeler_in_python_labels_pods_beside_the_seed_plugins_and_is_upgraded_liv
     let v2 = serving(&host, "pod-labeler", "0.2.0");
     assert_eq!(
         v2["digest"],
-        sha256(&built("pod-labeler-v2")),
+        sha256_of(&built("pod-labeler-v2")),
         "{v2} (was {v1})"
     );
     assert!(v2["lastError"].is_null(), "{v2}");

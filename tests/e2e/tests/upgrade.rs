@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use kubeplug_e2e::{
     Host, Namespace, PluginDir, apply, built, eventually, get_json, install_crds, kubectl_ok,
-    resource_versions, with_policy,
+    resource_versions, sha256_of, with_policy,
 };
 use serde_json::Value;
 
@@ -76,16 +76,7 @@ fn serving(host: &Host, name: &str, version: Option<&str>) -> Value {
 
 /// The SHA-256 of a built plugin, as `/plugins` reports digests.
 fn digest_of(built_name: &str) -> String {
-    let out = std::process::Command::new("sha256sum")
-        .arg(built(built_name))
-        .output()
-        .expect("sha256sum runs");
-    assert!(out.status.success(), "sha256sum failed");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .expect("sha256sum prints a digest")
-        .to_string()
+    sha256_of(&built(built_name))
 }
 
 /// Reconciles of `plugin` that did not end `ok`, summed over results.
