@@ -8,7 +8,7 @@ use std::process::Stdio;
 use serde_json::Value;
 
 use crate::pod::Pod;
-use crate::{Host, apply, free_port, get_json, kubectl, kubectl_ok};
+use crate::{Host, apply, eventually, free_port, get_json, kubectl, kubectl_ok};
 
 /// The release's namespace.
 pub const SYSTEM: &str = "kubeplug-system";
@@ -82,17 +82,7 @@ impl ChartHost {
     /// injected. A `helm upgrade` puts the chart's back: route again after
     /// one.
     pub fn route_api(&self) {
-        kubectl_ok(
-            &[
-                "delete",
-                "service",
-                "kubeplug-api",
-                "-n",
-                SYSTEM,
-                "--ignore-not-found",
-            ],
-            None,
-        );
+        delete_api_service();
         apply(
             SYSTEM,
             "apiVersion: v1\nkind: Service\nmetadata:\n  name: kubeplug-api\nspec:\n  type: ExternalName\n  externalName: localhost\n",
@@ -118,17 +108,7 @@ impl ChartHost {
     /// the chart's again) and the APIService's port the chart's, so that
     /// no field this test changed differs from the chart's.
     pub fn unroute_api(&self) {
-        kubectl_ok(
-            &[
-                "delete",
-                "service",
-                "kubeplug-api",
-                "-n",
-                SYSTEM,
-                "--ignore-not-found",
-            ],
-            None,
-        );
+        delete_api_service();
         kubectl_ok(
             &[
                 "patch",
@@ -167,6 +147,21 @@ impl Drop for ChartHost {
             remove_apiservice();
         }
     }
+}
+
+/// Remove the chart's Service `kubeplug-api` (or the test's in its place).
+fn delete_api_service() {
+    kubectl_ok(
+        &[
+            "delete",
+            "service",
+            "kubeplug-api",
+            "-n",
+            SYSTEM,
+            "--ignore-not-found",
+        ],
+        None,
+    );
 }
 
 /// Remove the APIService: one whose server is gone makes discovery
@@ -229,4 +224,34 @@ pub fn release_sizes() -> Vec<usize> {
         .iter()
         .map(|r| r["data"]["release"].as_str().map_or(0, str::len))
         .collect()
+}
+
+/// The pods of the Deployment `kubeplug` (kwok's, which run nothing).
+pub fn kubeplug_pods() -> Vec<Value> {
+    crate::items(&[
+        "pods",
+        "-n",
+        SYSTEM,
+        "-l",
+        "app.kubernetes.io/name=kubeplug",
+    ])
+}
+
+/// Wait until `want` pods of the Deployment run, scheduled on a node, each
+/// passing `check`.
+pub fn wait_for_pods(
+    what: &str,
+    want: usize,
+    timeout: std::time::Duration,
+    check: impl Fn(&Value) -> bool,
+) {
+    eventually(what, timeout, || {
+        let running = kubeplug_pods()
+            .into_iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .filter(|p| p["status"]["phase"] == "Running" && p["spec"]["nodeName"].is_string())
+            .filter(|p| check(p))
+            .count();
+        (running == want).then_some(())
+    });
 }

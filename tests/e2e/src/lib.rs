@@ -214,6 +214,29 @@ pub struct PluginDir {
     pub path: PathBuf,
 }
 
+/// The items of `kubectl get ARGS -o json` (a list of objects).
+pub fn items(args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend(["-o", "json"]);
+    let list: Value = serde_json::from_str(&kubectl_ok(&all, None)).expect("kubectl prints JSON");
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// `openssl ARGS` in `dir`, or a panic with what it printed.
+pub fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A file's SHA-256 in hex, as `/plugins` and `kubectl get plugins` give a
 /// plugin's digest.
 pub fn sha256_of(path: &Path) -> String {

@@ -53,18 +53,7 @@ impl Registry {
             certs.path().join("tls.crt"),
             certs.path().join("tls.key"),
         );
-        let openssl = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(certs.path())
-                .output()
-                .expect("run openssl");
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
+        let openssl = |args: &[&str]| crate::openssl(certs.path(), args);
         openssl(&[
             "req",
             "-x509",

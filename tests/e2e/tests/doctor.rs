@@ -279,18 +279,7 @@ keyUsage = keyCertSign,cRLSign
     .expect("write ca.cnf");
     std::fs::write(dir.join("index.txt"), "").expect("write index.txt");
     std::fs::write(dir.join("serial"), "01\n").expect("write serial");
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl runs");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let openssl = |args: &[&str]| openssl(dir, args);
     openssl(&[
         "req",
         "-new",

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use kubeplug_e2e::chart::{release_sizes, remove_deployment};
+use kubeplug_e2e::chart::{kubeplug_pods, release_sizes, remove_deployment, wait_for_pods};
 use kubeplug_e2e::pod::{Pod, UID, decode_base64};
 use kubeplug_e2e::*;
 use serde_json::Value;
@@ -65,38 +65,6 @@ fn ship_seed_plugins() {
 /// namespace that does not exist yet.
 fn install_namespace() {
     install_crds();
-}
-
-fn kubeplug_pods() -> Vec<Value> {
-    let out = kubectl_ok(
-        &[
-            "get",
-            "pods",
-            "-n",
-            SYSTEM,
-            "-l",
-            "app.kubernetes.io/name=kubeplug",
-            "-o",
-            "json",
-        ],
-        None,
-    );
-    let list: Value = serde_json::from_str(&out).expect("pod list");
-    list["items"].as_array().cloned().unwrap_or_default()
-}
-
-/// Wait until `want` pods of the Deployment run, scheduled on a node, each
-/// passing `check`.
-fn wait_for_pods(what: &str, want: usize, check: impl Fn(&Value) -> bool) {
-    eventually(what, TIMEOUT, || {
-        let running = kubeplug_pods()
-            .into_iter()
-            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-            .filter(|p| p["status"]["phase"] == "Running" && p["spec"]["nodeName"].is_string())
-            .filter(|p| check(p))
-            .count();
-        (running == want).then_some(())
-    });
 }
 
 #[test]
@@ -172,7 +140,12 @@ fn deploy_and_its_overlays_are_admitted_in_a_restricted_namespace() {
                 .any(|v| v["name"] == "plugins" && v["projected"].is_object())
         })
     };
-    wait_for_pods("two pods with plugins from ConfigMaps", 2, has_projected);
+    wait_for_pods(
+        "two pods with plugins from ConfigMaps",
+        2,
+        TIMEOUT,
+        has_projected,
+    );
     let pod = &kubeplug_pods()[0];
     let container = &pod["spec"]["containers"][0];
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
@@ -206,7 +179,12 @@ fn deploy_and_its_overlays_are_admitted_in_a_restricted_namespace() {
                 == 3
         })
     };
-    wait_for_pods("two pods with plugins from image volumes", 2, has_images);
+    wait_for_pods(
+        "two pods with plugins from image volumes",
+        2,
+        TIMEOUT,
+        has_images,
+    );
 
     // The host's role: Leases in its own namespace only.
     let can = |verb: &str, ns: &str| {

@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use kubeplug_e2e::chart::{ChartHost, SYSTEM, get_plugin};
+use kubeplug_e2e::chart::{ChartHost, SYSTEM, get_plugin, wait_for_pods};
 use kubeplug_e2e::hook::{hook_pod_uid, run_hook_pod};
 use kubeplug_e2e::registry::Registry;
 use kubeplug_e2e::*;
@@ -301,22 +301,7 @@ fn the_install_section_of_the_readme_runs_as_typed() {
         deployment["spec"]["template"]["spec"]["containers"][0]["image"],
         format!("{registry}/kubeplug:0.1.0")
     );
-    eventually("both replicas admitted and running", TIMEOUT, || {
-        let pods = kubectl_ok(
-            &[
-                "get",
-                "pods",
-                "-n",
-                SYSTEM,
-                "-l",
-                "app.kubernetes.io/name=kubeplug",
-                "-o",
-                "name",
-            ],
-            None,
-        );
-        (pods.lines().count() == 2).then_some(())
-    });
+    wait_for_pods("both replicas admitted and running", 2, TIMEOUT, |_| true);
     // The platform moves to Helm: the kustomization's objects go first
     // (Helm adopts nothing it did not make).
     let mine = root.join("deploy/overlays/mine");

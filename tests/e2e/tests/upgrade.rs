@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kubeplug_e2e::{
-    Host, Namespace, PluginDir, apply, built, eventually, get_json, install_crds, kubectl_ok,
+    Host, Namespace, PluginDir, apply, built, eventually, get_json, install_crds, items,
     resource_versions, sha256_of, with_policy,
 };
 use serde_json::Value;
@@ -128,36 +128,26 @@ fn names(namespace: &str, what: &str) -> Vec<String> {
 
 /// Children of Databases in `namespace`: (kind, name) → revision label.
 fn database_children(namespace: &str) -> HashMap<(String, String), Option<String>> {
-    let out = kubectl_ok(
-        &[
-            "get",
-            "-n",
-            namespace,
-            "statefulsets,services,secrets",
-            "-l",
-            "app.kubernetes.io/name=database",
-            "-o",
-            "json",
-        ],
-        None,
-    );
-    let list: Value = serde_json::from_str(&out).expect("kubectl prints JSON");
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|o| {
-            let key = (
-                o["kind"].as_str().unwrap_or_default().to_string(),
-                o["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            );
-            let revision = o["metadata"]["labels"][REVISION].as_str().map(String::from);
-            (key, revision)
-        })
-        .collect()
+    items(&[
+        "-n",
+        namespace,
+        "statefulsets,services,secrets",
+        "-l",
+        "app.kubernetes.io/name=database",
+    ])
+    .iter()
+    .map(|o| {
+        let key = (
+            o["kind"].as_str().unwrap_or_default().to_string(),
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+        let revision = o["metadata"]["labels"][REVISION].as_str().map(String::from);
+        (key, revision)
+    })
+    .collect()
 }
 
 /// The children of `databases` that are missing or not labelled `revision`
