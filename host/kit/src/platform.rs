@@ -58,14 +58,23 @@ pub struct Rule {
     pub verbs: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_names: Vec<String>,
+    /// A rule of URLs (`/healthz`, `/metrics`): never one kubeplug writes,
+    /// but one a release's `rbac.hostReadRules` may hold, kept as it is.
+    #[serde(
+        default,
+        rename = "nonResourceURLs",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub non_resource_urls: Vec<String>,
 }
 
 /// One thing a rule allows: group, resource (with `/subresource`), object
 /// name (empty: any) and verb.
 pub type Permission = (String, String, String, String);
 
-/// Everything `rules` allow, one permission at a time: two lists of rules
-/// are the same grant if these are equal, however they are grouped.
+/// Everything `rules` allow on resources, one permission at a time: two
+/// lists of rules are the same grant if these are equal, however they are
+/// grouped. Rules of `nonResourceURLs` name no resource and add none.
 pub fn permissions(rules: &[Rule]) -> BTreeSet<Permission> {
     let mut out = BTreeSet::new();
     for rule in rules {
@@ -140,6 +149,7 @@ pub fn rules_of(permissions: &BTreeSet<Permission>) -> Vec<Rule> {
             } else {
                 names.iter().map(|n| n.to_string()).collect()
             },
+            non_resource_urls: Vec::new(),
         })
         .collect()
 }
@@ -219,6 +229,7 @@ fn rule(right: &Right) -> Rule {
         } else {
             vec![right.name.clone()]
         },
+        non_resource_urls: Vec::new(),
     }
 }
 
@@ -658,8 +669,15 @@ impl Platform {
     pub fn helm(&self, host_reads: Option<&[Rule]>) -> String {
         let name = &self.plugin;
         let mut reads = permissions(&self.host_read_rules);
-        if let Some(kept) = host_reads {
-            reads.extend(permissions(kept));
+        // The release's rules of URLs stay as written (they are no
+        // resource's, so `permissions` cannot regroup them).
+        let mut urls: Vec<Rule> = Vec::new();
+        for rule in host_reads.unwrap_or_default() {
+            if rule.non_resource_urls.is_empty() {
+                reads.extend(permissions(std::slice::from_ref(rule)));
+            } else if !urls.contains(rule) {
+                urls.push(rule.clone());
+            }
         }
         let rules = |rules: &[Rule]| Value::Sequence(rules.iter().map(ordered).collect());
         let one = |key: &str, value: Value| {
@@ -683,7 +701,10 @@ impl Platform {
                 "policy",
                 one("plugins", one(name, Value::Mapping(self.grant.clone()))),
             ),
-            ("rbac", one("hostReadRules", rules(&rules_of(&reads)))),
+            (
+                "rbac",
+                one("hostReadRules", rules(&[rules_of(&reads), urls].concat())),
+            ),
         ]);
         let kept = if host_reads.is_some() {
             "holds the rules of the --helm-values files given and this plugin's"

@@ -425,6 +425,7 @@ fn rules_are_grouped_in_one_order() {
         resources: vec!["pods".into()],
         verbs: vec!["get".into()],
         resource_names: vec!["one".into()],
+        non_resource_urls: Vec::new(),
     });
     assert_eq!(normalized(&both), platform.host_read_rules);
 }
@@ -517,6 +518,21 @@ fn the_helm_fragment_keeps_the_releases_host_reads_and_parses_as_the_chart_reads
     let reads = permissions(&rules(&values["rbac"]["hostReadRules"]));
     assert!(reads.is_superset(&permissions(&kept)));
     assert!(reads.contains(&perm("", "persistentvolumeclaims", "watch")));
+    // A rule of URLs the release holds is kept as written.
+    let mut with_urls = kept.clone();
+    let urls: Rule = serde_json::from_value(serde_json::json!(
+        {"nonResourceURLs": ["/healthz", "/metrics"], "verbs": ["get"]}
+    ))
+    .unwrap();
+    with_urls.push(urls.clone());
+    let values: Json = kubeplug_core::yaml::from_str(&platform.helm(Some(&with_urls))).unwrap();
+    let written = rules(&values["rbac"]["hostReadRules"]);
+    assert_eq!(
+        written.iter().filter(|r| **r == urls).count(),
+        1,
+        "{written:?}"
+    );
+    assert!(permissions(&written).is_superset(&permissions(&kept)));
     let alone: Json = kubeplug_core::yaml::from_str(&platform.helm(None)).unwrap();
     assert_eq!(
         permissions(&rules(&alone["rbac"]["hostReadRules"])),
