@@ -95,6 +95,13 @@ plugins: shipped-plugins
 	@# A component that takes Cranelift ~10 s and ~600 MiB to compile, for
 	@# the compile-quota tests (built natively; it writes the .wasm).
 	cargo run --release -q -p compile-bomb -- 100000 target/test-plugins/compile-bomb.wasm
+	@# Go: database's port, the hostile Go guest and one of every export,
+	@# built by the Go SDK (the standard toolchain, then this tree's
+	@# kubeplug composes them).
+	cargo build --release -q -p kubeplug --bin kubeplug
+	KUBEPLUG="$(CARGO_TARGET_DIR)/release/kubeplug" plugins/sdk-go/build plugins/database-go target/test-plugins/database-go.wasm
+	KUBEPLUG="$(CARGO_TARGET_DIR)/release/kubeplug" plugins/sdk-go/build plugins/testing/hostile-go target/test-plugins/hostile-go.wasm
+	KUBEPLUG="$(CARGO_TARGET_DIR)/release/kubeplug" plugins/sdk-go/build plugins/testing/exports-go target/test-plugins/exports-go.wasm
 	$(MAKE) --no-print-directory polyglot-plugins
 	@ls -l target/plugins target/test-plugins
 
@@ -145,6 +152,9 @@ lint: toolchain deny-tool
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	cargo clippy --release -p kubeplug --no-default-features -- -D warnings
 	cargo deny check bans licenses sources
+	@# The Go SDK's hand-written glue still matches wit/plugin.wit; gofmt,
+	@# go vet and its tests.
+	plugins/sdk-go/check-wit
 	@# The Helm chart (Helm built once from its Go module, tests/helm/build):
 	@# lints and renders with its defaults (chart-check compares each choice).
 	helm="$$(tests/helm/build)"; \
@@ -220,8 +230,10 @@ bench: plugins host
 	@for p in $(PLUGINS); do cp "target/plugins/$$p.wasm" target/bench/rust/; done
 	cargo run --release -p kubeplug-bench --bin kubeplug-bench -- target/bench/rust
 	@# Per language: myapp in Rust, Python and TypeScript (same logic, same
-	@# requests), and the two Pod decorators (Rust, Python).
+	@# requests), database in Rust and Go, and the two Pod decorators (Rust,
+	@# Python).
 	cp target/plugins/myapp.wasm target/test-plugins/myapp-py.wasm target/test-plugins/myapp-ts.wasm \
+		target/plugins/database.wasm target/test-plugins/database-go.wasm \
 		target/plugins/pod-annotator.wasm target/plugins/pod-labeler.wasm target/bench/languages/
 	cargo run --release -p kubeplug-bench --bin kubeplug-bench -- --compiles 1 --calls 1000 --copies 5 target/bench/languages
 	BENCH_RUNS="$(OPERATOR_BENCH_RUNS)" tests/bench/operator

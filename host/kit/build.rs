@@ -65,6 +65,11 @@ const BUNDLES: &[Bundle] = &[
             "plugins/sdk-ts/check-types",
         ],
     ),
+    (
+        "go",
+        &["plugins/sdk-go"],
+        &["plugins/sdk-go/check-wit", "plugins/sdk-go/wit.sha256"],
+    ),
 ];
 
 fn main() {
@@ -76,10 +81,24 @@ fn main() {
     sdks(&repo, &out_dir);
 }
 
+/// Rerun when `path` (under the repository) changes, named relative to
+/// this package: cargo then checks it in the checkout being built. An
+/// absolute path would name the checkout that ran this last, and two
+/// checkouts sharing a target directory (a CI clone and a working tree:
+/// cargo hashes workspace members by their place in the workspace, not
+/// by its path) would take each other's templates and SDKs as fresh.
+fn rerun_if_changed(repo: &Path, path: &Path) {
+    let relative = path.strip_prefix(repo).expect("a path in the repository");
+    println!(
+        "cargo:rerun-if-changed={}",
+        Path::new("../..").join(relative).display()
+    );
+}
+
 fn templates(repo: &Path, out_dir: &Path) {
     let root = repo.join("plugins/templates");
     // A directory is scanned recursively, so new files rerun this too.
-    println!("cargo:rerun-if-changed={}", root.display());
+    rerun_if_changed(repo, &root);
     let mut files = Vec::new();
     if let Ok(langs) = std::fs::read_dir(&root) {
         for lang in langs.filter_map(Result::ok) {
@@ -109,13 +128,13 @@ fn templates(repo: &Path, out_dir: &Path) {
 
 fn sdks(repo: &Path, out_dir: &Path) {
     let root_manifest = repo.join("Cargo.toml");
-    println!("cargo:rerun-if-changed={}", root_manifest.display());
+    rerun_if_changed(repo, &root_manifest);
     let generated = out_dir.join("sdk");
     let mut files = Vec::new();
     for (bundle, parts, excluded) in BUNDLES {
         for part in *parts {
             let path = repo.join(part);
-            println!("cargo:rerun-if-changed={}", path.display());
+            rerun_if_changed(repo, &path);
             let mut found = Vec::new();
             if path.is_dir() {
                 walk(repo, &path, &mut found);

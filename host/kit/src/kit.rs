@@ -7,11 +7,13 @@
 //!   sides of a comparison share;
 //! - [`check`]: run one case and compare, [`diff`]: show where they part;
 //! - [`suite`]: a whole directory, the report, `--update`;
-//! - [`scaffold`]: `kubeplug new`.
+//! - [`scaffold`]: `kubeplug new`;
+//! - [`go_shim`]: a Go plugin's core module made a component.
 
 pub mod check;
 pub mod diff;
 pub mod fixture;
+pub mod go_shim;
 pub mod load;
 pub mod outcome;
 pub mod scaffold;

@@ -95,6 +95,11 @@ enum Command {
     /// that the host can bound its time and memory.
     #[command(name = "__compile", hide = true)]
     Compile { input: PathBuf, output: PathBuf },
+    /// Internal: make a Go plugin's core module (`go build
+    /// -buildmode=c-shared` with the Go SDK) a component with kubeplug's
+    /// preview1 shim; the Go SDK's `build` runs it.
+    #[command(name = "__componentize-go", hide = true)]
+    ComponentizeGo(crate::commands::build::ComponentizeGoArgs),
 }
 
 /// Entry point of the binary.
@@ -146,6 +151,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compile { input, output } => {
             kubeplug_runtime::compile::compile_main(&input, &output)
         }
+        Command::ComponentizeGo(args) => commands::build::componentize_go(args),
     };
     done.map(|()| ExitCode::SUCCESS)
 }

@@ -50,8 +50,9 @@ fn scaffold_target_dir() -> PathBuf {
 /// `command` run as a team's CI runs it: from the project's directory,
 /// with `home` as HOME (the toolchains' homes named explicitly, crates from
 /// their local registry cache, offline), so that nothing of this checkout
-/// or of the user's home is used; the Python and TypeScript toolchains'
-/// caches (venv, npm ci, componentized outputs) stay shared between runs.
+/// or of the user's home is used; the Python, TypeScript and Go toolchains'
+/// caches (venv, npm ci, componentized outputs, Go's build cache) stay
+/// shared between runs.
 fn as_a_team(command: &mut std::process::Command, dir: &Path, home: &Path) {
     let real_home = PathBuf::from(std::env::var_os("HOME").expect("HOME"));
     let toolchain_home = |var: &str, default: &str| {
@@ -69,6 +70,11 @@ fn as_a_team(command: &mut std::process::Command, dir: &Path, home: &Path) {
                 .map_or_else(|| real_home.join(".cache/kubeplug"), PathBuf::from),
         )
         .env("npm_config_cache", real_home.join(".npm"))
+        .env(
+            "GOCACHE",
+            std::env::var_os("GOCACHE")
+                .map_or_else(|| real_home.join(".cache/go-build"), PathBuf::from),
+        )
         .env("CARGO_TARGET_DIR", scaffold_target_dir())
         .env_remove("KUBEPLUG_PYTHON_SDK");
 }
@@ -209,6 +215,11 @@ fn a_scaffolded_python_plugin_builds_and_passes_its_fixtures() {
 #[test]
 fn a_scaffolded_typescript_plugin_builds_and_passes_its_fixtures() {
     scaffold_builds_and_passes("ts");
+}
+
+#[test]
+fn a_scaffolded_go_plugin_builds_and_passes_its_fixtures() {
+    scaffold_builds_and_passes("go");
 }
 
 #[test]
@@ -402,13 +413,12 @@ fn new_refuses_a_bad_name_an_existing_directory_and_a_language_it_has_no_kit_for
     std::fs::create_dir(tmp.path().join("taken")).unwrap();
     let taken = new("rust", "taken");
     assert!(text(&taken).contains("already exists"), "{}", text(&taken));
-    // Go is not offered (README: Writing a plugin says why).
-    let go = new("go", "other");
-    assert!(!go.status.success());
+    let cobol = new("cobol", "other");
+    assert!(!cobol.status.success());
     assert!(
-        text(&go).contains("possible values: rust, python, ts"),
+        text(&cobol).contains("possible values: rust, python, ts, go"),
         "{}",
-        text(&go)
+        text(&cobol)
     );
 }
 

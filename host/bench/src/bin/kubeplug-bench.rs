@@ -581,6 +581,8 @@ fn language(bytes: &[u8]) -> &'static str {
         "Python"
     } else if has(b"StarlingMonkey") || has(b"starlingmonkey") {
         "JS/TS"
+    } else if has(b"kubeplug-go-shim") {
+        "Go"
     } else if has(b"rustc") {
         "Rust"
     } else {
@@ -629,7 +631,8 @@ fn vm_rss_bytes() -> Option<i64> {
 /// this benchmark has no fixture for.
 fn realistic_request(name: &str, plugin: &Plugin) -> anyhow::Result<Option<Request>> {
     let request = match name {
-        "database" => steady_state(plugin, database_parent(), database_pods())?,
+        // database-go is database's port to Go: the same requests.
+        "database" | "database-go" => steady_state(plugin, database_parent(), database_pods())?,
         // Ports of myapp to other languages answer the same requests.
         "myapp" | "myapp-py" | "myapp-ts" => steady_state(plugin, myapp_parent(), Vec::new())?,
         "pod-annotator" | "pod-labeler" => request(&pod(), &[], &[]),

@@ -57,6 +57,7 @@ pub enum Lang {
     Rust,
     Python,
     Ts,
+    Go,
 }
 
 impl Lang {
@@ -67,6 +68,7 @@ impl Lang {
             Lang::Rust => "rust",
             Lang::Python => "python",
             Lang::Ts => "ts",
+            Lang::Go => "go",
         }
     }
 
@@ -76,11 +78,12 @@ impl Lang {
             Lang::Rust => "sdk",
             Lang::Python => "sdk-python",
             Lang::Ts => "sdk-ts",
+            Lang::Go => "sdk-go",
         }
     }
 
     fn from_dir(dir: &str) -> Option<Lang> {
-        [Lang::Rust, Lang::Python, Lang::Ts]
+        [Lang::Rust, Lang::Python, Lang::Ts, Lang::Go]
             .into_iter()
             .find(|l| l.dir() == dir)
     }
@@ -125,6 +128,10 @@ pub enum ScaffoldError {
         version: String,
         crate_version: &'static str,
     },
+    #[error(
+        "{file} does not use the SDK {PROJECT_FILE} pins: it must say `replace kubeplug/sdk => {want}`"
+    )]
+    StaleGoPin { file: String, want: String },
     #[error("cannot read {path}")]
     Read {
         path: String,
@@ -140,10 +147,10 @@ pub enum ScaffoldError {
 }
 
 fn rust_note(lang: Lang) -> &'static str {
-    if lang == Lang::Rust {
-        ", and the kubeplug-sdk path and version in Cargo.toml"
-    } else {
-        ""
+    match lang {
+        Lang::Rust => ", and the kubeplug-sdk path and version in Cargo.toml",
+        Lang::Go => ", and the kubeplug/sdk replace path in go.mod",
+        Lang::Python | Lang::Ts => "",
     }
 }
 
@@ -251,7 +258,7 @@ impl Project {
         let lang = Lang::from_dir(&lang).ok_or_else(|| {
             bad(
                 at,
-                format!("lang = {lang:?}: this kubeplug builds rust, python and ts"),
+                format!("lang = {lang:?}: this kubeplug builds rust, python, ts and go"),
             )
         })?;
         let (_, sdk) = sdk.ok_or_else(|| bad(end, "no sdk = \"...\" (the SDK version)".into()))?;
@@ -307,6 +314,24 @@ impl Project {
                     file: path.display().to_string(),
                     version: self.sdk.clone(),
                     crate_version: RUST_SDK_CRATE_VERSION,
+                });
+            }
+        }
+        if self.lang == Lang::Go {
+            let path = self.dir.join("go.mod");
+            let go_mod = std::fs::read_to_string(&path).map_err(|source| ScaffoldError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            let want = format!("./{UNPACK_DIR}/{}/plugins/sdk-go", self.sdk);
+            let pinned = go_mod.lines().any(|l| {
+                let l = l.trim();
+                l.starts_with("replace kubeplug/sdk ") && l.ends_with(&format!("=> {want}"))
+            });
+            if !pinned {
+                return Err(ScaffoldError::StaleGoPin {
+                    file: path.display().to_string(),
+                    want,
                 });
             }
         }
@@ -582,7 +607,7 @@ mod tests {
             .join("../..")
             .canonicalize()
             .unwrap();
-        for lang in [Lang::Rust, Lang::Python, Lang::Ts] {
+        for lang in [Lang::Rust, Lang::Python, Lang::Ts, Lang::Go] {
             let dir = scaffold(lang, &format!("p-{}", lang.dir()), tmp.path()).unwrap();
             let files = text_files(&dir);
             assert!(files.len() > 5, "{files:?}");
@@ -634,10 +659,10 @@ mod tests {
         project.check_pins().unwrap();
 
         let parse = |text: &str| Project::parse(&dir, text, "kubeplug.toml");
-        let bad = parse("name = \"x\"\nlang = \"go\"\nsdk = \"1\"\n").unwrap_err();
+        let bad = parse("name = \"x\"\nlang = \"cobol\"\nsdk = \"1\"\n").unwrap_err();
         assert_eq!(
             bad.to_string(),
-            "kubeplug.toml:2: lang = \"go\": this kubeplug builds rust, python and ts"
+            "kubeplug.toml:2: lang = \"cobol\": this kubeplug builds rust, python, ts and go"
         );
         assert!(matches!(
             parse("name = x\n"),

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, bail};
+use kubeplug_kit::kit::go_shim;
 use kubeplug_kit::kit::scaffold::{PROJECT_FILE, Project};
 
 /// `kubeplug build`.
@@ -72,7 +73,10 @@ pub fn run(args: BuildArgs) -> anyhow::Result<()> {
     let as_stdout = std::os::fd::AsFd::as_fd(&stderr)
         .try_clone_to_owned()
         .context("duplicating stderr")?;
+    // The Go SDK's build composes its component with this very binary.
+    let me = std::env::current_exe().context("finding this kubeplug's path")?;
     let status = Command::new(&script)
+        .env("KUBEPLUG", me)
         .current_dir(&project.dir)
         .stdin(Stdio::null())
         .stdout(Stdio::from(as_stdout))
@@ -95,5 +99,34 @@ pub fn run(args: BuildArgs) -> anyhow::Result<()> {
         .len();
     eprintln!("kubeplug build: built {} ({size} bytes)", wasm.display());
     println!("{}", wasm.display());
+    Ok(())
+}
+
+/// `kubeplug __componentize-go`.
+#[derive(clap::Args)]
+pub struct ComponentizeGoArgs {
+    /// The core module `go build` made.
+    pub core: PathBuf,
+    /// Where to write the component.
+    pub output: PathBuf,
+    /// The WIT directory (the SDK's `wit/`).
+    #[arg(long)]
+    pub wit: PathBuf,
+    /// The world the component targets.
+    #[arg(long, default_value = "plugin-with-admission")]
+    pub world: String,
+}
+
+/// Write the component of a Go plugin's core module: the preview1 imports
+/// replaced by kubeplug's shim, typed by the WIT (`go_shim`).
+pub fn componentize_go(args: ComponentizeGoArgs) -> anyhow::Result<()> {
+    let core =
+        std::fs::read(&args.core).with_context(|| format!("reading {}", args.core.display()))?;
+    let component = go_shim::componentize(&core, &args.wit, &args.world)
+        .with_context(|| format!("composing {}", args.core.display()))?;
+    let tmp = args.output.with_extension("wasm.tmp");
+    std::fs::write(&tmp, &component).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &args.output)
+        .with_context(|| format!("writing {}", args.output.display()))?;
     Ok(())
 }

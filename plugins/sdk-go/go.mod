@@ -1,0 +1,3 @@
+module kubeplug/sdk
+
+go 1.26

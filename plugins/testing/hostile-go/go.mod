@@ -1,0 +1,7 @@
+module hostile
+
+go 1.26
+
+require kubeplug/sdk v0.0.0
+
+replace kubeplug/sdk => ../../sdk-go
