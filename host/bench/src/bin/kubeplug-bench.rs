@@ -260,8 +260,8 @@ fn config_for(name: &str, copy: usize) -> Value {
         }
         // The database refuses unknown keys; copy 0 (the timed one) pulls
         // from Docker Hub like a default install.
-        "database" if copy == 0 => json!({}),
-        "database" => json!({"imageRegistry": format!("bench-{copy}.example.com")}),
+        "database" | "database-go" if copy == 0 => json!({}),
+        "database" | "database-go" => json!({"imageRegistry": format!("bench-{copy}.example.com")}),
         _ => json!({"benchCopy": copy}),
     }
 }
