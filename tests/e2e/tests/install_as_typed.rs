@@ -199,14 +199,28 @@ impl Drop for Cleanup {
     }
 }
 
-/// No install of kubeplug: what other tests left (a release, deploy/'s
-/// objects) removed, as on a cluster that never had it.
+/// No install of kubeplug: whatever other tests left of it removed, as on
+/// a cluster that never had it. A plain `helm install` adopts nothing, so
+/// every object the chart renders goes (other tests make some of them by
+/// hand, e.g. the ClusterRole `kubeplug-plugin-viewer`), and deploy/'s.
 fn fresh_cluster() {
     if let Ok(helm) = std::env::var("HELM") {
         let _ = Command::new(helm)
             .args(["uninstall", "kubeplug", "--namespace", SYSTEM, "--wait"])
             .output();
     }
+    let chart = repo().join("deploy/chart");
+    let rendered = helm(&[
+        "template",
+        "kubeplug",
+        chart.to_str().unwrap(),
+        "--namespace",
+        SYSTEM,
+    ]);
+    kubectl_ok(
+        &["delete", "--ignore-not-found", "--wait", "-f", "-"],
+        Some(&rendered),
+    );
     let deploy = repo().join("deploy");
     kubectl_ok(
         &[
