@@ -2,8 +2,8 @@
 //! (`plugins/sdk-go/build`, the standard toolchain and kubeplug's preview1
 //! shim), as `make plugins` leaves them in `target/test-plugins/`.
 //!
-//! - `database-go` (the Go port of `database`) passes `database`'s own
-//!   fixtures, unchanged;
+//! - (`database-go`, the Go port of `database`, passes `database`'s own
+//!   fixtures unchanged: `tests/plugins.rs`, beside the other ports;)
 //! - a Go component imports what a Rust one does (`kubeplug:plugin/log`
 //!   and its types): no WASI;
 //! - a hostile Go guest (`plugins/testing/hostile-go`, `spec.behave` picks
@@ -16,42 +16,11 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::hostile::*;
 use common::*;
 use kubeplug_kit::kit;
-use kubeplug_runtime::{CallError, Desired, GuestError, Limits, LoadError, Plugin, PluginOptions};
+use kubeplug_runtime::{CallError, GuestError, LoadError, Plugin, PluginOptions};
 use serde_json::{Value, json};
-
-/// What the shipped policy grants `database` (its Secret and webhooks).
-const DATABASE_POLICY: &str = "\
-plugins:
-  database:
-    parent: [Database.example.com]
-    children: [StatefulSet.apps, Service, Secret]
-    related: [Pod]
-    admission: [validate]
-    conversion: true
-";
-
-#[test]
-fn database_fixtures_through_its_go_port() {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let tmp = tempfile::tempdir().unwrap();
-    let policy_file = tmp.path().join("policy.yaml");
-    std::fs::write(&policy_file, DATABASE_POLICY).unwrap();
-    let options = kit::Options {
-        plugin: Some(test_plugin_path("database-go")),
-        policy: kubeplug_core::policy::Policy::load(&[policy_file]).expect("the policy"),
-        crds: kubeplug_kit::render::read_objects(&repo.join("crds/databases.example.com.yaml"))
-            .expect("the CRD"),
-        ..Default::default()
-    };
-    // The Rust plugin's own fixtures: plugins/database-go/fixtures is a
-    // link to them.
-    let report = kit::run(runtime(), &repo.join("plugins/database"), &options)
-        .unwrap_or_else(|e| panic!("{:#}", anyhow::Error::from(e)));
-    assert!(report.passed(), "{}", report.render());
-    assert!(report.results.len() > 30, "database has its fixtures");
-}
 
 /// Every export and manifest field of the contract through the Go SDK's
 /// hand-written glue (`plugins/testing/exports-go`): its fixtures check
@@ -127,24 +96,12 @@ fn a_go_component_imports_only_the_log_and_no_wasi() {
     }
 }
 
-/// The deadline of the calls meant to run into it.
-const TIMEOUT: Duration = Duration::from_millis(300);
-/// The deadline of every other call (never hit on a busy machine).
-const ROOMY: Duration = Duration::from_secs(60);
-/// Well above what a Go component needs to start and answer (the runtime
-/// reserves a few MiB), far below the default cap.
-const MEMORY_CAP: usize = 32 << 20;
-
 fn load_hostile(config: Option<Value>) -> Result<Plugin, LoadError> {
     runtime().load(
         &test_plugin_bytes("hostile-go"),
         PluginOptions {
             config,
-            limits: Limits {
-                timeout: ROOMY,
-                memory_bytes: MEMORY_CAP,
-                ..Limits::default()
-            },
+            limits: limits(),
             label: Some("hostile-go.wasm".into()),
             ..Default::default()
         },
@@ -153,53 +110,6 @@ fn load_hostile(config: Option<Value>) -> Result<Plugin, LoadError> {
 
 fn hostile() -> Plugin {
     load_hostile(None).expect("hostile-go.wasm loads")
-}
-
-fn quick(plugin: &Plugin) -> Plugin {
-    plugin.admitted(
-        plugin.manifest().clone(),
-        Limits {
-            timeout: TIMEOUT,
-            ..plugin.limits()
-        },
-    )
-}
-
-fn behave(plugin: &Plugin, behave: &str) -> Result<Desired, CallError> {
-    let parent = json!({
-        "apiVersion": "test.kubeplug.io/v1",
-        "kind": "Hostile",
-        "metadata": {"name": "h", "namespace": "default", "uid": PARENT_UID},
-        "spec": {"behave": behave},
-    });
-    plugin.reconcile(&request(&parent, &[], &[]))
-}
-
-fn assert_serves(plugin: &Plugin) -> Desired {
-    let desired = behave(plugin, "ok").expect("behave ok is served");
-    assert_eq!(desired.children.len(), 1);
-    assert_eq!(desired.children[0]["metadata"]["name"], "h-ok");
-    desired
-}
-
-fn expect_deadline(result: Result<Desired, CallError>) {
-    match result {
-        Err(CallError::Deadline { plugin, timeout }) => {
-            assert_eq!(plugin, "hostile");
-            assert_eq!(timeout, TIMEOUT);
-        }
-        other => panic!("expected a deadline error, got {other:?}"),
-    }
-}
-
-fn expect_trap(result: Result<Desired, CallError>) -> String {
-    match result {
-        Err(CallError::Trap { plugin, message }) => {
-            assert_eq!(plugin, "hostile");
-            message
-        }
-        other => panic!("expected a trap, got {other:?}"),
-    }
 }
 
 #[test]
@@ -214,16 +124,7 @@ fn a_go_guest_that_loops_forever_is_stopped_at_its_deadline() {
 #[test]
 fn a_go_guest_that_allocates_without_bound_hits_its_memory_cap() {
     let plugin = hostile();
-    match behave(&plugin, "alloc") {
-        Err(CallError::MemoryCap {
-            plugin,
-            limit_bytes,
-        }) => {
-            assert_eq!(plugin, "hostile");
-            assert_eq!(limit_bytes, MEMORY_CAP);
-        }
-        other => panic!("expected a memory cap error, got {other:?}"),
-    }
+    expect_memory_cap(behave(&plugin, "alloc"));
     assert_serves(&plugin);
 }
 

@@ -10,6 +10,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::hostile::*;
 use common::*;
 use kubeplug_core::plan;
 use kubeplug_runtime::{
@@ -17,48 +18,12 @@ use kubeplug_runtime::{
 };
 use serde_json::{Value, json};
 
-/// The deadline of the calls meant to run into it (`loop`, `sleep`): short
-/// enough to keep the suite fast.
-const TIMEOUT: Duration = Duration::from_millis(300);
-/// The deadline of every other call, `manifest()` at load included: calls
-/// meant to end otherwise (an answer, a trap, the memory cap) are never
-/// failed by a busy machine (the tests run in parallel threads).
-const ROOMY: Duration = Duration::from_secs(60);
-/// Well above what a Rust component needs to start (a few MiB), far below
-/// the default cap.
-const MEMORY_CAP: usize = 32 << 20;
-
-fn limits() -> Limits {
-    Limits {
-        timeout: ROOMY,
-        memory_bytes: MEMORY_CAP,
-        ..Limits::default()
-    }
-}
-
 /// The default limits with the roomy deadline.
 fn roomy_defaults() -> Limits {
     Limits {
         timeout: ROOMY,
         ..Limits::default()
     }
-}
-
-/// The same loaded component with a deadline of `timeout` for its calls.
-fn with_deadline(plugin: &Plugin, timeout: Duration) -> Plugin {
-    plugin.admitted(
-        plugin.manifest().clone(),
-        Limits {
-            timeout,
-            ..plugin.limits()
-        },
-    )
-}
-
-/// The same loaded component with the short [`TIMEOUT`], for `loop` and
-/// `sleep`.
-fn quick(plugin: &Plugin) -> Plugin {
-    with_deadline(plugin, TIMEOUT)
 }
 
 fn load_hostile(runtime: &Runtime) -> Plugin {
@@ -78,25 +43,6 @@ fn load_guest(runtime: &Runtime, file: &str) -> Plugin {
             },
         )
         .unwrap_or_else(|e| panic!("loading {file}.wasm: {e:?}"))
-}
-
-fn hostile_parent(behave: &str) -> Value {
-    json!({
-        "apiVersion": "test.kubeplug.io/v1",
-        "kind": "Hostile",
-        "metadata": {"name": "h", "namespace": "default", "uid": PARENT_UID},
-        "spec": {"behave": behave},
-    })
-}
-
-fn behave(plugin: &Plugin, behave: &str) -> Result<Desired, CallError> {
-    plugin.reconcile(&request(&hostile_parent(behave), &[], &[]))
-}
-
-fn assert_serves(plugin: &Plugin) {
-    let desired = behave(plugin, "ok").expect("behave ok is served");
-    assert_eq!(desired.children.len(), 1);
-    assert_eq!(desired.children[0]["metadata"]["name"], "h-ok");
 }
 
 fn assert_database_serves(runtime: &Runtime) {
@@ -120,44 +66,12 @@ fn database_parent() -> Value {
     database("orders", "postgresql", "16.2.0", 1)
 }
 
-fn expect_deadline(result: Result<Desired, CallError>) {
-    expect_deadline_of(result, TIMEOUT);
-}
-
-fn expect_deadline_of(result: Result<Desired, CallError>, deadline: Duration) {
-    match result {
-        Err(CallError::Deadline { plugin, timeout }) => {
-            assert_eq!(plugin, "hostile");
-            assert_eq!(timeout, deadline);
-        }
-        other => panic!("expected a deadline error, got {other:?}"),
-    }
-}
-
-fn expect_memory_cap(result: Result<Desired, CallError>) {
-    match result {
-        Err(CallError::MemoryCap {
-            plugin,
-            limit_bytes,
-        }) => {
-            assert_eq!(plugin, "hostile");
-            assert_eq!(limit_bytes, MEMORY_CAP);
-        }
-        other => panic!("expected a memory cap error, got {other:?}"),
-    }
-}
-
 fn expect_panic_trap(result: Result<Desired, CallError>) {
-    match result {
-        Err(CallError::Trap { plugin, message }) => {
-            assert_eq!(plugin, "hostile");
-            assert!(
-                message.contains("hostile plugin asked to panic"),
-                "the panic message is kept: {message}"
-            );
-        }
-        other => panic!("expected a trap, got {other:?}"),
-    }
+    let message = expect_trap(result);
+    assert!(
+        message.contains("hostile plugin asked to panic"),
+        "the panic message is kept: {message}"
+    );
 }
 
 fn expect_malformed(result: Result<Desired, CallError>) {

@@ -44,8 +44,9 @@ plugins:
 
 /// Run `plugins/<name>/fixtures/` against the component at `wasm` (a port
 /// of the plugin to another language), admitted with the shipped CRDs as
-/// the live host would admit it under [`FIXTURE_POLICY`].
-fn fixtures_with(name: &str, wasm: PathBuf) {
+/// the live host would admit it under [`FIXTURE_POLICY`]: how many cases
+/// passed.
+fn fixtures_with(name: &str, wasm: PathBuf) -> usize {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = repo.join("plugins").join(name);
     let tmp = tempfile::tempdir().unwrap();
@@ -68,11 +69,20 @@ fn fixtures_with(name: &str, wasm: PathBuf) {
         .unwrap_or_else(|e| panic!("{name}: {:#}", anyhow::Error::from(e)));
     assert!(report.passed(), "{}", report.render());
     assert!(report.results.len() > 1, "{name} has fixtures");
+    report.results.len()
 }
 
 #[test]
 fn database_fixtures() {
     fixtures("database");
+}
+
+/// database's port to Go (plugins/database-go, whose `fixtures` is a link
+/// to database's) passes database's own fixtures, unchanged.
+#[test]
+fn database_fixtures_through_its_go_port() {
+    let cases = fixtures_with("database", test_plugin_path("database-go"));
+    assert!(cases > 30, "database has its fixtures");
 }
 
 #[test]

@@ -87,20 +87,7 @@ impl ChartHost {
             SYSTEM,
             "apiVersion: v1\nkind: Service\nmetadata:\n  name: kubeplug-api\nspec:\n  type: ExternalName\n  externalName: localhost\n",
         );
-        kubectl_ok(
-            &[
-                "patch",
-                "apiservice",
-                "v1alpha1.kubeplug.io",
-                "--type=merge",
-                "-p",
-                &format!(
-                    "{{\"spec\":{{\"service\":{{\"port\":{}}}}}}}",
-                    self.api_port
-                ),
-            ],
-            None,
-        );
+        point_apiservice_at(self.api_port);
     }
 
     /// Undo [`ChartHost::route_api`], as a `helm upgrade` without
@@ -109,17 +96,8 @@ impl ChartHost {
     /// no field this test changed differs from the chart's.
     pub fn unroute_api(&self) {
         delete_api_service();
-        kubectl_ok(
-            &[
-                "patch",
-                "apiservice",
-                "v1alpha1.kubeplug.io",
-                "--type=merge",
-                "-p",
-                "{\"spec\":{\"service\":{\"port\":443}}}",
-            ],
-            None,
-        );
+        // The chart's port.
+        point_apiservice_at(443);
     }
 
     /// The next pod of a Deployment an upgrade changed: this host stopped
@@ -147,6 +125,21 @@ impl Drop for ChartHost {
             remove_apiservice();
         }
     }
+}
+
+/// Set the port of the APIService's Service.
+fn point_apiservice_at(port: u16) {
+    kubectl_ok(
+        &[
+            "patch",
+            "apiservice",
+            "v1alpha1.kubeplug.io",
+            "--type=merge",
+            "-p",
+            &format!("{{\"spec\":{{\"service\":{{\"port\":{port}}}}}}}"),
+        ],
+        None,
+    );
 }
 
 /// Remove the chart's Service `kubeplug-api` (or the test's in its place).

@@ -190,12 +190,18 @@ impl Drop for Cleanup {
         for dir in ["dist", "deploy/overlays/mine"] {
             let _ = std::fs::remove_dir_all(root.join(dir));
         }
-        if let Ok(helm) = std::env::var("HELM") {
-            let _ = Command::new(helm)
-                .args(["uninstall", "kubeplug", "--namespace", SYSTEM, "--wait"])
-                .output();
-        }
+        uninstall_release();
         install_crds();
+    }
+}
+
+/// `helm uninstall kubeplug`, if there is a release (and even while a test
+/// is failing: no panic).
+fn uninstall_release() {
+    if let Ok(helm) = std::env::var("HELM") {
+        let _ = Command::new(helm)
+            .args(["uninstall", "kubeplug", "--namespace", SYSTEM, "--wait"])
+            .output();
     }
 }
 
@@ -204,11 +210,7 @@ impl Drop for Cleanup {
 /// every object the chart renders goes (other tests make some of them by
 /// hand, e.g. the ClusterRole `kubeplug-plugin-viewer`), and deploy/'s.
 fn fresh_cluster() {
-    if let Ok(helm) = std::env::var("HELM") {
-        let _ = Command::new(helm)
-            .args(["uninstall", "kubeplug", "--namespace", SYSTEM, "--wait"])
-            .output();
-    }
+    uninstall_release();
     let chart = repo().join("deploy/chart");
     let rendered = helm(&[
         "template",

@@ -12,6 +12,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+pub mod hostile;
+
 use kubeplug_runtime::{Plugin, PluginOptions, Request, Runtime};
 use serde_json::{Value, json};
 
