@@ -14,7 +14,7 @@ PLUGINS      := database myapp pod-annotator
 TEST_PLUGINS := hostile contract-v1 plain disruption-budget
 # SDK plugins are built without WASI (wasm32-unknown-unknown, made a
 # component by the wasm-component-ld that rustup ships): no WASI imports, so
-# an instance costs a few microseconds less per call (docs/benchmarks.md).
+# an instance costs a few microseconds less per call (docs/benchmarks/runtime.md).
 # The rest are built as other toolchains build them, with WASI (wasip2):
 # `hostile` sleeps and reads clocks through it.
 WASI_PLUGINS := hostile contract-v1 plain
@@ -220,7 +220,7 @@ demo-down:
 # The operator benchmark's rows: N:contenders (tests/bench/operator). The
 # scale curve: kubeplug with its defaults against itself without a client
 # limit, the reflector baseline and the floor (no controller), up to 10,000;
-# scale out: the database grant sharded, 1 replica against 3 (docs/scale-out.md).
+# scale out: the database grant sharded, 1 replica against 3 (docs/benchmarks/scale-out.md).
 OPERATOR_BENCH_RUNS ?= 1000:kubeplug,kubeplug-unlimited,reflector,floor 3000:kubeplug,reflector,floor,sharded-1,sharded-3 10000:kubeplug,reflector
 
 # Runtime micro-benchmark, then the operator benchmark (kubeplug against the

@@ -6,7 +6,7 @@
 //! Why: a call parses the request into JSON trees and builds the answer as
 //! more of them, thousands of small allocations freed within the call, and
 //! wasi-libc's dlmalloc spent about a third of `database`'s guest time in
-//! `malloc` and `free` (docs/benchmarks.md, "The database guest against
+//! `malloc` and `free` (docs/benchmarks/runtime.md, "The database guest against
 //! native"). Each call runs in a fresh instance whose memory is discarded
 //! after it, so the allocator need neither give memory back nor stay
 //! unfragmented over a long life: a block costs a list pop or a pointer
@@ -16,7 +16,7 @@
 //! so its first allocation grows memory, and under the host's pooling
 //! allocator every grow costs two `mprotect`s with their TLB flushes (the
 //! grow, and taking it back when the next instance starts in the slot): a
-//! quarter of a small call's whole cost (docs/benchmarks.md, "Calls that
+//! quarter of a small call's whole cost (docs/benchmarks/runtime.md, "Calls that
 //! never grow memory"). The arena is a zeroed static, so the linker puts it
 //! in the memory the instance starts with; its pages cost nothing until
 //! written, and a call that stays within it never grows memory.

@@ -5,7 +5,7 @@
 //! loopback proxy adds latency and 429s (tests/cluster/proxy).
 //!
 //! Figures these tests print (`FIGURE ...` lines) are collected in
-//! docs/failure.md.
+//! docs/benchmarks/failure.md.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
