@@ -97,7 +97,7 @@ pub fn engine_config() -> Config {
 
 /// How instances get their memories and tables.
 ///
-/// `kubeplug-bench` measures both (docs/benchmarks.md). The pooling
+/// `kubeplug-bench` measures both (docs/benchmarks/runtime.md). The pooling
 /// allocator keeps slots mapped between calls instead of an mmap/munmap per
 /// instance, at the price of reserving address space for every slot up front
 /// (see [`pool`]). `kubeplug run` pools by default; offline commands, which

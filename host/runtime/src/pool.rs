@@ -109,7 +109,7 @@ pub struct Tuning {
     /// Reset a spent Store on the reaper's thread ([`crate::reaper`]), not
     /// on the call's. Off by default: on a 2-core host with every core busy,
     /// handing the Store over cost more (~10 µs) than the reset it moved
-    /// (4–5 µs with the page-map scan); docs/benchmarks.md, "Reset off the
+    /// (4–5 µs with the page-map scan); docs/benchmarks/runtime.md, "Reset off the
     /// call's path". A host with idle cores may measure otherwise
     /// (`kubeplug-bench --breakdown --tunings default,off-path`).
     pub reset_off_path: bool,

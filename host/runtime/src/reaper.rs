@@ -8,7 +8,7 @@
 //! and returns at once (on demand, the drop is an unmap and stays on the
 //! call's path). Off by default (`pool::Tuning::reset_off_path`): since only
 //! written pages are reset, the hand-over cost more than the reset it moved
-//! on a 2-core host with busy cores (docs/benchmarks.md).
+//! on a 2-core host with busy cores (docs/benchmarks/runtime.md).
 //!
 //! Guarantees: whatever a call hands over is dropped whole, in its own field
 //! order (for a call: the `Store`, then its memory-budget reservation, then

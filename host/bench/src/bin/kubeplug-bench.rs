@@ -1,6 +1,6 @@
 //! `kubeplug-bench [DIR]`: what loading and calling each plugin in `DIR`
 //! (default `target/plugins`) costs, printed as a table. Run by `make bench`;
-//! the figures and how to read them are in `docs/benchmarks.md`.
+//! the figures and how to read them are in `docs/benchmarks/runtime.md`.
 //!
 //! One file of ~650 lines on purpose: a benchmark reads best as one flow,
 //! top to bottom, measurement by measurement, as its table prints them.

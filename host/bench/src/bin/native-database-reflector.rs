@@ -1,5 +1,5 @@
 //! `native-database-reflector`: the "reflector" baseline of
-//! `tests/bench/operator` (see `docs/operator-benchmarks.md`). The same
+//! `tests/bench/operator` (see `docs/benchmarks/operator.md`). The same
 //! Database logic as `native-database` (the "naive" baseline), called
 //! natively, in the kube-rs controller a competent user would write: it
 //! reads from watch caches and writes only what differs.

@@ -1,6 +1,6 @@
 //! `native-database`: the `database` plugin's logic as a plain kube-rs
 //! controller, without Wasm. The peer `tests/bench/operator` runs against
-//! `kubeplug run` (see `docs/operator-benchmarks.md`).
+//! `kubeplug run` (see `docs/benchmarks/operator.md`).
 //!
 //! This is the "naive" baseline (contender `native`): no caches of its own,
 //! no diffing; `native-database-reflector` is the "reflector" baseline, the

@@ -6,7 +6,7 @@
 //! replica joins or is killed.
 //!
 //! `cargo test -p kubeplug-kube --lib simulation -- --nocapture` prints the
-//! table recorded in `docs/scale-out.md`.
+//! table recorded in `docs/benchmarks/scale-out.md`.
 
 use super::{Crowd, share, surplus, takes};
 use kubeplug_core::shard::shard_of;
