@@ -1,7 +1,8 @@
-//! The README's commands as a newcomer types them: the code blocks of the
-//! sections named here run as written (in bash, from the repository root,
-//! with the `kubeplug` under test first on `PATH`), and each must succeed.
-//! A command that changes there without working fails this test.
+//! The docs' commands as a newcomer types them: the code blocks of the
+//! sections named here (the README's, or a page of the book in `docs/` the
+//! README leads to) run as written (in bash, from the repository root, with
+//! the `kubeplug` under test first on `PATH`), and each must succeed. A
+//! command that changes there without working fails this test.
 //!
 //! Blocks that need a cluster or a running host are the acceptance tests'
 //! (`tests/e2e`: `run`, `replay`, `whatif`, `migrate`, `doctor`, the chart);
@@ -13,19 +14,23 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 
-/// The sections whose first `sh` block runs as written.
-const RUNNABLE: &[&str] = &["## Running a plugin without a cluster"];
+/// The sections whose first `sh` block runs as written: the file, from the
+/// repository root, and the section's heading line.
+const RUNNABLE: &[(&str, &str)] = &[(
+    "docs/running-offline.md",
+    "# Running a plugin without a cluster",
+)];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The first fenced `sh` block after the heading `section`.
-fn block(readme: &str, section: &str) -> String {
-    let at = readme
+/// The first fenced `sh` block after the heading line `section` of `doc`.
+fn block(doc: &str, section: &str) -> String {
+    let at = format!("\n{doc}")
         .find(&format!("\n{section}\n"))
-        .unwrap_or_else(|| panic!("README has no section {section:?}"));
-    let rest = &readme[at..];
+        .unwrap_or_else(|| panic!("no section {section:?}"));
+    let rest = &doc[at..];
     let start = rest.find("```sh\n").expect("a sh block") + "```sh\n".len();
     let end = start + rest[start..].find("```").expect("the block ends");
     rest[start..end].to_string()
@@ -33,14 +38,14 @@ fn block(readme: &str, section: &str) -> String {
 
 #[test]
 fn the_commands_of_the_readme_run_as_written() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    // The `kubeplug` that `make host` builds, as the README's PATH would
+    // The `kubeplug` that `make host` builds, as the reader's PATH would
     // find it, and the shipped plugins (`make plugins`).
     plugin_path("database");
     let bin = Path::new(env!("CARGO_BIN_EXE_kubeplug")).parent().unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    for section in RUNNABLE {
-        let script = format!("set -euo pipefail\n{}", block(&readme, section));
+    for (file, section) in RUNNABLE {
+        let doc = std::fs::read_to_string(repo().join(file)).unwrap();
+        let script = format!("set -euo pipefail\n{}", block(&doc, section));
         let commands = script
             .lines()
             .filter(|l| l.starts_with("kubeplug "))

@@ -1,11 +1,12 @@
-//! The README's "Install in a cluster" as a platform engineer types it:
-//! every `sh` block of the section runs as written, in order, in bash from
+//! The install guide (`docs/install.md`, "Install in a cluster", where the
+//! README sends a platform team) as a platform engineer types it: every
+//! `sh` block of the page runs as written, in order, in bash from
 //! the repository root (`set -euo pipefail`), with `kubectl`, `helm` and the
 //! `kubeplug` under test first on `PATH`, against the local control plane.
 //! A block that stops working fails this test, and so does a block it does
 //! not know (a new one must be given its place here).
 //!
-//! What a reader puts in for the README's placeholders:
+//! What a reader puts in for the guide's placeholders:
 //! - `<registry>`, where the host's image goes: a registry serving HTTPS
 //!   only (CNCF Distribution) at `localhost:<port>`, its certificate from a
 //!   CA of its own that this machine trusts (`SSL_CERT_FILE`: skopeo checks
@@ -26,7 +27,7 @@
 //!   ([`kubeplug_e2e::hook`]);
 //! - the pod's aggregated API is reached through a Service and APIService
 //!   port pointed at this machine, as no pod network does it here; they
-//!   are put back as the chart has them before the README's `helm upgrade`
+//!   are put back as the chart has them before the guide's `helm upgrade`
 //!   (which would otherwise conflict with the test's change, rightly);
 //! - the three commands that stream from a kubelet (`kubectl port-forward
 //!   deploy/kubeplug 8080`, `kubectl logs deploy/kubeplug` and `helm test
@@ -45,9 +46,11 @@ use kubeplug_e2e::hook::{hook_pod_uid, run_hook_pod};
 use kubeplug_e2e::registry::Registry;
 use kubeplug_e2e::*;
 
-const SECTION: &str = "## Install in a cluster";
+/// The install guide, from the repository root, and its title.
+const PAGE: &str = "docs/install.md";
+const TITLE: &str = "# Install in a cluster";
 const TIMEOUT: Duration = Duration::from_secs(180);
-/// The README's blocks, in order, by their first command.
+/// The guide's blocks, in order, by their first command.
 const BLOCKS: &[&str] = &[
     "make plugins image",
     "helm install kubeplug deploy/chart",
@@ -59,17 +62,16 @@ const BLOCKS: &[&str] = &[
     "kubectl get plugins -o wide",
 ];
 
-/// The `sh` blocks of the README's section `SECTION`, each with the
-/// reader's values for its placeholders.
+/// The `sh` blocks of the install guide `PAGE`, each with the reader's
+/// values for its placeholders.
 fn blocks(registry: &str, plugins: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
-    let start = readme
-        .find(&format!("\n{SECTION}\n"))
-        .unwrap_or_else(|| panic!("README has no section {SECTION:?}"));
-    let rest = &readme[start + SECTION.len() + 1..];
-    let section = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
+    let page = std::fs::read_to_string(repo().join(PAGE)).expect(PAGE);
+    assert!(
+        page.starts_with(&format!("{TITLE}\n")),
+        "{PAGE} does not start with {TITLE:?}"
+    );
     let mut blocks = Vec::new();
-    let mut text = section;
+    let mut text = page.as_str();
     while let Some(at) = text.find("```sh\n") {
         let body = &text[at + "```sh\n".len()..];
         let end = body.find("\n```").expect("the block ends");
@@ -84,7 +86,7 @@ fn blocks(registry: &str, plugins: &str) -> Vec<String> {
     blocks
 }
 
-/// Replace `what` in `block`, which must hold it: the README and this test
+/// Replace `what` in `block`, which must hold it: the guide and this test
 /// stay in step.
 fn rewrite(block: &str, what: &str, with: &str) -> String {
     assert!(block.contains(what), "no {what:?} in the block:\n{block}");
@@ -249,7 +251,7 @@ fn listed_running(name: &str, digest: &str) -> serde_json::Value {
 }
 
 #[test]
-fn the_install_section_of_the_readme_runs_as_typed() {
+fn the_install_guide_runs_as_typed() {
     let (image_registry, ca) = Registry::start_tls();
     let plugin_registry = Registry::start();
     let registry = format!("localhost:{}", image_registry.port);
@@ -262,7 +264,7 @@ fn the_install_section_of_the_readme_runs_as_typed() {
     assert_eq!(
         blocks.len(),
         BLOCKS.len(),
-        "the section's blocks: {firsts:#?}"
+        "the guide's blocks: {firsts:#?}"
     );
     for (first, known) in firsts.iter().zip(BLOCKS) {
         assert!(first.starts_with(known), "{first:?} where {known:?} was");
