@@ -14,7 +14,7 @@
 //!
 //! Signatures (`push --sign-key`, `verify`) are checked in cosign's layout
 //! and by `kubeplug verify`, with keys openssl makes; cosign itself does not
-//! run here (the README says what it was tried with). Credentials are
+//! run here (docs/install.md says what it was tried with). Credentials are
 //! checked against the registry with `htpasswd` auth: a docker
 //! `config.json` entry and a credential helper on PATH.
 
