@@ -525,7 +525,7 @@ pub struct RunArgs {
     /// every 10 s: the host pulls each, checks its digest, size and (when
     /// its grant has `signedBy`) its cosign signature, and writes it at the
     /// plugin's location in `--plugins`, which must be writable (an
-    /// emptyDir). See README "Plugins as OCI artifacts".
+    /// emptyDir). See docs/install.md, "Plugins as OCI artifacts".
     #[arg(long, env = "KUBEPLUG_PLUGIN_ARTIFACTS")]
     pub plugin_artifacts: Option<PathBuf>,
     /// Address for /metrics, /healthz, /readyz and /plugins. In a pod, give
@@ -549,7 +549,7 @@ pub struct RunArgs {
     /// Serve the admission and conversion webhooks the platform grants
     /// plugins (`admission:`, `conversion:` in their grants) over TLS on
     /// this address; needs `--webhook-cert` and `--webhook-key`, or
-    /// `--serving-certs-secret`. See README "Admission and conversion".
+    /// `--serving-certs-secret`. See docs/webhooks.md.
     #[arg(long, env = "KUBEPLUG_WEBHOOK_LISTEN")]
     pub webhook_listen: Option<SocketAddr>,
     /// PEM serving certificate (chain) of the webhooks; its CA goes into
@@ -688,7 +688,7 @@ pub struct RunArgs {
     #[arg(long, env = "KUBEPLUG_CONCURRENCY", default_value_t = Settings::default().concurrency)]
     pub concurrency: usize,
     /// The memory the host may use, in MiB, split between plugin calls and
-    /// compiles (see README, "Limits") [default: the container's memory
+    /// compiles (see docs/limits.md) [default: the container's memory
     /// limit (cgroup v2 `memory.max` or v1 `memory.limit_in_bytes`), else
     /// the machine's memory].
     #[arg(long, env = "KUBEPLUG_MEMORY_LIMIT_MIB")]

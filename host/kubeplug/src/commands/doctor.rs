@@ -97,7 +97,7 @@ pub struct DoctorArgs {
 }
 
 /// The host's namespace when `-n` is not given and doctor does not run in a
-/// pod: where `deploy/` and the README's `helm install` put it.
+/// pod: where `deploy/` and the install guide's `helm install` put it.
 const DEFAULT_NAMESPACE: &str = "kubeplug-system";
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -67,7 +67,7 @@ pub async fn check(client: &kube::Client, name: &str, now: Timestamp) -> Vec<Che
             Check::warn(
                 REGISTRATION,
                 format!(
-                    "APIService {name} is not registered: the aggregated API (kubectl get plugins) is optional; to serve it, see README \"Aggregated API\" (deploy/overlays/aggregated-api)"
+                    "APIService {name} is not registered: the aggregated API (kubectl get plugins) is optional; to serve it, see docs/aggregated-api.md (deploy/overlays/aggregated-api)"
                 ),
             ),
             Check::skipped(BUNDLE, format!("no APIService {name}")),

@@ -3,7 +3,7 @@
 //! uploads it).
 //!
 //! Two manifests, each read by other consumers, because no single manifest
-//! serves both (see the README, "Plugins as OCI artifacts"):
+//! serves both (see docs/install.md, "Plugins as OCI artifacts"):
 //!
 //! - **The Wasm artifact** (tag `<tag>`): the CNCF TAG-Runtime "Wasm OCI
 //!   Artifact" layout. Config `application/vnd.wasm.config.v0+json`
