@@ -440,25 +440,10 @@ impl Elector {
 
     /// One round; see the module doc.
     async fn round(&self) {
-        let timeout = self.settings.retry;
         self.renew_membership().await;
-        let listed = tokio::time::timeout(timeout, self.api.list(&ListParams::default())).await;
-        let leases: BTreeMap<String, Lease> = match listed {
-            Ok(Ok(list)) => list
-                .items
-                .into_iter()
-                .filter_map(|l| Some((l.metadata.name.clone()?, l)))
-                .collect(),
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "cannot list leases; leadership lapses at the renew deadline");
-                self.expire_lapsed();
-                return;
-            }
-            Err(_) => {
-                tracing::warn!("listing leases timed out; leadership lapses at the renew deadline");
-                self.expire_lapsed();
-                return;
-            }
+        let Some(leases) = self.list_leases().await else {
+            self.expire_lapsed();
+            return;
         };
         let now = Instant::now();
         let (members, mut loads, free_since) = self.observe(&leases, now);
@@ -478,21 +463,7 @@ impl Elector {
                 .map(|(u, s)| (u.clone(), s.wanted, s.cooldown))
                 .collect()
         };
-        // How many units each group has (a sharded plugin's shard count),
-        // and how many of them are free now (released, expired or not
-        // created yet).
-        let mut group_sizes: HashMap<String, usize> = HashMap::new();
-        let mut free: HashMap<String, usize> = HashMap::new();
-        for (unit, wanted, _) in &units {
-            if *wanted {
-                let group = balance::group(unit).to_string();
-                let name = lease_name(unit);
-                if free_since.contains_key(&name) || !leases.contains_key(&name) {
-                    *free.entry(group.clone()).or_default() += 1;
-                }
-                *group_sizes.entry(group).or_default() += 1;
-            }
-        }
+        let (group_sizes, mut free) = count_groups(&units, &leases, &free_since);
         for (unit, wanted, cooldown) in units {
             let name = lease_name(&unit);
             let group = balance::group(&unit).to_string();
@@ -563,6 +534,29 @@ impl Elector {
                 if let Some(n) = free.get_mut(&group) {
                     *n = n.saturating_sub(1);
                 }
+            }
+        }
+    }
+
+    /// The plugin Leases by name, or `None` (logged) when they cannot be
+    /// listed within the retry interval.
+    async fn list_leases(&self) -> Option<BTreeMap<String, Lease>> {
+        let listed =
+            tokio::time::timeout(self.settings.retry, self.api.list(&ListParams::default())).await;
+        match listed {
+            Ok(Ok(list)) => Some(
+                list.items
+                    .into_iter()
+                    .filter_map(|l| Some((l.metadata.name.clone()?, l)))
+                    .collect(),
+            ),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "cannot list leases; leadership lapses at the renew deadline");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("listing leases timed out; leadership lapses at the renew deadline");
+                None
             }
         }
     }
@@ -871,6 +865,28 @@ impl Elector {
             }
         }
     }
+}
+
+/// How many wanted units each group has (a sharded plugin's shard count), and
+/// how many of them are free now (released, expired or not created yet).
+fn count_groups(
+    units: &[(String, bool, Option<Instant>)],
+    leases: &BTreeMap<String, Lease>,
+    free_since: &HashMap<String, Instant>,
+) -> (HashMap<String, usize>, HashMap<String, usize>) {
+    let mut group_sizes: HashMap<String, usize> = HashMap::new();
+    let mut free: HashMap<String, usize> = HashMap::new();
+    for (unit, wanted, _) in units {
+        if *wanted {
+            let group = balance::group(unit).to_string();
+            let name = lease_name(unit);
+            if free_since.contains_key(&name) || !leases.contains_key(&name) {
+                *free.entry(group.clone()).or_default() += 1;
+            }
+            *group_sizes.entry(group).or_default() += 1;
+        }
+    }
+    (group_sizes, free)
 }
 
 #[cfg(test)]

@@ -216,8 +216,15 @@ impl OperatorMetrics {
                 Histogram::new(RUNTIME_RECONCILE_BUCKETS)
             }),
         };
-        let m = &metrics;
-        // controller-runtime's help texts.
+        metrics.register_standard(standard);
+        metrics.register_own(registry);
+        metrics
+    }
+
+    /// The families named as controller-runtime names them, with its help
+    /// texts, so its dashboards read them.
+    fn register_standard(&self, standard: &mut Registry) {
+        let m = self;
         standard.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
@@ -233,6 +240,11 @@ impl OperatorMetrics {
             "Length of time per reconciliation per controller",
             m.runtime_time.clone(),
         );
+    }
+
+    /// The operator's own families.
+    fn register_own(&self, registry: &mut Registry) {
+        let m = self;
         registry.register(
             "reconciles",
             "Reconciles by plugin and result",
@@ -335,7 +347,6 @@ impl OperatorMetrics {
             "Plugin calls not run or stopped for lack of room in the host's memory budget (waited: gave up waiting; grow: grew past what was left)",
             m.call_memory_refusals.clone(),
         );
-        metrics
     }
 
     /// The memory budget's state, read at each scrape.

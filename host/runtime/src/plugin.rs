@@ -103,6 +103,18 @@ pub(super) struct Spent {
     _slot: Option<Slot>,
 }
 
+/// What a call's store showed when it ended, for [`Plugin::classify`].
+struct Ended {
+    memory_cap_hit: bool,
+    budget_short: Option<Short>,
+    /// Whether the instance was made (a failure before is the host's).
+    instantiated: bool,
+    /// The guest's stderr, where a Rust panic prints.
+    printed: Option<Vec<u8>>,
+    /// The message the guest logged as its error before it trapped.
+    last_error: Option<String>,
+}
+
 /// What the runtime hands to [`Plugin::new`].
 pub(super) struct Loaded {
     pub engine: Engine,
@@ -484,11 +496,73 @@ impl Caller {
         limits: Limits,
         f: impl AsyncFnOnce(&mut Store<State>, wasmtime::component::Instance) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
-        let plugin = || self.name.to_string();
         let mut clock = Clock::start();
         // The deadline counts from here: the waits for memory and a slot are
         // the caller's time too (a webhook's timeout does not wait for them).
         let started = Instant::now();
+        let (reservation, slot) = self.admit(limits, started, &mut clock)?;
+        let timeout = limits.timeout.saturating_sub(started.elapsed());
+        let mut store = self.store(limits, reservation, clock, timeout);
+        let pre = self.loaded.pre.instance_pre();
+        let mut instantiated = false;
+        let outcome = block_on(async {
+            tokio::time::timeout(timeout, async {
+                let instance = pre.instantiate_async(&mut store).await?;
+                instantiated = true;
+                store.data_mut().clock.lap(Stage::Instantiate);
+                let result = f(&mut store, instance).await;
+                store.data_mut().clock.lap(Stage::Call);
+                result
+            })
+            .await
+        });
+        // A grow the budget refused counts as used: the next call reserves
+        // it up front and waits for it, instead of failing the same way.
+        let limiter = &mut store.data_mut().limiter;
+        let wanted = match limiter.budget_short {
+            Some(Short::Grow { bytes }) => bytes,
+            _ => 0,
+        };
+        self.remember_use(limiter.used().max(wanted));
+        let ended = Ended {
+            memory_cap_hit: limiter.memory_cap_hit,
+            budget_short: limiter.budget_short.clone(),
+            instantiated,
+            printed: store
+                .data()
+                .wasi
+                .as_ref()
+                .map(|w| w.stderr.contents().to_vec()),
+            last_error: store.data_mut().last_error.take(),
+        };
+        let reservation = store.data_mut().limiter.take_reservation();
+        let mut clock = store.data().clock;
+        // Trapped, timed out or answered alike: the reset is not the caller's.
+        self.loaded.reaper.reap(Spent {
+            _store: store,
+            _reservation: reservation,
+            _slot: slot,
+        });
+        clock.lap(Stage::Drop);
+        match outcome {
+            Ok(result) => result.map_err(|error| self.classify(limits, error, ended)),
+            Err(_elapsed) => Err(CallError::Deadline {
+                plugin: self.name.to_string(),
+                timeout: limits.timeout,
+            }),
+        }
+    }
+
+    /// Memory of the host's budget, then an instance slot, for a call that
+    /// started at `started`; refused when the waits leave the call less than
+    /// half its deadline.
+    fn admit(
+        &self,
+        limits: Limits,
+        started: Instant,
+        clock: &mut Clock,
+    ) -> Result<(Reservation, Option<Slot>), CallError> {
+        let plugin = || self.name.to_string();
         let left = || limits.timeout.saturating_sub(started.elapsed());
         // Memory first, then a slot: a call waiting for memory holds no
         // slot, so one plugin's calls queued for a large reservation never
@@ -533,8 +607,7 @@ impl Caller {
             None => None,
         };
         clock.lap(Stage::Slot);
-        let timeout = left();
-        if timeout < limits.timeout / 2 {
+        if left() < limits.timeout / 2 {
             // The host's waits took most of the deadline: a call that ran
             // out of the rest would be blamed on the plugin, so it does not
             // start; the host was busy, not the plugin slow.
@@ -547,6 +620,18 @@ impl Caller {
                 ),
             });
         }
+        Ok((reservation, slot))
+    }
+
+    /// A fresh `Store` with this plugin's limits, holding `reservation`,
+    /// whose epoch deadline falls `timeout` from now.
+    fn store(
+        &self,
+        limits: Limits,
+        reservation: Reservation,
+        clock: Clock,
+        timeout: Duration,
+    ) -> Store<State> {
         let state = State {
             wasi: None,
             table: ResourceTable::new(),
@@ -565,83 +650,48 @@ impl Caller {
         store.set_epoch_deadline(ticks + 1);
         store.epoch_deadline_trap();
         store.data_mut().clock.lap(Stage::Store);
-        let pre = self.loaded.pre.instance_pre();
-        let mut instantiated = false;
-        let outcome = block_on(async {
-            tokio::time::timeout(timeout, async {
-                let instance = pre.instantiate_async(&mut store).await?;
-                instantiated = true;
-                store.data_mut().clock.lap(Stage::Instantiate);
-                let result = f(&mut store, instance).await;
-                store.data_mut().clock.lap(Stage::Call);
-                result
-            })
-            .await
-        });
-        // A grow the budget refused counts as used: the next call reserves
-        // it up front and waits for it, instead of failing the same way.
-        let limiter = &mut store.data_mut().limiter;
-        let wanted = match limiter.budget_short {
-            Some(Short::Grow { bytes }) => bytes,
-            _ => 0,
-        };
-        self.remember_use(limiter.used().max(wanted));
-        let memory_cap_hit = limiter.memory_cap_hit;
-        let budget_short = limiter.budget_short.clone();
-        let reservation = limiter.take_reservation();
-        let printed = store.data().wasi.as_ref().map(|w| w.stderr.contents());
-        let last_error = store.data_mut().last_error.take();
-        let mut clock = store.data().clock;
-        // Trapped, timed out or answered alike: the reset is not the caller's.
-        self.loaded.reaper.reap(Spent {
-            _store: store,
-            _reservation: reservation,
-            _slot: slot,
-        });
-        clock.lap(Stage::Drop);
-        let result = match outcome {
-            Ok(result) => result,
-            Err(_elapsed) => {
-                return Err(CallError::Deadline {
-                    plugin: plugin(),
-                    timeout: limits.timeout,
-                });
-            }
-        };
-        result.map_err(|error| {
-            let plugin = plugin();
-            if memory_cap_hit {
-                return CallError::MemoryCap {
-                    plugin,
-                    limit_bytes: limits.memory_bytes,
-                };
-            }
-            if let Some(short) = &budget_short {
-                return CallError::HostMemory {
-                    plugin,
-                    reason: short_reason(short),
-                };
-            }
-            if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
-                return CallError::Deadline {
-                    plugin,
-                    timeout: limits.timeout,
-                };
-            }
-            if !instantiated && error.downcast_ref::<Trap>().is_none() {
-                // The allocator or a limit refused the instance itself
-                // (e.g. more core instances than a slot holds), before
-                // any guest code ran.
-                return CallError::Instantiate {
-                    plugin,
-                    message: format!("{error:#}"),
-                };
-            }
-            CallError::Trap {
+        store
+    }
+
+    /// What a call that ended in `error` is reported as: the cause the host
+    /// saw (a limit, the budget, the deadline) before the guest's trap.
+    fn classify(&self, limits: Limits, error: wasmtime::Error, ended: Ended) -> CallError {
+        let plugin = self.name.to_string();
+        if ended.memory_cap_hit {
+            return CallError::MemoryCap {
                 plugin,
-                message: trap_message(&error, printed.as_deref(), last_error.as_deref()),
-            }
-        })
+                limit_bytes: limits.memory_bytes,
+            };
+        }
+        if let Some(short) = &ended.budget_short {
+            return CallError::HostMemory {
+                plugin,
+                reason: short_reason(short),
+            };
+        }
+        if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+            return CallError::Deadline {
+                plugin,
+                timeout: limits.timeout,
+            };
+        }
+        if !ended.instantiated && error.downcast_ref::<Trap>().is_none() {
+            // The allocator or a limit refused the instance itself (e.g.
+            // more core instances than a slot holds), before any guest code
+            // ran.
+            return CallError::Instantiate {
+                plugin,
+                message: format!("{error:#}"),
+            };
+        }
+        CallError::Trap {
+            plugin,
+            message: trap_message(
+                &error,
+                ended.printed.as_deref(),
+                ended.last_error.as_deref(),
+            ),
+        }
     }
 
     /// Keep about the most a recent call used (decaying, so that one big

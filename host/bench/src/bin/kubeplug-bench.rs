@@ -277,20 +277,22 @@ struct Bench {
     fixed: Option<FixedCost>,
 }
 
-fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Bench> {
-    let bytes = std::fs::read(path)?;
-    let name = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("?")
-        .to_string();
-    eprintln!("benchmarking {name} ...");
+/// The medians of a plugin's loads, and the size of its compiled artefact.
+struct LoadTimes {
+    compile: Duration,
+    cold: Duration,
+    cached: Duration,
+    artefact_bytes: u64,
+}
 
+/// Compiles in memory, cold loads (each into an empty cache dir under
+/// `scratch`, the first kept as `cold-0`) and loads from the artefact.
+fn load_times(bytes: &[u8], name: &str, args: &Args, scratch: &Path) -> anyhow::Result<LoadTimes> {
     // Compile in memory: the runtime's own measurement of that step.
     let in_memory = Runtime::new(None)?;
     let mut compiles = Vec::new();
     for _ in 0..args.compiles.max(1) {
-        let plugin = in_memory.load(&bytes, options(Some(config_for(&name, 0))))?;
+        let plugin = in_memory.load(bytes, options(Some(config_for(name, 0))))?;
         compiles.push(plugin.load_time());
     }
     drop(in_memory);
@@ -300,7 +302,7 @@ fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Benc
     for run in 0..args.compiles.max(1) {
         let runtime = Runtime::new(Some(scratch.join(format!("cold-{run}"))))?;
         let started = Instant::now();
-        let plugin = runtime.load(&bytes, options(Some(config_for(&name, 0))))?;
+        let plugin = runtime.load(bytes, options(Some(config_for(name, 0))))?;
         cold.push(started.elapsed());
         assert_eq!(plugin.origin(), Origin::Compiled);
     }
@@ -309,7 +311,7 @@ fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Benc
     let mut cached = Vec::new();
     for _ in 0..CACHED_LOADS {
         let started = Instant::now();
-        let plugin = runtime.load(&bytes, options(Some(config_for(&name, 0))))?;
+        let plugin = runtime.load(bytes, options(Some(config_for(name, 0))))?;
         cached.push(started.elapsed());
         assert_eq!(plugin.origin(), Origin::Cached);
     }
@@ -319,6 +321,27 @@ fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Benc
         .filter_map(|e| e.metadata().ok())
         .map(|m| m.len())
         .sum();
+
+    Ok(LoadTimes {
+        compile: median(compiles),
+        cold: median(cold),
+        cached: median(cached),
+        artefact_bytes,
+    })
+}
+
+fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Bench> {
+    let bytes = std::fs::read(path)?;
+    let name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("?")
+        .to_string();
+    eprintln!("benchmarking {name} ...");
+
+    let loads = load_times(&bytes, &name, args, scratch)?;
+    let cache_dir = scratch.join("cold-0");
+    let runtime = Runtime::new(Some(cache_dir.clone()))?;
 
     let before = vm_rss_bytes();
     let plugin = runtime.load(&bytes, options(Some(config_for(&name, 0))))?;
@@ -395,10 +418,10 @@ fn bench_plugin(path: &Path, args: &Args, scratch: &Path) -> anyhow::Result<Benc
             name,
             language: language(&bytes),
             wasm_bytes: bytes.len(),
-            artefact_bytes,
-            compile: median(compiles),
-            cold_load: median(cold),
-            cached_load: median(cached),
+            artefact_bytes: loads.artefact_bytes,
+            compile: loads.compile,
+            cold_load: loads.cold,
+            cached_load: loads.cached,
             latency,
             pooled,
             rss_first,
