@@ -31,7 +31,7 @@
 //! request is sent, and reconciles in flight are cancelled on
 //! [`Leadership::lost`] (see `controller` and `apply`).
 //!
-//! One file of ~740 lines on purpose: the [`Elector`]'s round (membership,
+//! One file of ~890 lines on purpose: the [`Elector`]'s round (membership,
 //! renewals, balance, handover on shutdown) is one state machine over one
 //! private `State`; its steps read and change the same fields in the same
 //! round, and split apart each would need all of it.

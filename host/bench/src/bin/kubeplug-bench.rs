@@ -2,7 +2,7 @@
 //! (default `target/plugins`) costs, printed as a table. Run by `make bench`;
 //! the figures and how to read them are in `docs/benchmarks/runtime.md`.
 //!
-//! One file of ~650 lines on purpose: a benchmark reads best as one flow,
+//! One file of ~910 lines on purpose: a benchmark reads best as one flow,
 //! top to bottom, measurement by measurement, as its table prints them.
 //!
 //! For every `*.wasm` in `DIR`:
