@@ -1,6 +1,8 @@
 //! `kubeplug run`: wire the operator together and run it until a signal.
 
+mod clients;
 mod metrics;
+mod probes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,14 +12,14 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::task::JoinHandle;
 
-use crate::admin::{self, Detail, HttpLimits, Probes};
+use crate::admin::{self, HttpLimits, Probes};
 use crate::api::limits::PreviewLimits;
 use crate::args::RunArgs;
 use crate::args::duration::GoDuration;
 use crate::drain;
 use crate::tls::CertSource;
+use clients::Clients;
 use kubeplug_core::policy::PolicyFiles;
-use kubeplug_kube::client::{ClientSettings, RateLimit};
 use kubeplug_kube::health::ApiHealth;
 use kubeplug_kube::identity::Access;
 use kubeplug_kube::informers::Informers;
@@ -28,6 +30,7 @@ use kubeplug_operator::metrics::OperatorMetrics;
 use kubeplug_operator::registry::{Registry, Wiring};
 use kubeplug_runtime::{Runtime, budget};
 use metrics::HostMetrics;
+use probes::probes;
 
 /// Initial scans, [`kubeplug_operator::registry::SETTLE`] apart, waiting for fresh files
 /// before reporting ready (10 s). A file that keeps changing for longer is
@@ -112,10 +115,6 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         Some(slots) => tracing::info!(slots, "instances from a pool"),
         None => tracing::info!("instances mapped on demand (no pool)"),
     }
-    let informers = Arc::new(
-        Informers::new(clients.host.clone(), metrics.informers.clone())
-            .with_watch_budget(args.watch_cache_bytes),
-    );
     let elector = leadership(&args, &identity, &clients, &metrics)?;
     log_policy(&policy);
     if let Some(dir) = &args.settings {
@@ -126,7 +125,130 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     let provenance = Arc::new(kubeplug_operator::registry::Provenance::default());
-    let registry = Arc::new(Registry::new(
+    let registry = registry(
+        &args,
+        &runtime,
+        &clients,
+        &metrics,
+        &policy,
+        &elector,
+        &provenance,
+    );
+
+    // Background tasks end on `tasks`; the servers on `servers`, last, so
+    // that liveness answers while reconciles in flight finish.
+    let (tasks, tasks_watch) = drain::channel();
+    let (servers, servers_watch) = drain::channel();
+    let operator_metrics = metrics.operator.clone();
+    let scanned = Arc::new(AtomicBool::new(false));
+    let probes = Arc::new(probes(
+        metrics.registries(),
+        &registry,
+        &runtime,
+        (&health, &clients.host),
+        &scanned,
+        &operator_metrics,
+    ));
+    let own_certs = serving_certs(&args, &clients, &tasks_watch).await?;
+    let mut api = match args.api_listen {
+        Some(listen) => Some(aggregated_api(
+            &args,
+            listen,
+            cert_source("--api-listen", (&args.api_cert, &args.api_key), &own_certs)?,
+            &clients,
+            &registry,
+            &identity,
+            &servers_watch,
+        )?),
+        None => None,
+    };
+    let mut webhooks = webhook_server(
+        &args,
+        &own_certs,
+        &registry,
+        &operator_metrics,
+        runtime.memory_budget(),
+        &servers_watch,
+    )?;
+    let mut admin = tokio::spawn(admin::serve(args.listen, probes.clone(), servers_watch));
+
+    if let Some(file) = &args.plugin_artifacts {
+        pull_artifacts(file, &args, &registry, &policy, provenance, &tasks_watch).await;
+    }
+    let again = initial_scan(&registry, &args).await;
+    scanned.store(true, Ordering::Relaxed);
+    tokio::spawn(
+        tasks_watch.clone().run_until(
+            registry
+                .clone()
+                .watch(args.rescan.0.max(Duration::from_secs(1)), again),
+        ),
+    );
+    tokio::spawn(tasks_watch.run_until(report_gauges(registry.clone(), operator_metrics)));
+
+    tokio::select! {
+        result = ended(&mut webhooks) => {
+            result.context("webhook server task failed")??;
+        }
+        result = &mut admin => {
+            result.context("metrics server task failed")?
+                .with_context(|| format!("failed to serve on {}", args.listen))?;
+        }
+        result = ended(&mut api) => {
+            result.context("aggregated API task failed")??;
+        }
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+    }
+    shut_down(&probes, tasks, &registry, elector, servers, admin).await;
+    Ok(())
+}
+
+/// The host's shutdown, in order: not ready, background tasks, workers,
+/// Leases, servers.
+async fn shut_down(
+    probes: &Probes,
+    tasks: drain::Signal,
+    registry: &Registry,
+    elector: Option<Arc<Elector>>,
+    servers: drain::Signal,
+    admin: JoinHandle<std::io::Result<()>>,
+) {
+    // Not ready from now on; liveness keeps answering while reconciles in
+    // flight finish, so the kubelet does not kill the pod mid-shutdown.
+    probes.stopping.store(true, Ordering::Relaxed);
+    if !tasks.drain(TASKS_DRAIN).await {
+        tracing::warn!("background tasks still running at shutdown");
+    }
+    // Workers first, then the Leases: a Lease handed back while a worker
+    // still writes would let the next leader write beside it.
+    registry.shutdown(SHUTDOWN_GRACE).await;
+    if let Some(elector) = elector {
+        elector.shutdown().await;
+    }
+    if !servers.drain(SERVERS_DRAIN).await {
+        tracing::info!("servers still answering at shutdown were cut");
+    }
+    if let Ok(Err(error)) = admin.await {
+        tracing::warn!(%error, "HTTP server ended with an error");
+    }
+}
+
+/// The plugin registry, wired to the host's runtime, caches, clients,
+/// metrics, policy and leadership.
+fn registry(
+    args: &RunArgs,
+    runtime: &Arc<Runtime>,
+    clients: &Clients,
+    metrics: &HostMetrics,
+    policy: &Arc<PolicyFiles>,
+    elector: &Option<Arc<Elector>>,
+    provenance: &Arc<kubeplug_operator::registry::Provenance>,
+) -> Arc<Registry> {
+    let informers = Arc::new(
+        Informers::new(clients.host.clone(), metrics.informers.clone())
+            .with_watch_budget(args.watch_cache_bytes),
+    );
+    Arc::new(Registry::new(
         args.plugins.clone(),
         args.settings.clone(),
         Wiring {
@@ -157,43 +279,27 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             max_plugin_bytes: args.max_plugin_bytes,
             provenance: provenance.clone(),
         },
-    ));
+    ))
+}
 
-    // Background tasks end on `tasks`; the servers on `servers`, last, so
-    // that liveness answers while reconciles in flight finish.
-    let (tasks, tasks_watch) = drain::channel();
-    let (servers, servers_watch) = drain::channel();
-    let operator_metrics = metrics.operator.clone();
-    let scanned = Arc::new(AtomicBool::new(false));
-    let probes = Arc::new(probes(
-        metrics.registries(),
-        &registry,
-        &runtime,
-        (&health, &clients.host),
-        &scanned,
-        &operator_metrics,
-    ));
-    let own_certs = serving_certs(&args, &clients, &tasks_watch).await?;
-    let mut api = match args.api_listen {
-        Some(listen) => Some(aggregated_api(
-            &args,
-            listen,
-            cert_source("--api-listen", (&args.api_cert, &args.api_key), &own_certs)?,
-            &clients,
-            &registry,
-            &identity,
-            &servers_watch,
-        )?),
-        None => None,
-    };
-    let mut webhooks = match args.webhook_listen {
+/// The webhook server (`--webhook-listen`), if asked for, ending when
+/// `servers` drain.
+fn webhook_server(
+    args: &RunArgs,
+    own_certs: &Option<crate::certs::Current>,
+    registry: &Arc<Registry>,
+    operator_metrics: &OperatorMetrics,
+    budget: &Arc<budget::MemoryBudget>,
+    servers: &drain::Watch,
+) -> anyhow::Result<Option<JoinHandle<anyhow::Result<()>>>> {
+    Ok(match args.webhook_listen {
         Some(listen) => {
             let settings = crate::webhooks::WebhookSettings {
                 listen,
                 cert: cert_source(
                     "--webhook-listen",
                     (&args.webhook_cert, &args.webhook_key),
-                    &own_certs,
+                    own_certs,
                 )?,
                 client_ca: args.webhook_client_ca.clone(),
                 client_names: args.webhook_client_name.clone(),
@@ -201,8 +307,8 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             let (registry, metrics, budget, mut drain) = (
                 registry.clone(),
                 operator_metrics.clone(),
-                runtime.memory_budget().clone(),
-                servers_watch.clone(),
+                budget.clone(),
+                servers.clone(),
             );
             Some(tokio::spawn(async move {
                 tokio::select! {
@@ -212,85 +318,47 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             }))
         }
         None => None,
-    };
-    let mut admin = tokio::spawn(admin::serve(args.listen, probes.clone(), servers_watch));
+    })
+}
 
-    if let Some(file) = &args.plugin_artifacts {
-        let mut puller = crate::artifacts::Puller::new(
-            file.clone(),
-            registry.clone(),
-            policy.clone(),
-            provenance,
-            args.max_plugin_bytes,
-        );
-        // The plugins named at start count as present at start (readiness
-        // waits for them), within a bound: a registry that does not answer
-        // must not keep the host from serving the others.
-        if tokio::time::timeout(ARTIFACTS_AT_START, puller.sync())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "pulling the plugin artifacts took over {ARTIFACTS_AT_START:?}; going on, they load as they arrive"
-            );
-        }
-        tokio::spawn(tasks_watch.clone().run_until(puller.run()));
-    }
-    let again = initial_scan(&registry, &args).await;
-    scanned.store(true, Ordering::Relaxed);
-    tokio::spawn(
-        tasks_watch.clone().run_until(
-            registry
-                .clone()
-                .watch(args.rescan.0.max(Duration::from_secs(1)), again),
-        ),
+/// The plugins named in `--plugin-artifacts`, pulled now (within
+/// [`ARTIFACTS_AT_START`]) and then as the file changes, until `tasks`
+/// drain.
+async fn pull_artifacts(
+    file: &std::path::Path,
+    args: &RunArgs,
+    registry: &Arc<Registry>,
+    policy: &Arc<PolicyFiles>,
+    provenance: Arc<kubeplug_operator::registry::Provenance>,
+    tasks: &drain::Watch,
+) {
+    let mut puller = crate::artifacts::Puller::new(
+        file.to_path_buf(),
+        registry.clone(),
+        policy.clone(),
+        provenance,
+        args.max_plugin_bytes,
     );
-    tokio::spawn(tasks_watch.run_until(report_gauges(registry.clone(), operator_metrics)));
+    // The plugins named at start count as present at start (readiness
+    // waits for them), within a bound: a registry that does not answer
+    // must not keep the host from serving the others.
+    if tokio::time::timeout(ARTIFACTS_AT_START, puller.sync())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "pulling the plugin artifacts took over {ARTIFACTS_AT_START:?}; going on, they load as they arrive"
+        );
+    }
+    tokio::spawn(tasks.clone().run_until(puller.run()));
+}
 
-    let api_failed = async {
-        match api.as_mut() {
-            Some(task) => task.await,
-            None => std::future::pending().await,
-        }
-    };
-    let webhooks_failed = async {
-        match webhooks.as_mut() {
-            Some(task) => task.await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        result = webhooks_failed => {
-            result.context("webhook server task failed")??;
-        }
-        result = &mut admin => {
-            result.context("metrics server task failed")?
-                .with_context(|| format!("failed to serve on {}", args.listen))?;
-        }
-        result = api_failed => {
-            result.context("aggregated API task failed")??;
-        }
-        _ = shutdown_signal() => tracing::info!("shutting down"),
+/// Waits for `task` to end; never, when there is none.
+async fn ended<T>(task: &mut Option<JoinHandle<T>>) -> Result<T, tokio::task::JoinError> {
+    match task.as_mut() {
+        Some(task) => task.await,
+        None => std::future::pending().await,
     }
-    // Not ready from now on; liveness keeps answering while reconciles in
-    // flight finish, so the kubelet does not kill the pod mid-shutdown.
-    probes.stopping.store(true, Ordering::Relaxed);
-    if !tasks.drain(TASKS_DRAIN).await {
-        tracing::warn!("background tasks still running at shutdown");
-    }
-    // Workers first, then the Leases: a Lease handed back while a worker
-    // still writes would let the next leader write beside it.
-    registry.shutdown(SHUTDOWN_GRACE).await;
-    if let Some(elector) = elector {
-        elector.shutdown().await;
-    }
-    if !servers.drain(SERVERS_DRAIN).await {
-        tracing::info!("servers still answering at shutdown were cut");
-    }
-    if let Ok(Err(error)) = admin.await {
-        tracing::warn!(%error, "HTTP server ended with an error");
-    }
-    Ok(())
 }
 
 /// Who this replica is, for Leases and user agents: the pod's name (or the
@@ -300,74 +368,6 @@ fn replica_identity() -> String {
         .or_else(|_| std::env::var("HOSTNAME"))
         .map(|h| format!("{h}-{}", std::process::id()))
         .unwrap_or_else(|_| format!("kubeplug-{}", std::process::id()))
-}
-
-/// The host's connection to the API server, and the clients built from it.
-struct Clients {
-    config: kube::Config,
-    /// Rate limit, timeout and user agent of the host's clients (each
-    /// plugin's is made from them).
-    settings: ClientSettings,
-    /// The host's own: watches, discovery, read checks.
-    host: kube::Client,
-    /// Leader election's own: its own connections and its own rate limit,
-    /// so that no load on the host's client (reconciles' reviews, watches,
-    /// candidate admissions) and none on the aggregated API's (a flood of
-    /// previews) can hold a Lease renewal back past the renew deadline.
-    /// Its requests are few (a list and a renewal per round).
-    leases: kube::Client,
-}
-
-impl Clients {
-    async fn build(
-        args: &RunArgs,
-        identity: &str,
-        metrics: &HostMetrics,
-        health: &Arc<ApiHealth>,
-    ) -> anyhow::Result<Clients> {
-        let config = args.cluster.config().await?;
-        let limit = match args.api_qps {
-            None => RateLimit::Adaptive,
-            Some(qps) if qps <= 0.0 => RateLimit::Unlimited,
-            Some(qps) => RateLimit::Fixed {
-                qps,
-                burst: args.api_burst,
-            },
-        };
-        let settings = ClientSettings {
-            name: "host".into(),
-            limit,
-            timeout: positive("--api-timeout", args.api_timeout)?,
-            user_agent: format!("kubeplug/{} ({identity})", env!("CARGO_PKG_VERSION")),
-            requests: Some(metrics.requests.clone()),
-            health: Some(health.clone()),
-        };
-        let host = kubeplug_kube::client::build(&config, &settings)
-            .context("failed to connect to Kubernetes (kubeconfig or in-cluster)")?;
-        let leases = Self::own(&config, &settings, "leader-election")
-            .context("failed to build the leader-election client")?;
-        Ok(Clients {
-            config,
-            settings,
-            host,
-            leases,
-        })
-    }
-
-    /// A client of its own for `purpose`, with the host's settings.
-    fn own(
-        config: &kube::Config,
-        settings: &ClientSettings,
-        purpose: &str,
-    ) -> anyhow::Result<kube::Client> {
-        Ok(kubeplug_kube::client::build(
-            config,
-            &ClientSettings {
-                user_agent: format!("{} {purpose}", settings.user_agent),
-                ..settings.named(purpose)
-            },
-        )?)
-    }
 }
 
 /// With `--leader-elect`, an elector per host (one Lease per plugin).
@@ -404,76 +404,6 @@ fn log_policy(policy: &PolicyFiles) {
         granted = ?policy.service_accounts(),
         "policy loaded"
     );
-}
-
-/// What the admin server reads from the host.
-fn probes(
-    metrics: Vec<prometheus_client::registry::Registry>,
-    registry: &Arc<Registry>,
-    runtime: &Runtime,
-    (health, client): (&Arc<ApiHealth>, &kube::Client),
-    scanned: &Arc<AtomicBool>,
-    operator: &OperatorMetrics,
-) -> Probes {
-    Probes {
-        metrics,
-        refresh: {
-            let (registry, budget, metrics) = (
-                registry.clone(),
-                runtime.memory_budget().clone(),
-                operator.clone(),
-            );
-            Box::new(move || {
-                registry.report_states();
-                metrics.call_memory(budget.stats());
-            })
-        },
-        // Ready: the plugins present at start are loaded, their caches have
-        // listed once, and the API server answers (see kubeplug_kube::health:
-        // from the host's own requests and watches, a probe only after a
-        // silence).
-        ready: {
-            let (health, client, scanned, registry) = (
-                health.clone(),
-                client.clone(),
-                scanned.clone(),
-                registry.clone(),
-            );
-            Box::new(move || {
-                if !scanned.load(Ordering::Relaxed) {
-                    return Err("loading the plugins present at start".into());
-                }
-                health.ready(&client)?;
-                let unsynced = registry.unsynced();
-                if !unsynced.is_empty() {
-                    return Err(format!("caches of {} not listed yet", unsynced.join(", ")));
-                }
-                Ok(())
-            })
-        },
-        plugins: {
-            let registry = registry.clone();
-            Box::new(move |detail| {
-                let rows = registry.status();
-                let rows: Vec<_> = match detail {
-                    Detail::Full => rows,
-                    Detail::Summary => rows.into_iter().map(|row| row.summary()).collect(),
-                };
-                serde_json::to_value(rows).unwrap_or_default()
-            })
-        },
-        replays: {
-            let registry = registry.clone();
-            Box::new(move |plugin, parent| {
-                let ring = registry.replays(plugin)?;
-                match parent {
-                    None => serde_json::to_value(ring.list()).ok(),
-                    Some(parent) => serde_json::to_value(ring.get(parent)?).ok(),
-                }
-            })
-        },
-        stopping: AtomicBool::new(false),
-    }
 }
 
 /// With `--serving-certs-secret`, the host's own certificate (made or read,

@@ -48,8 +48,8 @@ use std::path::Path;
 
 use wasm_encoder::reencode::{Error as ReencodeError, Reencode, utils};
 use wasm_encoder::{
-    CodeSection, ConstExpr, Function, FunctionSection, GlobalSection, GlobalType, ImportSection,
-    Instruction, Module, ValType,
+    CodeSection, ConstExpr, FunctionSection, GlobalSection, GlobalType, ImportSection, Module,
+    ValType,
 };
 use wasmparser::{Parser, Payload, TypeRef};
 use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
@@ -421,6 +421,7 @@ mod tests {
     use wasm_encoder::{
         EntityType, ExportKind, ExportSection, MemoryType, TypeSection, ValType::I32, ValType::I64,
     };
+    use wasm_encoder::{Function, Instruction};
 
     /// A module that imports what Go's runtime imports and exports one
     /// function per shim behaviour.
