@@ -15,6 +15,7 @@
 
 pub mod admission;
 pub mod contract;
+pub mod diff;
 pub mod fence;
 pub mod key;
 pub mod manifest;

@@ -18,10 +18,11 @@ use crate::policy::Effective;
 use crate::shard::{SHARD_LABEL, is_stray, label_pod_template, shard_label_of};
 
 mod decide;
-pub mod diff;
 
 pub use decide::{Action, Plan, Step, decide};
-use diff::pointer_escape;
+// The diff's old path, which the webhook checks and the operator still use.
+pub use crate::diff;
+use crate::diff::pointer_escape;
 
 /// Label set on every child: which plugin owns it. Pruning only ever
 /// considers children carrying this plugin's name.
