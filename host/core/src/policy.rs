@@ -55,6 +55,7 @@ use serde::Deserialize;
 pub use crate::webhook::{FailurePolicy, Webhooks};
 pub use grant::{
     Grant, KindRef, KindSet, Location, NamespaceScope, Refusal, derived_finalizer_domain,
+    reserved_key,
 };
 pub use quotas::Quotas;
 

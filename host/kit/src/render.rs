@@ -50,7 +50,7 @@ pub enum RenderError {
     #[error(transparent)]
     Call(#[from] CallError),
     #[error(transparent)]
-    Fence(#[from] plan::Fenced),
+    Fence(#[from] kubeplug_core::fence::Fenced),
     /// The objects read do not make a review.
     #[error("{0}")]
     Review(String),

@@ -3,10 +3,8 @@
 use serde::Deserialize;
 
 use super::{Effective, SYSTEM_NAMESPACES};
-use crate::contract::Desired;
-use crate::manifest::{ApiResource, Manifest, Mode};
-use crate::plan::FenceError;
-use crate::shard::{MAX_SHARDS, SHARD_LABEL};
+use crate::manifest::{ApiResource, Manifest};
+use crate::shard::MAX_SHARDS;
 use crate::webhook::{FailurePolicy, Webhook, Webhooks};
 
 /// A kind, whatever its version: `Kind.group`, or `Kind` for the core group.
@@ -700,91 +698,6 @@ impl Effective {
             granted_by(patterns, key, true)
         } else {
             patterns.is_empty() || granted_by(patterns, key, false)
-        }
-    }
-
-    /// Check an answer against the quotas and key rules. Size quotas on the
-    /// raw response are enforced earlier, by the runtime, before parsing.
-    pub fn check_answer(&self, manifest: &Manifest, desired: &Desired) -> Result<(), FenceError> {
-        let q = &self.quotas;
-        if desired.children.len() > q.children_per_parent {
-            return Err(FenceError::TooManyChildren {
-                count: desired.children.len(),
-                max: q.children_per_parent,
-            });
-        }
-        if let Some(status) = &desired.status {
-            let bytes = status.to_string().len();
-            if bytes > q.status_bytes {
-                return Err(FenceError::StatusTooLarge {
-                    bytes,
-                    max: q.status_bytes,
-                });
-            }
-        }
-        self.check_events(desired.events.len())?;
-        for child in &desired.children {
-            self.check_child_finalizers(child)?;
-        }
-        if manifest.mode == Mode::Decorator
-            && let Some(patch) = &desired.parent_patch
-            && patch.labels.contains_key(SHARD_LABEL)
-        {
-            return Err(FenceError::HostLabel {
-                on: "the parent patch".into(),
-                key: SHARD_LABEL.into(),
-            });
-        }
-        if manifest.mode == Mode::Decorator
-            && let Some(patch) = &desired.parent_patch
-            && let Some(key) = patch
-                .labels
-                .keys()
-                .chain(patch.annotations.keys())
-                .find(|k| !self.key_allowed(k))
-        {
-            return Err(FenceError::KeyNotGranted {
-                key: key.clone(),
-                reserved: reserved_key(key),
-            });
-        }
-        Ok(())
-    }
-
-    /// Check the number of events in one answer (`reconcile` or `finalize`)
-    /// against the plugin's quota.
-    pub fn check_events(&self, count: usize) -> Result<(), FenceError> {
-        let max = self.quotas.events_per_answer;
-        if count > max {
-            return Err(FenceError::TooManyEvents { count, max });
-        }
-        Ok(())
-    }
-
-    /// A child may carry only finalizers the plugin may use: one nothing
-    /// removes would leave the child, and its namespace, hanging in deletion.
-    fn check_child_finalizers(&self, child: &serde_json::Value) -> Result<(), FenceError> {
-        let Some(list) = child["metadata"]["finalizers"].as_array() else {
-            return Ok(());
-        };
-        // A non-string entry is shown as its JSON text, and refused: no
-        // finalizer name is granted that way.
-        let refused = list.iter().find_map(|f| match f.as_str() {
-            Some(name) if self.finalizer_allowed(name) => None,
-            Some(name) => Some(name.to_string()),
-            None => Some(f.to_string()),
-        });
-        match refused {
-            None => Ok(()),
-            Some(finalizer) => Err(FenceError::FinalizerNotGranted {
-                child: format!(
-                    "{}/{}",
-                    child["kind"].as_str().unwrap_or_default(),
-                    child["metadata"]["name"].as_str().unwrap_or_default()
-                ),
-                finalizer,
-                domain: derived_finalizer_domain(&self.plugin),
-            }),
         }
     }
 }
