@@ -1,50 +1,12 @@
-//! One plugin's grant, and the checks of a manifest and an answer against it.
+//! One plugin's grant, and the check of a manifest against it (its answers
+//! are checked by the fence, `crate::fence`).
 
 use serde::Deserialize;
 
-use super::{Effective, SYSTEM_NAMESPACES};
+use super::{Effective, KindRef, SYSTEM_NAMESPACES};
 use crate::manifest::{ApiResource, Manifest};
 use crate::shard::MAX_SHARDS;
 use crate::webhook::{FailurePolicy, Webhook, Webhooks};
-
-/// A kind, whatever its version: `Kind.group`, or `Kind` for the core group.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct KindRef {
-    pub group: String,
-    pub kind: String,
-}
-
-impl KindRef {
-    pub fn of(r: &ApiResource) -> Self {
-        KindRef {
-            group: r.group.clone(),
-            kind: r.kind.clone(),
-        }
-    }
-
-    pub(crate) fn parse(text: &str) -> Result<Self, String> {
-        let (kind, group) = text.split_once('.').unwrap_or((text, ""));
-        if kind.is_empty() || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
-            return Err(format!(
-                "kind {text:?} must be written Kind.group (Kind for the core group), e.g. StatefulSet.apps"
-            ));
-        }
-        Ok(KindRef {
-            group: group.into(),
-            kind: kind.into(),
-        })
-    }
-}
-
-impl std::fmt::Display for KindRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.group.is_empty() {
-            write!(f, "{}", self.kind)
-        } else {
-            write!(f, "{}.{}", self.kind, self.group)
-        }
-    }
-}
 
 /// Kinds that no wildcard covers: reading or writing them hands out
 /// credentials, identities or cluster-wide control. A grant must name them.
@@ -275,7 +237,7 @@ pub(super) struct GrantFile {
     failure_policy: FailurePolicy,
     /// The promotion gate: a new version serves only if its what-if over
     /// every parent passes it.
-    promotion: Option<crate::whatif::GateFile>,
+    promotion: Option<super::GateFile>,
 }
 
 /// What one plugin may do.
@@ -330,9 +292,9 @@ pub struct Grant {
     /// out of time or memory, answers outside its fence): `Fail` (the
     /// default) denies the write, `Ignore` allows it with a warning.
     pub failure_policy: FailurePolicy,
-    /// The promotion gate (see [`crate::whatif::Gate`]): without one, a new
+    /// The promotion gate (see [`super::Gate`]): without one, a new
     /// version serves as soon as it loads.
-    pub promotion: Option<crate::whatif::Gate>,
+    pub promotion: Option<super::Gate>,
 }
 
 impl GrantFile {
