@@ -56,7 +56,8 @@ use serde::Deserialize;
 
 pub use crate::webhook::{FailurePolicy, Webhooks};
 pub use grant::{
-    Grant, KindSet, Location, NamespaceScope, Refusal, derived_finalizer_domain, reserved_key,
+    Grant, KindSet, Location, MAX_SHARDS, NamespaceScope, Refusal, derived_finalizer_domain,
+    reserved_key,
 };
 pub use kind::KindRef;
 pub use promotion::{Gate, GateFile};

@@ -5,7 +5,6 @@ use serde::Deserialize;
 
 use super::{Effective, KindRef, SYSTEM_NAMESPACES};
 use crate::manifest::{ApiResource, Manifest};
-use crate::shard::MAX_SHARDS;
 use crate::webhook::{FailurePolicy, Webhook, Webhooks};
 
 /// Kinds that no wildcard covers: reading or writing them hands out
@@ -239,6 +238,12 @@ pub(super) struct GrantFile {
     /// every parent passes it.
     promotion: Option<super::GateFile>,
 }
+
+/// The most shards a grant may give one plugin. Each shard is a Lease and,
+/// on the replica that owns it, a filtered watch per kind; 256 is far more
+/// than the replicas one plugin needs, and bounds what a typo in a policy
+/// (`shards: 25600`) can make a host create.
+pub const MAX_SHARDS: u16 = 256;
 
 /// What one plugin may do.
 #[derive(Debug, Clone, PartialEq)]
