@@ -146,6 +146,8 @@ lint: toolchain deny-tool
 	cargo fmt --all -- --check
 	@# Each host crate within its layer (docs/architecture.md).
 	host/layers
+	@# No module of a host crate imports another in a circle (its docstring says how).
+	host/modules
 	@# Every relative link in the Markdown resolves, #anchors included.
 	docs/check-links
 	@# The release profile, as the tests build: build scripts and proc

@@ -22,6 +22,10 @@
 //!   (`decoratorKeys`: a decorator's always, a composite plugin's when the
 //!   grant lists them), never the host's own keys, status, or any other
 //!   metadata.
+//! - **Answers.** What a `reconcile` or `finalize` answer holds stays within
+//!   the plugin's quotas, the finalizers and keys its grant covers, the
+//!   labels only the host sets, and its mode ([`Effective::check_answer`],
+//!   [`check_mode`]; refused with a [`FenceError`]).
 //! - **Readers.** What a plugin answers in a preview is shown to a caller
 //!   who may not read all it was handed; [`redact::Redaction`] takes out of
 //!   the answer every value of those objects the plugin copied.
@@ -160,7 +164,10 @@ fn within(pointer: &str, field: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
+mod answer;
 pub mod redact;
+
+pub use answer::{FenceError, Fenced, check_mode};
 
 #[cfg(test)]
 mod tests;

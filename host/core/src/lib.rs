@@ -4,8 +4,9 @@
 //! platform grants it ([`policy`], [`admission`]), the rights the host
 //! uses in its name and for it ([`rights`]), what the grant lets it
 //! be handed and change on every path ([`fence`]), how a new version is
-//! judged ([`rollback`], [`rollout`]) and how a sharded plugin's parents are
-//! split between replicas ([`shard`]).
+//! judged ([`rollback`], [`rollout`]), how a sharded plugin's parents are
+//! split between replicas ([`shard`]) and where two objects differ
+//! ([`diff`]).
 //!
 //! No Kubernetes client, async runtime or Wasm engine: every decision here
 //! is a function of its inputs, tested without a cluster (`host/layers`
@@ -15,6 +16,7 @@
 
 pub mod admission;
 pub mod contract;
+pub mod diff;
 pub mod fence;
 pub mod key;
 pub mod manifest;

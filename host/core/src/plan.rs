@@ -13,15 +13,19 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::contract::{Desired, Finalized};
-use crate::manifest::{Manifest, Mode};
+use crate::fence::check_mode;
+use crate::manifest::Manifest;
 use crate::policy::Effective;
 use crate::shard::{SHARD_LABEL, is_stray, label_pod_template, shard_label_of};
 
 mod decide;
-pub mod diff;
 
 pub use decide::{Action, Plan, Step, decide};
-use diff::pointer_escape;
+// The fence's errors' old path, which the operator and the tests use.
+pub use crate::fence::{FenceError, Fenced};
+// The diff's old path, which the webhook checks and the operator still use.
+pub use crate::diff;
+use crate::diff::pointer_escape;
 
 /// Label set on every child: which plugin owns it. Pruning only ever
 /// considers children carrying this plugin's name.
@@ -41,83 +45,6 @@ pub fn create_only(child: &Value) -> bool {
         child,
         &format!("/metadata/annotations/{}", pointer_escape(CREATE_ONLY)),
     ) == "true"
-}
-
-/// A desired child that crosses the plugin's fence.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FenceError {
-    /// The child's kind is not in the manifest's `children`.
-    #[error("child {kind}/{name}: {api_version} {kind} is not declared in the manifest")]
-    UndeclaredKind {
-        api_version: String,
-        kind: String,
-        name: String,
-    },
-    /// The child names a namespace other than its parent's.
-    #[error("child {kind}/{name}: namespace {namespace:?} is not the parent's {parent:?}")]
-    ForeignNamespace {
-        kind: String,
-        name: String,
-        namespace: String,
-        parent: String,
-    },
-    /// Two children with the same kind and name.
-    #[error("child {kind}/{name} is returned twice")]
-    Duplicate { kind: String, name: String },
-    /// A decorator returned a status, or a composite plugin a parent patch.
-    #[error("a {mode} plugin may not return {what}")]
-    WrongMode {
-        mode: &'static str,
-        what: &'static str,
-    },
-    /// The parent has no `metadata.uid`, so no ownerReference can be built.
-    #[error("the parent has no metadata.uid")]
-    ParentWithoutUid,
-    /// More children than the plugin's quota.
-    #[error("{count} children, over the quota of {max} per parent")]
-    TooManyChildren { count: usize, max: usize },
-    /// A status larger than the plugin's quota.
-    #[error("a status of {bytes} bytes, over the quota of {max}")]
-    StatusTooLarge { bytes: usize, max: usize },
-    /// More events in one answer than the plugin's quota.
-    #[error("{count} events in one answer, over the quota of {max}")]
-    TooManyEvents { count: usize, max: usize },
-    /// A decorator set a label or annotation its grant does not cover.
-    #[error("key {key} is {}", if *.reserved { "reserved (kubeplug, Kubernetes and kubectl own it) and not granted" } else { "not among the granted decorator keys" })]
-    KeyNotGranted { key: String, reserved: bool },
-    /// The answer sets a label only the host writes
-    /// ([`crate::shard::SHARD_LABEL`]): moving an object between shards
-    /// would hide it from the replica that owns it. No grant unlocks it.
-    #[error("{on}: label {key} is the host's to set (no grant unlocks it)")]
-    HostLabel {
-        /// `child Kind/name`, or `the parent patch`.
-        on: String,
-        key: String,
-    },
-    /// A reference outside the fence (see [`crate::reference::check`]).
-    #[error(transparent)]
-    Reference(#[from] crate::reference::ReferenceError),
-    /// A child carries a finalizer the plugin's grant does not cover:
-    /// nothing would ever remove it, and the child (and its namespace)
-    /// would hang in deletion.
-    #[error(
-        "child {child}: finalizer {finalizer} is not granted (a plugin may use {domain}* unless granted more)"
-    )]
-    FinalizerNotGranted {
-        /// `Kind/name`.
-        child: String,
-        finalizer: String,
-        domain: String,
-    },
-}
-
-/// A [`FenceError`] naming the plugin that crossed its fence.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("plugin {plugin} crossed its fence")]
-pub struct Fenced {
-    pub plugin: String,
-    #[source]
-    pub source: FenceError,
 }
 
 /// Metadata fields the API server owns; never sent in an apply.
@@ -362,28 +289,6 @@ pub fn if_absent(prepared: &Value) -> Value {
         meta.insert("resourceVersion".into(), NO_STORED_VERSION.into());
     }
     child
-}
-
-/// Refuse answers that do not fit the plugin's mode: a parent patch from a
-/// composite plugin (composites own children and status; the parent's
-/// metadata belongs to its author), a status from a decorator (it decorates
-/// objects it does not own, such as Pods).
-pub fn check_mode(
-    manifest: &Manifest,
-    has_patch: bool,
-    has_status: bool,
-) -> Result<(), FenceError> {
-    match manifest.mode {
-        Mode::Composite if has_patch => Err(FenceError::WrongMode {
-            mode: "composite",
-            what: "a parent patch",
-        }),
-        Mode::Decorator if has_status => Err(FenceError::WrongMode {
-            mode: "decorator",
-            what: "a status",
-        }),
-        _ => Ok(()),
-    }
 }
 
 /// Check a `reconcile` answer against the plugin's fence and `grant`, before

@@ -42,6 +42,8 @@
 //! another's; settings may only lower limits.
 
 mod grant;
+mod kind;
+mod promotion;
 mod quotas;
 
 use std::collections::BTreeMap;
@@ -54,8 +56,11 @@ use serde::Deserialize;
 
 pub use crate::webhook::{FailurePolicy, Webhooks};
 pub use grant::{
-    Grant, KindRef, KindSet, Location, NamespaceScope, Refusal, derived_finalizer_domain,
+    Grant, KindSet, Location, MAX_SHARDS, NamespaceScope, Refusal, derived_finalizer_domain,
+    reserved_key,
 };
+pub use kind::KindRef;
+pub use promotion::{Gate, GateFile};
 pub use quotas::Quotas;
 
 /// Namespaces `"*"` never covers: a grant must name them.

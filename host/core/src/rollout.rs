@@ -26,7 +26,7 @@ pub enum State {
     #[serde(rename = "rolled-back")]
     RolledBack,
     /// The latest file loaded, but its what-if breaks the promotion gate of
-    /// the plugin's grant (see [`crate::whatif::Gate`]): the previous
+    /// the plugin's grant (see [`crate::policy::Gate`]): the previous
     /// version serves until the gate or the file changes.
     Blocked,
 }

@@ -51,12 +51,6 @@ use crate::policy::Grant;
 /// for them: the shard number in decimal (`"0"`, `"1"`, ...).
 pub const SHARD_LABEL: &str = "kubeplug.io/shard";
 
-/// The most shards a grant may give one plugin. Each shard is a Lease and,
-/// on the replica that owns it, a filtered watch per kind; 256 is far more
-/// than the replicas one plugin needs, and bounds what a typo in a policy
-/// (`shards: 25600`) can make a host create.
-pub const MAX_SHARDS: u16 = 256;
-
 /// FNV-1a 64's offset basis and prime, as published (Fowler, Noll, Vo).
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;

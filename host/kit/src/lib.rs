@@ -10,4 +10,5 @@ pub mod kit;
 pub mod platform;
 pub mod references;
 pub mod render;
+mod stored;
 pub mod webhook;

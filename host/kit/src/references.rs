@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use kubeplug_core::plan::{FenceError, Fenced};
+use kubeplug_core::fence::{FenceError, Fenced};
 use kubeplug_core::reference;
 use kubeplug_runtime::{CallError, Plugin};
 

@@ -15,8 +15,10 @@ use kubeplug_core::plan;
 use kubeplug_core::policy::Effective;
 use kubeplug_runtime::{CallError, Event, Finalized, Plugin, Request};
 
-/// Used as the parent's uid when its file has none (it was never stored).
-pub const PLACEHOLDER_UID: &str = "00000000-0000-0000-0000-000000000000";
+use crate::stored;
+
+// The placeholder's old path, which the webhook runs and the CLI's tests use.
+pub use crate::stored::PLACEHOLDER_UID;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
@@ -50,7 +52,7 @@ pub enum RenderError {
     #[error(transparent)]
     Call(#[from] CallError),
     #[error(transparent)]
-    Fence(#[from] plan::Fenced),
+    Fence(#[from] kubeplug_core::fence::Fenced),
     /// The objects read do not make a review.
     #[error("{0}")]
     Review(String),
@@ -120,16 +122,6 @@ pub struct Rendered {
     pub notes: Vec<String>,
 }
 
-/// Fill in what the API server would have set on a stored parent.
-fn as_stored(mut parent: Value) -> Value {
-    if let Some(meta) = parent["metadata"].as_object_mut() {
-        meta.entry("namespace").or_insert_with(|| "default".into());
-        meta.entry("uid").or_insert_with(|| PLACEHOLDER_UID.into());
-        meta.entry("generation").or_insert_with(|| 1.into());
-    }
-    parent
-}
-
 fn type_of(o: &Value) -> String {
     format!(
         "{} {}",
@@ -173,7 +165,7 @@ pub fn render(
     related: Vec<Value>,
 ) -> Result<Rendered, RenderError> {
     let manifest = plugin.manifest();
-    let parent = as_stored(parent);
+    let parent = stored::as_stored(parent);
     check_parent(manifest, &parent)?;
     let observed = observed.into_iter().filter(|o| {
         manifest.allows_child(

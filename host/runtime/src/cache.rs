@@ -29,6 +29,7 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::LoadError;
+use super::atomic_write::write_atomically;
 use super::compile::{Compiler, compile_in_child};
 use super::share::Slots;
 use kubeplug_core::contract::CompileLimits;
@@ -278,20 +279,6 @@ fn touch(path: &Path) {
     if let Err(error) = touched {
         tracing::debug!(path = %path.display(), %error, "cannot mark a precompiled component used");
     }
-}
-
-pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("artefact"),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

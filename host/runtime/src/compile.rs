@@ -234,7 +234,7 @@ pub fn compile_main(input: &Path, output: &Path) -> anyhow::Result<()> {
     let bytes = std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
     let engine = wasmtime::Engine::new(&super::engine_config())?;
     let artefact = engine.precompile_component(&bytes)?;
-    super::cache::write_atomically(output, &artefact)
+    super::atomic_write::write_atomically(output, &artefact)
         .with_context(|| format!("cannot write {}", output.display()))
 }
 

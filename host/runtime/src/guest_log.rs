@@ -5,12 +5,41 @@ use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, WasmList, WasmStr};
 
 use super::bindings::log;
-use super::plugin::State;
 
 /// Log calls a guest may make per call; the rest are dropped, so a chatty or
 /// hostile plugin cannot flood the host's logs. Bytes are capped too
 /// ([`Limits::log_bytes`]).
-pub(super) const LOG_BUDGET: u32 = 200;
+const LOG_BUDGET: u32 = 200;
+/// What one call may still log, kept in its store.
+pub(super) struct LogQuota {
+    /// Log calls left ([`LOG_BUDGET`] at the start).
+    calls: u32,
+    /// Log bytes left ([`Limits::log_bytes`] at the start).
+    bytes: usize,
+}
+
+impl LogQuota {
+    /// A call's quota: [`LOG_BUDGET`] calls and `bytes` bytes.
+    pub(super) fn new(bytes: usize) -> Self {
+        LogQuota {
+            calls: LOG_BUDGET,
+            bytes,
+        }
+    }
+}
+
+/// What the log import needs of a store's data: whose lines they are, the
+/// call's quota, and where the last error line goes. A trait rather than the
+/// plugin's `State` so the import links into any store (the plugin's
+/// implements it) and this module needs nothing of the plugin's.
+pub(super) trait Logs: 'static {
+    /// The plugin whose lines these are.
+    fn plugin(&self) -> &str;
+    fn log_quota(&mut self) -> &mut LogQuota;
+    /// Keep the call's last error-level line.
+    fn set_last_error(&mut self, message: String);
+}
+
 /// Longest log message or field value kept, in bytes.
 const LOG_MESSAGE_MAX: usize = 4 << 10;
 /// Fields of one log call kept; the rest are counted, never read.
@@ -28,16 +57,16 @@ fn clipped(text: &str, max: usize) -> &str {
 /// host sees the call, so one call with millions of empty fields would cost
 /// the host hundreds of MiB. Here the message and fields stay in guest
 /// memory and only what the call's log budget allows is read.
-pub(super) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+pub(super) fn add_to_linker<T: Logs>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.instance("kubeplug:plugin/log@0.1.0")?.func_wrap(
         "log",
-        |mut store: StoreContextMut<'_, State>,
+        |mut store: StoreContextMut<'_, T>,
          (level, message, fields): (log::Level, WasmStr, WasmList<(WasmStr, WasmStr)>)| {
             let line = read_log(&mut store, &message, &fields)?;
             if let Some((message, fields)) = line {
-                emit_log(&store.data().plugin, level, &message, &fields);
+                emit_log(store.data().plugin(), level, &message, &fields);
                 if matches!(level, log::Level::Error) {
-                    store.data_mut().last_error = Some(message);
+                    store.data_mut().set_last_error(message);
                 }
             }
             Ok(())
@@ -47,12 +76,13 @@ pub(super) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
 
 /// The part of one log call the budget allows, copied out of the guest;
 /// `None` once the budget is spent.
-fn read_log(
-    store: &mut StoreContextMut<'_, State>,
+fn read_log<T: Logs>(
+    store: &mut StoreContextMut<'_, T>,
     message: &WasmStr,
     fields: &WasmList<(WasmStr, WasmStr)>,
 ) -> wasmtime::Result<Option<(String, String)>> {
-    let (budget, mut bytes) = (store.data().log_budget, store.data().log_bytes);
+    let quota = store.data_mut().log_quota();
+    let (budget, mut bytes) = (quota.calls, quota.bytes);
     if budget == 0 || bytes == 0 {
         return Ok(None);
     }
@@ -85,9 +115,9 @@ fn read_log(
     if bytes == 0 {
         shown.push("(log quota of this call reached; the rest is dropped)".into());
     }
-    let state = store.data_mut();
-    state.log_budget -= 1;
-    state.log_bytes = bytes;
+    let quota = store.data_mut().log_quota();
+    quota.calls -= 1;
+    quota.bytes = bytes;
     Ok(Some((message, shown.join(" "))))
 }
 

@@ -23,6 +23,7 @@
 #![deny(unsafe_code)]
 
 mod answer;
+mod atomic_write;
 mod bindings;
 pub mod budget;
 #[allow(

@@ -16,7 +16,7 @@ use super::bindings::{self, types};
 use super::budget::{MemoryBudget, Reservation, Short};
 use super::cache::Origin;
 use super::error::{CallError, LoadError};
-use super::guest_log::LOG_BUDGET;
+use super::guest_log::{LogQuota, Logs};
 use super::limits::Limiter;
 use super::pool::Slot;
 use super::reaper::Reaper;
@@ -43,15 +43,28 @@ pub struct State {
     /// `wasi:http`, refusing every request ([`super::network`]).
     http: super::network::Http,
     pub(super) plugin: Arc<str>,
-    pub(super) log_budget: u32,
-    /// Log bytes this call may still write.
-    pub(super) log_bytes: usize,
+    /// What this call may still log.
+    log: LogQuota,
     /// The call's last error-level log line (as kept by the log budget):
     /// reported with a trap, since a guest without WASI (the SDK's builds)
     /// sends its panic message there rather than to stderr.
     pub(super) last_error: Option<String>,
     /// Where the call's time goes (`timings`; nothing without the feature).
     clock: Clock,
+}
+
+impl Logs for State {
+    fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    fn log_quota(&mut self) -> &mut LogQuota {
+        &mut self.log
+    }
+
+    fn set_last_error(&mut self, message: String) {
+        self.last_error = Some(message);
+    }
 }
 
 impl WasiView for State {
@@ -638,8 +651,7 @@ impl Caller {
             limiter: Limiter::new(limits, Some(reservation)),
             http: Default::default(),
             plugin: self.name.clone(),
-            log_budget: LOG_BUDGET,
-            log_bytes: limits.log_bytes,
+            log: LogQuota::new(limits.log_bytes),
             last_error: None,
             clock,
         };

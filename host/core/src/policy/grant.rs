@@ -1,52 +1,11 @@
-//! One plugin's grant, and the checks of a manifest and an answer against it.
+//! One plugin's grant, and the check of a manifest against it (its answers
+//! are checked by the fence, `crate::fence`).
 
 use serde::Deserialize;
 
-use super::{Effective, SYSTEM_NAMESPACES};
-use crate::contract::Desired;
-use crate::manifest::{ApiResource, Manifest, Mode};
-use crate::plan::FenceError;
-use crate::shard::{MAX_SHARDS, SHARD_LABEL};
+use super::{Effective, KindRef, SYSTEM_NAMESPACES};
+use crate::manifest::{ApiResource, Manifest};
 use crate::webhook::{FailurePolicy, Webhook, Webhooks};
-
-/// A kind, whatever its version: `Kind.group`, or `Kind` for the core group.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct KindRef {
-    pub group: String,
-    pub kind: String,
-}
-
-impl KindRef {
-    pub fn of(r: &ApiResource) -> Self {
-        KindRef {
-            group: r.group.clone(),
-            kind: r.kind.clone(),
-        }
-    }
-
-    pub(crate) fn parse(text: &str) -> Result<Self, String> {
-        let (kind, group) = text.split_once('.').unwrap_or((text, ""));
-        if kind.is_empty() || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
-            return Err(format!(
-                "kind {text:?} must be written Kind.group (Kind for the core group), e.g. StatefulSet.apps"
-            ));
-        }
-        Ok(KindRef {
-            group: group.into(),
-            kind: kind.into(),
-        })
-    }
-}
-
-impl std::fmt::Display for KindRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.group.is_empty() {
-            write!(f, "{}", self.kind)
-        } else {
-            write!(f, "{}.{}", self.kind, self.group)
-        }
-    }
-}
 
 /// Kinds that no wildcard covers: reading or writing them hands out
 /// credentials, identities or cluster-wide control. A grant must name them.
@@ -277,8 +236,14 @@ pub(super) struct GrantFile {
     failure_policy: FailurePolicy,
     /// The promotion gate: a new version serves only if its what-if over
     /// every parent passes it.
-    promotion: Option<crate::whatif::GateFile>,
+    promotion: Option<super::GateFile>,
 }
+
+/// The most shards a grant may give one plugin. Each shard is a Lease and,
+/// on the replica that owns it, a filtered watch per kind; 256 is far more
+/// than the replicas one plugin needs, and bounds what a typo in a policy
+/// (`shards: 25600`) can make a host create.
+pub const MAX_SHARDS: u16 = 256;
 
 /// What one plugin may do.
 #[derive(Debug, Clone, PartialEq)]
@@ -332,9 +297,9 @@ pub struct Grant {
     /// out of time or memory, answers outside its fence): `Fail` (the
     /// default) denies the write, `Ignore` allows it with a warning.
     pub failure_policy: FailurePolicy,
-    /// The promotion gate (see [`crate::whatif::Gate`]): without one, a new
+    /// The promotion gate (see [`super::Gate`]): without one, a new
     /// version serves as soon as it loads.
-    pub promotion: Option<crate::whatif::Gate>,
+    pub promotion: Option<super::Gate>,
 }
 
 impl GrantFile {
@@ -700,91 +665,6 @@ impl Effective {
             granted_by(patterns, key, true)
         } else {
             patterns.is_empty() || granted_by(patterns, key, false)
-        }
-    }
-
-    /// Check an answer against the quotas and key rules. Size quotas on the
-    /// raw response are enforced earlier, by the runtime, before parsing.
-    pub fn check_answer(&self, manifest: &Manifest, desired: &Desired) -> Result<(), FenceError> {
-        let q = &self.quotas;
-        if desired.children.len() > q.children_per_parent {
-            return Err(FenceError::TooManyChildren {
-                count: desired.children.len(),
-                max: q.children_per_parent,
-            });
-        }
-        if let Some(status) = &desired.status {
-            let bytes = status.to_string().len();
-            if bytes > q.status_bytes {
-                return Err(FenceError::StatusTooLarge {
-                    bytes,
-                    max: q.status_bytes,
-                });
-            }
-        }
-        self.check_events(desired.events.len())?;
-        for child in &desired.children {
-            self.check_child_finalizers(child)?;
-        }
-        if manifest.mode == Mode::Decorator
-            && let Some(patch) = &desired.parent_patch
-            && patch.labels.contains_key(SHARD_LABEL)
-        {
-            return Err(FenceError::HostLabel {
-                on: "the parent patch".into(),
-                key: SHARD_LABEL.into(),
-            });
-        }
-        if manifest.mode == Mode::Decorator
-            && let Some(patch) = &desired.parent_patch
-            && let Some(key) = patch
-                .labels
-                .keys()
-                .chain(patch.annotations.keys())
-                .find(|k| !self.key_allowed(k))
-        {
-            return Err(FenceError::KeyNotGranted {
-                key: key.clone(),
-                reserved: reserved_key(key),
-            });
-        }
-        Ok(())
-    }
-
-    /// Check the number of events in one answer (`reconcile` or `finalize`)
-    /// against the plugin's quota.
-    pub fn check_events(&self, count: usize) -> Result<(), FenceError> {
-        let max = self.quotas.events_per_answer;
-        if count > max {
-            return Err(FenceError::TooManyEvents { count, max });
-        }
-        Ok(())
-    }
-
-    /// A child may carry only finalizers the plugin may use: one nothing
-    /// removes would leave the child, and its namespace, hanging in deletion.
-    fn check_child_finalizers(&self, child: &serde_json::Value) -> Result<(), FenceError> {
-        let Some(list) = child["metadata"]["finalizers"].as_array() else {
-            return Ok(());
-        };
-        // A non-string entry is shown as its JSON text, and refused: no
-        // finalizer name is granted that way.
-        let refused = list.iter().find_map(|f| match f.as_str() {
-            Some(name) if self.finalizer_allowed(name) => None,
-            Some(name) => Some(name.to_string()),
-            None => Some(f.to_string()),
-        });
-        match refused {
-            None => Ok(()),
-            Some(finalizer) => Err(FenceError::FinalizerNotGranted {
-                child: format!(
-                    "{}/{}",
-                    child["kind"].as_str().unwrap_or_default(),
-                    child["metadata"]["name"].as_str().unwrap_or_default()
-                ),
-                finalizer,
-                domain: derived_finalizer_domain(&self.plugin),
-            }),
         }
     }
 }

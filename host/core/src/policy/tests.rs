@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 
 use super::*;
+use crate::fence::FenceError;
 use crate::manifest::{ApiResource, LabelValue, Manifest, Mode, Related};
-use crate::plan::FenceError;
 use serde_json::Value;
 
 use crate::contract::{Desired, Event, MetadataPatch};

@@ -3,6 +3,7 @@ use serde_json::json;
 use super::*;
 use crate::contract::Desired;
 use crate::plan::Step;
+use crate::policy::GateFile;
 
 fn plan(children: Vec<Step>, prune: Vec<Value>, status: Option<Value>) -> Plan {
     Plan {

@@ -267,7 +267,7 @@ pub fn round_trip(
 }
 
 /// The fence's refusal of the answer, if any, as `kubeplug render` prints it.
-fn refused(outcome: &mut Outcome, fenced: Option<plan::Fenced>) {
+fn refused(outcome: &mut Outcome, fenced: Option<kubeplug_core::fence::Fenced>) {
     if let Some(fenced) = fenced {
         let reason = format!("{:#}", anyhow::Error::from(fenced));
         set(outcome, "refused", reason.into());

@@ -363,7 +363,7 @@ fn with_uid(mut parent: Value) -> Result<Value, String> {
     };
     metadata
         .entry("uid")
-        .or_insert_with(|| crate::render::PLACEHOLDER_UID.into());
+        .or_insert_with(|| crate::stored::PLACEHOLDER_UID.into());
     Ok(parent)
 }
 
@@ -468,7 +468,7 @@ mod tests {
         assert_eq!(case.entropy, (0..32).collect::<Vec<u8>>());
         assert_eq!(
             case.parent.unwrap()["metadata"]["uid"],
-            crate::render::PLACEHOLDER_UID
+            crate::stored::PLACEHOLDER_UID
         );
         assert_eq!(case.expect, Outcome::empty(Call::Reconcile));
     }
