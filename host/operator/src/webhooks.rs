@@ -567,6 +567,9 @@ async fn admit(
     let fence = Fence::new(&target.grant, manifest);
     // A plugin decides for the namespaces it serves only (its grant's): in
     // any other, it is not asked.
+    // Shared with the call's thread, not copied: a review may hold two
+    // objects of up to 3 MiB.
+    let call = Arc::new(call);
     let answer = match review::admission_scope(&call, plugin, &fence)? {
         Some(unasked) => unasked,
         None => ask(target, webhook, &fence, &call, until).await,
@@ -584,7 +587,7 @@ async fn ask(
     target: &Target,
     webhook: Webhook,
     fence: &Fence<'_>,
-    call: &AdmissionCall,
+    call: &Arc<AdmissionCall>,
     until: Instant,
 ) -> AdmissionAnswer {
     let (plugin, asked) = (target.plugin.clone(), call.clone());
