@@ -48,6 +48,11 @@ impl<'a> Fence<'a> {
         Fence { grant, manifest }
     }
 
+    /// The admitted manifest it fences.
+    pub fn manifest(&self) -> &'a Manifest {
+        self.manifest
+    }
+
     /// May the plugin be handed an object in `namespace` (`None`: a
     /// cluster-scoped object), or decide for one there?
     pub fn sees(&self, namespace: Option<&str>) -> bool {

@@ -1,7 +1,8 @@
 //! kubeplug's pure core: what a plugin declares ([`manifest`]), the
 //! contract's data ([`contract`]), what its answer means in writes
 //! ([`plan`]), what its parents may name ([`reference`]), what the
-//! platform grants it ([`policy`], [`admission`]), the rights the host
+//! platform grants it ([`policy`], [`admission`]), what the host answers
+//! its webhooks' reviews ([`review`]), the rights the host
 //! uses in its name and for it ([`rights`]), what the grant lets it
 //! be handed and change on every path ([`fence`]), how a new version is
 //! judged ([`rollback`], [`rollout`]), how a sharded plugin's parents are
@@ -24,6 +25,7 @@ pub mod plan;
 pub mod policy;
 pub mod reference;
 pub mod report;
+pub mod review;
 pub mod rights;
 pub mod rollback;
 pub mod rollout;

@@ -4,7 +4,11 @@
 //! description blindly. [`Manifest::validate`] enforces the host's rules, and
 //! [`Manifest::allows_child`] is the check every desired child must pass.
 
+mod webhooks;
+
 use serde::Serialize;
+
+pub use webhooks::{Webhook, Webhooks};
 
 /// A Kubernetes resource type.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -140,8 +144,8 @@ pub struct Manifest {
     pub references: Vec<ApiResource>,
     /// The webhooks it offers (its optional `admission` export's
     /// `offered`): each must be granted, like every other request.
-    #[serde(skip_serializing_if = "crate::webhook::Webhooks::is_none")]
-    pub webhooks: crate::webhook::Webhooks,
+    #[serde(skip_serializing_if = "Webhooks::is_none")]
+    pub webhooks: Webhooks,
 }
 
 /// A DNS label (RFC 1123): what a plugin's name, and a namespace's, is.

@@ -14,6 +14,7 @@
 use serde_json::Value;
 
 use crate::manifest::ApiResource;
+pub use crate::manifest::{Webhook, Webhooks};
 use crate::plan::diff::{self, Fields};
 
 /// Most warnings one validation may return (the API server shows each).
@@ -25,43 +26,13 @@ pub const MAX_CAUSES: usize = 32;
 /// The host's own label and annotation domain, which no answer may touch.
 pub(crate) const HOST_DOMAIN: &str = "kubeplug.io";
 
-/// One webhook of a plugin's parent kind, named as in the contract and in
-/// the host's paths (`/validate/<plugin>`, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Webhook {
-    Validate,
-    Mutate,
-    Convert,
-}
-
+// Beside the bounds it reads by, not with the type (`crate::manifest`).
 impl Webhook {
-    pub const ALL: [Webhook; 3] = [Webhook::Validate, Webhook::Mutate, Webhook::Convert];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Webhook::Validate => "validate",
-            Webhook::Mutate => "mutate",
-            Webhook::Convert => "convert",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Webhook::ALL.into_iter().find(|w| w.as_str() == text)
-    }
-
     /// The largest review body of this webhook the host reads.
     pub fn max_body(self) -> usize {
         match self {
             Webhook::Convert => MAX_CONVERSION_BODY,
             Webhook::Validate | Webhook::Mutate => MAX_ADMISSION_BODY,
-        }
-    }
-
-    /// How a grant allows it.
-    pub fn grant_key(self) -> String {
-        match self {
-            Webhook::Convert => "conversion: true".into(),
-            other => format!("admission: [{}]", other.as_str()),
         }
     }
 }
@@ -109,46 +80,6 @@ pub fn review_cost(body: &[u8]) -> usize {
         }
     }
     review_floor(body.len()).saturating_add(values.saturating_mul(2 * VALUE_BYTES))
-}
-
-/// Webhooks of a plugin's parent kind: those a plugin offers (its
-/// manifest) or those its grant allows. All for its own parent kind, never
-/// another.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Webhooks {
-    pub validate: bool,
-    pub mutate: bool,
-    pub convert: bool,
-}
-
-impl Webhooks {
-    pub fn is_none(&self) -> bool {
-        *self == Webhooks::default()
-    }
-
-    pub fn has(&self, webhook: Webhook) -> bool {
-        match webhook {
-            Webhook::Validate => self.validate,
-            Webhook::Mutate => self.mutate,
-            Webhook::Convert => self.convert,
-        }
-    }
-
-    /// The names of those present, in the contract's order.
-    pub fn names(&self) -> Vec<&'static str> {
-        Webhook::ALL
-            .into_iter()
-            .filter(|w| self.has(*w))
-            .map(Webhook::as_str)
-            .collect()
-    }
-}
-
-/// As a list of names (`[validate, convert]`), the way a manifest shows it.
-impl serde::Serialize for Webhooks {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.names())
-    }
 }
 
 /// What an admission review gets when the plugin fails it: a grant's

@@ -10,7 +10,6 @@ use children::{Created, clash, create_child, create_once};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
 use tracing::Instrument as _;
@@ -25,6 +24,7 @@ use kubeplug_core::reference::{self, Reference, Target};
 use kubeplug_kube::apply::{WriteError, Writer};
 use kubeplug_kube::identity::{Access, AccessError};
 use kubeplug_kube::informers::{Object, ObjectKey, View};
+use kubeplug_kube::owner::controller_of;
 use kubeplug_kube::report::format_chain;
 use kubeplug_runtime::{CallError, Event, Plugin, Request};
 
@@ -311,13 +311,7 @@ impl Sources {
         self.children
             .iter()
             .flat_map(|i| i.owned_by(namespace, uid))
-            .filter(|o| {
-                o.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|r| r.uid == uid && r.controller == Some(true))
-            })
+            .filter(|o| controller_of(&o.metadata).is_some_and(|r| r.uid == uid))
             .collect()
     }
 

@@ -2,11 +2,12 @@
 //! plugin that serves the parent kind: one review in, one review out.
 //!
 //! Every decision is `kubeplug_core`'s: `webhook` reads what a review asks,
-//! `fence` decides what the plugin may be sent and what of its answer is
-//! accepted (its namespaces, the fields and keys a mutation may change);
-//! this module finds the plugin, checks its grant, calls it on a blocking
-//! thread within a deadline below the webhook's, and writes the review the
-//! API server expects. The binary carries the HTTP and TLS
+//! `review` decides what the answer is (whether the plugin is asked, what
+//! its answer comes to within its `fence`, every refusal's words), as it
+//! does for the offline kit; this module finds the plugin, checks its
+//! grant, calls it on a blocking thread within a deadline below the
+//! webhook's, and writes the review the API server expects with kube's
+//! typed `AdmissionResponse` and `ConversionResponse`. The binary carries the HTTP and TLS
 //! (`kubeplug::webhooks`).
 //!
 //! What happens when a plugin fails (traps, runs out of time or memory,
@@ -27,11 +28,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use serde_json::{Value, json};
 
+use kube::core::Status;
+use kube::core::admission::AdmissionResponse;
+use kube::core::conversion::ConversionResponse;
+use kube::core::response::{StatusCause, StatusDetails};
+
 use kubeplug_core::fence::Fence;
-use kubeplug_core::policy::{Effective, FailurePolicy};
-use kubeplug_core::webhook::{
-    self, AdmissionCall, ConversionCall, Operation, ReviewError, Verdict, Webhook,
-};
+use kubeplug_core::policy::Effective;
+use kubeplug_core::review::{self, AdmissionAnswer, ConversionAnswer, Refusal};
+use kubeplug_core::webhook::{self, AdmissionCall, ConversionCall, ReviewError, Webhook};
 use kubeplug_runtime::budget::Reservation;
 use kubeplug_runtime::{MemoryBudget, Plugin};
 
@@ -506,49 +511,49 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-fn admission_review(uid: &str, response: Value) -> Answer {
-    let mut response = response;
-    response["uid"] = json!(uid);
+/// kube's admission response to the review `uid`, saying what `answer`
+/// says. kube builds a response from its own typed request; the host reads
+/// reviews itself ([`webhook::admission_request`]), so it starts from kube's
+/// response to no request and gives it the review's uid.
+fn admission_review(uid: &str, answer: review::AdmissionResponse) -> Answer {
+    let mut response = AdmissionResponse::invalid("");
+    response.uid = uid.to_string();
+    response.allowed = answer.allowed;
+    response.result = match answer.status {
+        None => Status::default(),
+        Some(denial) => {
+            let status = Status::failure(&denial.message, denial.reason).with_code(denial.code);
+            match denial.causes.is_empty() {
+                true => status,
+                false => status.with_details(StatusDetails {
+                    name: String::new(),
+                    group: String::new(),
+                    kind: String::new(),
+                    uid: String::new(),
+                    causes: denial
+                        .causes
+                        .into_iter()
+                        .map(|(field, message)| StatusCause {
+                            reason: review::CAUSE_TYPE.into(),
+                            message,
+                            field,
+                        })
+                        .collect(),
+                    retry_after_seconds: 0,
+                }),
+            }
+        }
+    };
+    response.warnings = (!answer.warnings.is_empty()).then_some(answer.warnings);
+    if let Some(ops) = answer.patch {
+        let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops))
+            .expect("kubeplug_core::webhook::patch writes RFC 6902 operations");
+        response = response.with_patch(patch).expect("a JSON patch serializes");
+    }
     Answer {
         status: 200,
-        body: json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "response": response,
-        }),
+        body: serde_json::to_value(response.into_review()).expect("a review serializes"),
     }
-}
-
-/// Longest warning the API server passes on whole.
-const WARNING_BYTES: usize = 256;
-
-/// `text` as a warning the API server shows: one line (it drops warnings
-/// with line breaks, which a trap's guest output has), at most
-/// [`WARNING_BYTES`], the end kept since it names the policy.
-fn warning(text: &str) -> String {
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.len() <= WARNING_BYTES {
-        return line;
-    }
-    let tail_from = line.ceil_char_boundary(line.len() - (WARNING_BYTES / 2 - 1));
-    let head_to = line.floor_char_boundary(WARNING_BYTES / 2 - 4);
-    format!("{} ... {}", &line[..head_to], &line[tail_from..])
-}
-
-/// A failed plugin, answered by its grant's failure policy.
-fn failed(target: &Target, uid: &str, plugin: &str, reason: String) -> (Answer, &'static str) {
-    tracing::warn!(%reason, "the plugin failed a review");
-    let message = format!("kubeplug: plugin {plugin} failed: {reason}");
-    let response = match target.grant.grant.failure_policy {
-        FailurePolicy::Fail => json!({"allowed": false, "status": {
-            "status": "Failure", "code": 500, "reason": "InternalError", "message": message,
-        }}),
-        FailurePolicy::Ignore => json!({
-            "allowed": true,
-            "warnings": [warning(&format!("{message} (allowed: failurePolicy Ignore in its grant)"))],
-        }),
-    };
-    (admission_review(uid, response), "failed")
 }
 
 async fn admit(
@@ -558,112 +563,52 @@ async fn admit(
     call: AdmissionCall,
     until: Instant,
 ) -> Result<(Answer, &'static str), ReviewError> {
-    call.check_kind(plugin, &target.plugin.manifest().parent)?;
-    let uid = call.uid.clone();
-    // A plugin decides for the namespaces it serves only (its grant's): in
-    // any other, it is not asked.
     let manifest = target.plugin.manifest();
     let fence = Fence::new(&target.grant, manifest);
-    if manifest.parent.namespaced && !fence.sees(Some(&call.namespace)) {
-        return Ok((
-            admission_review(&uid, json!({"allowed": true})),
-            "out_of_scope",
-        ));
+    // A plugin decides for the namespaces it serves only (its grant's): in
+    // any other, it is not asked.
+    // Shared with the call's thread, not copied: a review may hold two
+    // objects of up to 3 MiB.
+    let call = Arc::new(call);
+    let answer = match review::admission_scope(&call, plugin, &fence)? {
+        Some(unasked) => unasked,
+        None => ask(target, webhook, &fence, &call, until).await,
+    };
+    if let AdmissionAnswer::Failed(refusal) = &answer {
+        tracing::warn!(reason = %refusal, "the plugin failed a review");
     }
-    let plugin_handle = target.plugin.clone();
-    Ok(match webhook {
+    let response = answer.response(plugin, target.grant.grant.failure_policy);
+    Ok((admission_review(&call.uid, response), answer.result()))
+}
+
+/// Ask the plugin's `validate` or `mutate` about `call`, and what its answer
+/// comes to.
+async fn ask(
+    target: &Target,
+    webhook: Webhook,
+    fence: &Fence<'_>,
+    call: &Arc<AdmissionCall>,
+    until: Instant,
+) -> AdmissionAnswer {
+    let (plugin, asked) = (target.plugin.clone(), call.clone());
+    match webhook {
         Webhook::Validate => {
-            let verdict = blocking(until, move |left| {
-                plugin_handle.validate(&call, &now(), left)
-            })
-            .await;
-            let verdict = match verdict.and_then(|v| {
-                webhook::check_verdict(&v).map_err(|over| format!("answered with {over}"))?;
-                Ok(v)
-            }) {
-                Ok(verdict) => verdict,
-                Err(reason) => return Ok(failed(target, &uid, plugin, reason)),
-            };
-            match verdict {
-                Verdict::Allowed { warnings } => (
-                    admission_review(&uid, json!({"allowed": true, "warnings": warnings})),
-                    "allowed",
-                ),
-                Verdict::Denied { message, causes } => {
-                    let causes: Vec<Value> = causes
-                        .into_iter()
-                        .map(|(field, message)| {
-                            json!({"type": "FieldValueInvalid", "field": field, "message": message})
-                        })
-                        .collect();
-                    (
-                        admission_review(
-                            &uid,
-                            // 403 Forbidden, as controller-runtime denies: the
-                            // API server prefixes the webhook's name, and
-                            // the causes travel in the details.
-                            json!({"allowed": false, "status": {
-                                "status": "Failure", "code": 403, "reason": "Forbidden",
-                                "message": message, "details": {"causes": causes},
-                            }}),
-                        ),
-                        "denied",
-                    )
-                }
+            match blocking(until, move |left| plugin.validate(&asked, &now(), left)).await {
+                Ok(verdict) => review::validated(verdict),
+                Err(reason) => AdmissionAnswer::Failed(Refusal::Call(reason)),
             }
         }
         Webhook::Mutate => {
-            let before = match (&call.operation, &call.object) {
-                (Operation::Delete, _) | (_, None) => {
-                    return Ok((
-                        admission_review(&uid, json!({"allowed": true})),
-                        "unchanged",
-                    ));
-                }
-                (_, Some(object)) => object.clone(),
+            let Some(before) = review::mutation_input(call) else {
+                return AdmissionAnswer::Unchanged;
             };
-            let mutated =
-                blocking(until, move |left| plugin_handle.mutate(&call, &now(), left)).await;
-            let after = match mutated {
-                Ok(Some(after)) => after,
-                Ok(None) => {
-                    return Ok((
-                        admission_review(&uid, json!({"allowed": true})),
-                        "unchanged",
-                    ));
-                }
-                Err(reason) => return Ok(failed(target, &uid, plugin, reason)),
-            };
-            let ops = match fence.mutation(&before, &after) {
-                Ok(ops) if ops.is_empty() => {
-                    return Ok((
-                        admission_review(&uid, json!({"allowed": true})),
-                        "unchanged",
-                    ));
-                }
-                Ok(ops) => ops,
-                Err(refused) => {
-                    return Ok(failed(
-                        target,
-                        &uid,
-                        plugin,
-                        format!("its mutation is refused by its fence: {refused}"),
-                    ));
-                }
-            };
-            use base64::Engine as _;
-            let patch = base64::engine::general_purpose::STANDARD
-                .encode(serde_json::to_vec(&ops).expect("a JSON patch serializes"));
-            (
-                admission_review(
-                    &uid,
-                    json!({"allowed": true, "patchType": "JSONPatch", "patch": patch}),
-                ),
-                "patched",
-            )
+            match blocking(until, move |left| plugin.mutate(&asked, &now(), left)).await {
+                Ok(after) => review::mutated(fence, before, after.as_ref()),
+                Err(reason) => AdmissionAnswer::Failed(Refusal::Call(reason)),
+            }
         }
         Webhook::Convert => unreachable!("conversions are not admissions"),
-    })
+    }
 }
 
 async fn convert(
@@ -672,60 +617,58 @@ async fn convert(
     call: ConversionCall,
     until: Instant,
 ) -> (Answer, &'static str) {
-    let review = |uid: &str, result: Result<Vec<Value>, String>| {
-        let response = match result {
-            Ok(objects) => json!({
-                "uid": uid, "convertedObjects": objects, "result": {"status": "Success"},
-            }),
-            Err(message) => json!({
-                "uid": uid, "convertedObjects": [],
-                "result": {"status": "Failure", "message": message},
-            }),
-        };
-        Answer {
-            status: 200,
-            body: json!({
-                "apiVersion": "apiextensions.k8s.io/v1",
-                "kind": "ConversionReview",
-                "response": response,
-            }),
+    let fence = Fence::new(&target.grant, target.plugin.manifest());
+    let uid = call.uid.clone();
+    let answer = match review::conversion_scope(&call, plugin, &fence) {
+        Some(unasked) => {
+            match &unasked {
+                ConversionAnswer::NotGranted(refused) => tracing::warn!(
+                    reason = %refused,
+                    "conversion refused: the CRD sends what the grant does not cover"
+                ),
+                ConversionAnswer::OutOfScope(refused) => tracing::warn!(
+                    reason = %refused,
+                    "conversion refused: the review holds objects outside the plugin's namespaces"
+                ),
+                _ => {}
+            }
+            unasked
+        }
+        None => {
+            // Shared with the call's thread, not copied: the objects may be
+            // 32 MiB.
+            let call = Arc::new(call);
+            let (asked, plugin_handle) = (call.clone(), target.plugin.clone());
+            match blocking(until, move |left| {
+                plugin_handle.convert(&asked.objects, &asked.desired_api_version, left)
+            })
+            .await
+            {
+                Ok(converted) => review::converted(&call, converted),
+                Err(reason) => ConversionAnswer::Failed(Refusal::Call(reason)),
+            }
         }
     };
-    if let Err(refused) = call.check_kind(plugin, &target.plugin.manifest().parent) {
-        tracing::warn!(reason = %refused, "conversion refused: the CRD sends what the grant does not cover");
-        return (review(&call.uid, Err(refused.to_string())), "not_granted");
+    if let ConversionAnswer::Failed(refusal) = &answer {
+        tracing::warn!(reason = %refusal, "the plugin failed a conversion");
     }
-    let manifest = target.plugin.manifest();
-    if let Err(refused) = Fence::new(&target.grant, manifest).check_conversion(&call) {
-        tracing::warn!(reason = %refused, "conversion refused: the review holds objects outside the plugin's namespaces");
-        return (review(&call.uid, Err(refused)), "out_of_scope");
-    }
-    let uid = call.uid.clone();
-    // Shared with the call's thread, not copied: the objects may be 32 MiB.
-    let call = Arc::new(call);
-    let (asked, plugin_handle) = (call.clone(), target.plugin.clone());
-    let converted = blocking(until, move |left| {
-        plugin_handle.convert(&asked.objects, &asked.desired_api_version, left)
-    })
-    .await
-    .and_then(|converted| {
-        webhook::check_converted(&call, &converted)
-            .map_err(|e| format!("its conversion is refused by its fence: {e}"))?;
-        Ok(converted)
-    });
-    match converted {
-        Ok(objects) => (review(&uid, Ok(objects)), "converted"),
-        Err(reason) => {
-            tracing::warn!(%reason, "the plugin failed a conversion");
-            (
-                review(
-                    &uid,
-                    Err(format!("kubeplug: plugin {plugin} failed: {reason}")),
-                ),
-                "failed",
-            )
-        }
-    }
+    let result = answer.result();
+    // kube builds a response from its own typed request; the host reads
+    // reviews itself (`webhook::conversion_request`), so it starts from
+    // kube's response to no request and gives it the review's uid.
+    let mut response = ConversionResponse::invalid(Status::default());
+    response.uid = uid;
+    let response = match answer.response(plugin) {
+        Ok(objects) => response.success(objects),
+        Err(message) => response.failure(Status::failure(&message, "")),
+    };
+    (
+        Answer {
+            status: 200,
+            body: serde_json::to_value(response.into_review()).expect("a review serializes"),
+        },
+        result,
+    )
 }
 
 #[cfg(test)]
@@ -743,6 +686,49 @@ mod tests {
         assert_eq!(
             deadline(Some(Duration::from_secs(100_000_000))),
             MAX_TIMEOUT - MARGIN
+        );
+    }
+
+    #[test]
+    fn an_answer_is_kubes_typed_admission_review() {
+        let denied = review::AdmissionResponse {
+            allowed: false,
+            warnings: Vec::new(),
+            patch: None,
+            status: Some(review::Denial {
+                code: 403,
+                reason: "Forbidden",
+                message: "no".into(),
+                causes: vec![("spec.a".into(), "bad".into())],
+            }),
+        };
+        let answer = admission_review("u1", denied);
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.body["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(answer.body["kind"], "AdmissionReview");
+        let response = &answer.body["response"];
+        assert_eq!(
+            (&response["uid"], &response["allowed"]),
+            (&json!("u1"), &json!(false))
+        );
+        assert_eq!(
+            response["status"],
+            json!({"status": "Failure", "code": 403, "reason": "Forbidden", "message": "no",
+                   "details": {"causes": [{"reason": "FieldValueInvalid", "field": "spec.a", "message": "bad"}]}})
+        );
+        let patched = review::AdmissionResponse {
+            allowed: true,
+            warnings: vec!["w".into()],
+            patch: Some(vec![json!({"op": "add", "path": "/spec/a", "value": 1})]),
+            status: None,
+        };
+        let response = admission_review("u2", patched).body["response"].clone();
+        assert_eq!(response["patchType"], "JSONPatch");
+        assert_eq!(response["warnings"], json!(["w"]));
+        let bytes: Vec<u8> = serde_json::from_value(response["patch"].clone()).unwrap();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&bytes).unwrap(),
+            json!([{"op": "add", "path": "/spec/a", "value": 1}])
         );
     }
 
@@ -803,14 +789,5 @@ mod tests {
             refused(enter(&limits, "b", Webhook::Convert, None, until()).await),
             (413, "too_large")
         );
-    }
-
-    #[test]
-    fn a_warning_is_one_line_within_the_api_servers_length() {
-        assert_eq!(warning("a\nb  c"), "a b c");
-        let long = format!("start {} (allowed: failurePolicy Ignore)", "x".repeat(1000));
-        let w = warning(&long);
-        assert!(w.len() <= WARNING_BYTES, "{}", w.len());
-        assert!(w.starts_with("start ") && w.ends_with("(allowed: failurePolicy Ignore)"));
     }
 }

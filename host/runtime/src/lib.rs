@@ -63,6 +63,7 @@ pub use kubeplug_core::contract::{
 };
 
 use bindings::{RECONCILER_EXPORT, RECONCILER_INTERFACE};
+use kubeplug_core::policy::Quotas;
 use plugin::State;
 
 /// The contract version this host speaks (`wit/plugin.wit`).
@@ -307,6 +308,30 @@ impl Runtime {
     pub fn with_compile_watch(mut self, watch: Arc<dyn CompileWatch>) -> Self {
         self.compile_watch = Some(watch);
         self
+    }
+
+    /// [`Runtime::load`] within a grant's `quotas`: compiled within their
+    /// compile bounds, run with the `limits` the plugin's settings ask for
+    /// lowered to their call limits. Every path that loads a plugin as the
+    /// live host would serve it (the registry, `doctor`, the offline kit)
+    /// loads through here, so none applies the quotas differently.
+    pub fn load_within(
+        &self,
+        bytes: &[u8],
+        quotas: &Quotas,
+        config: Option<serde_json::Value>,
+        limits: LimitSettings,
+        label: String,
+    ) -> Result<Plugin, LoadError> {
+        self.load(
+            bytes,
+            PluginOptions {
+                config,
+                limits: limits.within(quotas.limits()),
+                compile: quotas.compile(),
+                label: Some(label),
+            },
+        )
     }
 
     /// Compile (or load from cache), link and validate a plugin, calling its

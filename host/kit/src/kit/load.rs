@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use kubeplug_core::admission::{Admission, AdmitError, Offline};
 use kubeplug_core::policy::{Effective, Grant, Policy};
-use kubeplug_runtime::{LimitSettings, Plugin, PluginOptions, Runtime};
+use kubeplug_runtime::{LimitSettings, Plugin, Runtime};
 
 /// Why a plugin file cannot be used offline.
 #[derive(Debug, thiserror::Error)]
@@ -68,15 +68,7 @@ pub fn compile(
     // plugin it is named after apply.
     let quotas = policy.quotas_for_file(stem);
     runtime
-        .load(
-            &bytes,
-            PluginOptions {
-                config,
-                limits: limits.within(quotas.limits()),
-                compile: quotas.compile(),
-                label: Some(shown.clone()),
-            },
-        )
+        .load_within(&bytes, &quotas, config, limits, shown.clone())
         .map_err(|source| LoadError::Load {
             path: shown,
             source,

@@ -7,11 +7,12 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{NO_WEBHOOK_DEADLINE, refusal};
+use super::NO_WEBHOOK_DEADLINE;
 use crate::render::PLACEHOLDER_UID;
 use kubeplug_core::fence::Fence;
 use kubeplug_core::policy::Effective;
-use kubeplug_core::webhook::{self, AdmissionCall, Operation, Verdict};
+use kubeplug_core::review::{self, AdmissionAnswer};
+use kubeplug_core::webhook::{AdmissionCall, Operation, Verdict};
 use kubeplug_runtime::{CallError, Plugin};
 
 /// The user of a review that names none: the SDKs' test user.
@@ -141,26 +142,25 @@ pub fn mutate(
         object: call.object.clone(),
         refused,
     };
-    let before = match (call.operation, &call.object) {
-        (Operation::Delete, _) | (_, None) => return Ok(unchanged(None)),
-        (_, Some(before)) => before,
-    };
-    let Some(after) = plugin.mutate(call, now, NO_WEBHOOK_DEADLINE)? else {
+    let Some(before) = review::mutation_input(call) else {
         return Ok(unchanged(None));
     };
-    Ok(
-        match Fence::new(grant, plugin.manifest()).mutation(before, &after) {
-            Ok(patch) => Mutation {
-                patch,
-                object: Some(after),
-                refused: None,
-            },
-            Err(reason) => unchanged(Some(refusal(
-                plugin.name(),
-                format!("its mutation is refused by its fence: {reason}"),
-            ))),
+    let after = plugin.mutate(call, now, NO_WEBHOOK_DEADLINE)?;
+    let fence = Fence::new(grant, plugin.manifest());
+    Ok(match review::mutated(&fence, before, after.as_ref()) {
+        AdmissionAnswer::Patched { patch } => Mutation {
+            patch,
+            object: after,
+            refused: None,
         },
-    )
+        AdmissionAnswer::Failed(refusal) => unchanged(Some(refusal.failed(plugin.name()))),
+        // No answer, or one that changes nothing.
+        _ => Mutation {
+            patch: Vec::new(),
+            object: after.or_else(|| call.object.clone()),
+            refused: None,
+        },
+    })
 }
 
 /// What the live host makes of a `validate` answer.
@@ -175,9 +175,10 @@ pub struct Validation {
 /// Ask `plugin`'s `validate` about `call`.
 pub fn validate(plugin: &Plugin, call: &AdmissionCall, now: &str) -> Result<Validation, CallError> {
     let verdict = plugin.validate(call, now, NO_WEBHOOK_DEADLINE)?;
-    let refused = webhook::check_verdict(&verdict)
-        .err()
-        .map(|over| refusal(plugin.name(), format!("answered with {over}")));
+    let refused = match review::validated(verdict.clone()) {
+        AdmissionAnswer::Failed(refusal) => Some(refusal.failed(plugin.name())),
+        _ => None,
+    };
     Ok(Validation { verdict, refused })
 }
 

@@ -7,8 +7,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{NO_WEBHOOK_DEADLINE, refusal};
+use super::NO_WEBHOOK_DEADLINE;
 use crate::render::PLACEHOLDER_UID;
+use kubeplug_core::review::{self, ConversionAnswer};
 use kubeplug_core::webhook::{self, ConversionCall};
 use kubeplug_runtime::{CallError, Plugin};
 
@@ -46,14 +47,10 @@ pub fn convert(
     api_version: &str,
 ) -> Result<Conversion, CallError> {
     let converted = plugin.convert(objects, api_version, NO_WEBHOOK_DEADLINE)?;
-    let refused = webhook::check_converted(&call(objects, api_version), &converted)
-        .err()
-        .map(|e| {
-            refusal(
-                plugin.name(),
-                format!("its conversion is refused by its fence: {e}"),
-            )
-        });
+    let refused = match review::converted(&call(objects, api_version), converted.clone()) {
+        ConversionAnswer::Failed(refusal) => Some(refusal.failed(plugin.name())),
+        _ => None,
+    };
     Ok(Conversion {
         objects: converted,
         refused,

@@ -2,6 +2,7 @@
 
 use kubeplug_core::manifest::{LabelValue, Manifest, Related};
 use kubeplug_kube::informers::{Object, ObjectKey};
+use kubeplug_kube::owner::controller_of;
 
 fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
@@ -32,12 +33,7 @@ pub fn parent_key(manifest: &Manifest, object: &Object) -> Option<ObjectKey> {
 /// Versions may differ (an owner reference written at v1beta1 still names
 /// the same object), so group and kind are compared.
 pub fn owner_key(manifest: &Manifest, object: &Object) -> Option<ObjectKey> {
-    let owner = object
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))?;
+    let owner = controller_of(&object.metadata)?;
     let parent = &manifest.parent;
     if owner.kind != parent.kind || group_of(&owner.api_version) != parent.group {
         return None;

@@ -32,7 +32,7 @@ pub(super) async fn create_child(
         Err(error) => return Err(error.into()),
     }
     let live = existing(writer, ty, child).await?;
-    match controller_of(&live) {
+    match controller_of(&live.metadata) {
         Some(owner) if owner.uid == parent_uid => {
             let guarded = plan::guarded(child, live.metadata.uid.as_deref());
             let applied = writer.apply_child(ty, &guarded, true).await?;
@@ -58,7 +58,7 @@ pub(super) async fn create_once(
         return Ok(Created::Applied(Box::new(created)));
     }
     let live = existing(writer, ty, child).await?;
-    match controller_of(&live) {
+    match controller_of(&live.metadata) {
         Some(owner) if owner.uid == parent_uid => Ok(Created::Applied(Box::new(live))),
         owner => Ok(Created::Clash(
             owner.map(|o| format!("{} {}", o.kind, o.name)),
@@ -85,16 +85,6 @@ async fn existing(
         }
         .into()),
     }
-}
-
-/// The controller ownerReference of `object`, if any.
-fn controller_of(object: &DynamicObject) -> Option<&OwnerReference> {
-    object
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
 }
 
 /// Report a child that clashes with an object this parent does not control:

@@ -11,7 +11,7 @@ use crate::controller::Identity;
 use kubeplug_core::admission::{Admission, AdmitError, Placed};
 use kubeplug_kube::discovery::Discovered;
 use kubeplug_kube::identity;
-use kubeplug_runtime::{Plugin, PluginOptions};
+use kubeplug_runtime::Plugin;
 
 /// Why a load failed.
 #[derive(Debug, thiserror::Error)]
@@ -71,14 +71,12 @@ impl Registry {
         let settings = candidate.settings;
         // Compiling may take long for big guests: keep it off the workers.
         let loaded = tokio::task::spawn_blocking(move || {
-            runtime.load(
+            runtime.load_within(
                 &candidate.bytes,
-                PluginOptions {
-                    config: settings.config,
-                    limits: settings.limits.within(quotas.limits()),
-                    compile: quotas.compile(),
-                    label: Some(label),
-                },
+                &quotas,
+                settings.config,
+                settings.limits,
+                label,
             )
         })
         .await;

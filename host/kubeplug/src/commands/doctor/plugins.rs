@@ -18,7 +18,7 @@ use kubeplug_core::policy::{Effective, Policy};
 use kubeplug_kube::discovery::Discovered;
 use kubeplug_kube::report::format_chain;
 use kubeplug_operator::registry::{self, Surveyed};
-use kubeplug_runtime::{PluginOptions, Runtime};
+use kubeplug_runtime::Runtime;
 
 /// A plugin the live host would serve.
 pub struct Loaded {
@@ -180,14 +180,12 @@ async fn load(
         Err(error) => return failed(format!("cannot start the Wasm runtime: {error}")),
     };
     let limits = surveyed.settings.limits;
-    let options = PluginOptions {
-        config: surveyed.settings.config,
-        limits: limits.within(quotas.limits()),
-        compile: quotas.compile(),
-        label: Some(rel.clone()),
-    };
-    let bytes = surveyed.bytes;
-    let plugin = match tokio::task::spawn_blocking(move || runtime.load(&bytes, options)).await {
+    let (bytes, config, label) = (surveyed.bytes, surveyed.settings.config, rel.clone());
+    let plugin = match tokio::task::spawn_blocking(move || {
+        runtime.load_within(&bytes, &quotas, config, limits, label)
+    })
+    .await
+    {
         Ok(Ok(plugin)) => plugin,
         Ok(Err(error)) => return failed(format_chain(&error)),
         Err(error) => return failed(format!("the load panicked: {error}")),
