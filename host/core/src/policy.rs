@@ -43,6 +43,7 @@
 
 mod grant;
 mod kind;
+mod location;
 mod promotion;
 mod quotas;
 
@@ -56,10 +57,10 @@ use serde::Deserialize;
 
 pub use crate::webhook::{FailurePolicy, Webhooks};
 pub use grant::{
-    Grant, KindSet, Location, MAX_SHARDS, NamespaceScope, Refusal, derived_finalizer_domain,
-    reserved_key,
+    Grant, KindSet, MAX_SHARDS, NamespaceScope, Refusal, derived_finalizer_domain, reserved_key,
 };
 pub use kind::KindRef;
+pub use location::Location;
 pub use promotion::{Gate, GateFile};
 pub use quotas::Quotas;
 
