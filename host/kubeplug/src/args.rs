@@ -16,7 +16,7 @@ use clap::{Args, ValueEnum};
 
 use self::duration::GoDuration;
 
-use crate::api::limits::PreviewLimits;
+use kubeplug_api::limits::PreviewLimits;
 use kubeplug_core::policy::Policy;
 use kubeplug_kube::client::ClientSettings;
 use kubeplug_operator::controller::Settings;

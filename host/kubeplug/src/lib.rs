@@ -8,7 +8,6 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
-pub mod api;
 pub mod args;
 pub mod artifacts;
 pub mod certs;
@@ -18,5 +17,4 @@ pub mod drain;
 pub mod logging;
 pub mod progress;
 pub mod run;
-pub mod tls;
 pub mod webhooks;

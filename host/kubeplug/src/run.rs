@@ -11,11 +11,11 @@ use anyhow::Context as _;
 use tokio::task::JoinHandle;
 
 use crate::admin::{self, Detail, HttpLimits, Probes};
-use crate::api::limits::PreviewLimits;
 use crate::args::RunArgs;
 use crate::args::duration::GoDuration;
 use crate::drain;
-use crate::tls::CertSource;
+use kubeplug_api::limits::PreviewLimits;
+use kubeplug_api::tls::CertSource;
 use kubeplug_core::policy::PolicyFiles;
 use kubeplug_kube::client::{ClientSettings, RateLimit};
 use kubeplug_kube::health::ApiHealth;
@@ -560,8 +560,8 @@ fn aggregated_api(
     // taken from the reconciles'.
     let client = Clients::own(&clients.config, &clients.settings, "aggregated-api")
         .context("failed to build the aggregated API's client")?;
-    let tracker = crate::api::Tracker::new();
-    let leases = args.leader_elect.then(|| crate::api::tracker::Leases {
+    let tracker = kubeplug_api::Tracker::new();
+    let leases = args.leader_elect.then(|| kubeplug_api::tracker::Leases {
         client: client.clone(),
         namespace: args.lease_namespace.clone(),
     });
@@ -572,7 +572,7 @@ fn aggregated_api(
             identity.to_string(),
         )),
     );
-    let settings = crate::api::ApiSettings {
+    let settings = kubeplug_api::ApiSettings {
         listen,
         cert,
         previews: PreviewLimits {
@@ -585,7 +585,7 @@ fn aggregated_api(
     let (registry, mut drain) = (registry.clone(), drain.clone());
     Ok(tokio::spawn(async move {
         tokio::select! {
-            served = crate::api::serve(settings, client, tracker, registry) => served,
+            served = kubeplug_api::serve(settings, client, tracker, registry) => served,
             () = drain.signaled() => Ok(()),
         }
     }))

@@ -10,7 +10,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 
 use super::report::{Check, Status};
-use crate::api::der;
+use kubeplug_api::der;
 
 const REGISTRATION: &str = "APIService";
 const BUNDLE: &str = "APIService CA bundle";

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
 
 use super::report::Check;
-use crate::api::requestheader::{self, RequestHeader};
 use crate::args::ClusterArgs;
+use kubeplug_api::requestheader::{self, RequestHeader};
 
 /// How long doctor waits to connect to the API server: a wrong address
 /// should fail the check, not hang it for kube's default 30 s.

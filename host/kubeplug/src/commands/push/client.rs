@@ -373,7 +373,7 @@ fn tls() -> anyhow::Result<tokio_rustls::TlsConnector> {
         // every rustls client does.
         let _ = roots.add(cert);
     }
-    let config = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+    let config = rustls::ClientConfig::builder_with_provider(kubeplug_api::tls::provider())
         .with_safe_default_protocol_versions()
         .context("TLS versions")?
         .with_root_certificates(roots)

@@ -2,10 +2,13 @@
 //! API, the webhooks) and the CAs their clients are checked against: read
 //! from PEM files, which rotate, so each listener re-reads them now and
 //! then and keeps the previous ones on a failed read; or made by the host
-//! itself ([`crate::certs`]), reloaded as soon as it is renewed.
+//! itself (the binary's `certs`, which feeds a [`Current`]), reloaded as
+//! soon as it is renewed.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use rustls::pki_types::pem::PemObject as _;
@@ -16,8 +19,23 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The next connection on any of the host's listeners. An `accept` error
+/// (e.g. out of file descriptors) is logged and retried: it never ends a
+/// listener, nor the host.
+pub async fn accept(listener: &tokio::net::TcpListener) -> (tokio::net::TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(error) => {
+                tracing::warn!(addr = ?listener.local_addr().ok(), %error, "accepting a connection failed; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 /// How long a client may take over the handshake.
-const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
+const HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// One connection's TLS handshake on the listener of `what` (`API`,
 /// `webhook`), within [`HANDSHAKE`]; `None`, logged, when it fails.
@@ -37,13 +55,30 @@ pub async fn handshake(
     }
 }
 
+/// A serving certificate chain and its key, as the listeners take them.
+pub struct Served {
+    pub certs: Vec<CertificateDer<'static>>,
+    pub key: PrivateKeyDer<'static>,
+}
+
+impl std::fmt::Debug for Served {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Served")
+            .field("certs", &self.certs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The certificate of the moment; `changed()` says when it is renewed.
+pub type Current = tokio::sync::watch::Receiver<Arc<Served>>;
+
 /// Where a listener's serving certificate comes from.
 #[derive(Debug, Clone)]
 pub enum CertSource {
     /// PEM files (a mounted Secret), re-read every reload.
     Files { cert: PathBuf, key: PathBuf },
-    /// The certificate the host makes and renews itself ([`crate::certs`]).
-    Managed(crate::certs::Current),
+    /// The certificate the host makes and renews itself.
+    Managed(Current),
 }
 
 impl CertSource {
@@ -64,7 +99,7 @@ impl CertSource {
 
     /// Wait until the listener should reload: `every`, or at once when a
     /// managed certificate is renewed.
-    pub async fn reload_due(&mut self, every: std::time::Duration) {
+    pub async fn reload_due(&mut self, every: Duration) {
         let renewed = async {
             match self {
                 CertSource::Managed(current) => {
