@@ -379,6 +379,17 @@ pub struct RegistryArgs {
     pub password: Option<String>,
 }
 
+impl RegistryArgs {
+    /// As the OCI client takes them.
+    pub fn access(&self) -> kubeplug_oci::client::Access {
+        kubeplug_oci::client::Access {
+            insecure: self.insecure,
+            username: self.username.clone(),
+            password: self.password.clone(),
+        }
+    }
+}
+
 /// `kubeplug push`.
 #[derive(Args)]
 #[command(after_help = "\
