@@ -24,9 +24,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 
 use super::cache::cache_volume;
-use super::report::Check;
 use config_maps::{Maps, directory, policy};
 use kubeplug_core::policy::Policy;
+use kubeplug_doctor::report::Check;
 
 mod config_maps;
 mod host;

@@ -9,7 +9,7 @@ use kube::Api;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 
-use super::report::{Check, Status};
+use crate::report::{Check, Status};
 use kubeplug_api::der;
 
 const REGISTRATION: &str = "APIService";
