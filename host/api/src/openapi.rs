@@ -438,7 +438,7 @@ mod tests {
         let list = PluginList::new(vec![versioned, redacted], 7);
         assert_described(&list, "io.kubeplug.v1alpha1.PluginList");
         let preview = Preview {
-            api_version: crate::API_VERSION,
+            api_version: crate::group::API_VERSION,
             kind: previews::KIND,
             metadata: Default::default(),
             spec: previews::PreviewSpec {

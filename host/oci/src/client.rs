@@ -15,10 +15,10 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 
-use crate::Reference;
 use crate::credentials::{Credentials, Login};
 use crate::error::{Context as _, Result, bail};
 use crate::layout;
+use crate::reference::Reference;
 
 /// How long one request may take: a plugin is at most tens of MB.
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -356,7 +356,7 @@ impl Client {
             let status = response.status();
             let headers = response.headers().clone();
             let body = response.into_body().collect().await?.to_bytes();
-            Ok::<_, crate::Error>(Answer {
+            Ok::<_, crate::error::Error>(Answer {
                 status,
                 headers,
                 body,

@@ -6,10 +6,10 @@
 
 use serde_json::Value;
 
-use crate::Reference;
 use crate::client::{Access, Client};
 use crate::error::{Context as _, Result, bail};
 use crate::layout;
+use crate::reference::Reference;
 use crate::signature::{self, PublicKey};
 use crate::verify::signatures;
 
