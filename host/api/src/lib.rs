@@ -46,5 +46,5 @@ pub mod tls;
 pub mod tracker;
 
 pub use group::{API_VERSION, DETAILS, GROUP, VERSION};
-pub use server::{ApiSettings, serve};
+pub use server::{AcceptorError, ApiSettings, ServeError, serve};
 pub use tracker::Tracker;

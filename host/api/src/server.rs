@@ -59,6 +59,44 @@ struct Server {
 /// longer `Content-Length` is refused before anything is read.
 const MAX_BODY: usize = 2 << 20;
 
+/// Why the aggregated API could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// kube-system's `extension-apiserver-authentication` is unreadable.
+    #[error("the aggregated API needs the front proxy's settings: {0}")]
+    FrontProxy(String),
+    /// The serving certificate or the front proxy's CA is unusable.
+    #[error(transparent)]
+    Tls(#[from] AcceptorError),
+    /// The listen address is taken or not ours.
+    #[error("cannot listen on {addr}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why the listener's TLS could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum AcceptorError {
+    /// The serving certificate or key could not be read.
+    #[error(transparent)]
+    Cert(#[from] crate::tls::TlsError),
+    /// A CA of the front proxy's that rustls refuses.
+    #[error("invalid requestheader client CA")]
+    ClientCa(#[source] rustls::Error),
+    /// No verifier of client certificates could be made of those CAs.
+    #[error("cannot verify front-proxy client certificates")]
+    Verifier(#[source] rustls::server::VerifierBuilderError),
+    /// The provider offers none of the protocol versions asked for.
+    #[error("TLS versions")]
+    Versions(#[source] rustls::Error),
+    /// The certificate and the key are not a pair.
+    #[error("the API certificate and key do not match")]
+    KeyMismatch(#[source] rustls::Error),
+}
+
 /// Serve until the task is dropped. Fails at once if the certificate or the
 /// front proxy's settings cannot be read.
 pub async fn serve(
@@ -66,12 +104,10 @@ pub async fn serve(
     client: kube::Client,
     tracker: Arc<Tracker>,
     registry: Arc<kubeplug_operator::registry::Registry>,
-) -> anyhow::Result<()> {
-    use anyhow::Context as _;
+) -> Result<(), ServeError> {
     let front_proxy = RequestHeader::load(&client)
         .await
-        .map_err(anyhow::Error::msg)
-        .context("the aggregated API needs the front proxy's settings")?;
+        .map_err(ServeError::FrontProxy)?;
     let tls = acceptor(&settings, &front_proxy)?;
     let server = Arc::new(Server {
         tls: RwLock::new(Arc::new(tls)),
@@ -84,7 +120,10 @@ pub async fn serve(
     tokio::spawn(reload(server.clone(), settings.clone(), client));
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
-        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+        .map_err(|source| ServeError::Listen {
+            addr: settings.listen,
+            source,
+        })?;
     tracing::info!(addr = %settings.listen, group = GROUP, "serving the aggregated API");
     loop {
         let (stream, peer) = crate::tls::accept(&listener).await;
@@ -132,28 +171,25 @@ pub async fn serve(
 fn acceptor(
     settings: &ApiSettings,
     front_proxy: &RequestHeader,
-) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
-    use anyhow::Context as _;
+) -> Result<tokio_rustls::TlsAcceptor, AcceptorError> {
     let provider = crate::tls::provider();
     let (certs, key) = settings.cert.load("API")?;
     let mut roots = rustls::RootCertStore::empty();
     for ca in &front_proxy.client_ca {
-        roots
-            .add(ca.clone())
-            .context("invalid requestheader client CA")?;
+        roots.add(ca.clone()).map_err(AcceptorError::ClientCa)?;
     }
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
         Arc::new(roots),
         provider.clone(),
     )
     .build()
-    .context("cannot verify front-proxy client certificates")?;
+    .map_err(AcceptorError::Verifier)?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .context("TLS versions")?
+        .map_err(AcceptorError::Versions)?
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)
-        .context("the API certificate and key do not match")?;
+        .map_err(AcceptorError::KeyMismatch)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
@@ -177,7 +213,8 @@ async fn reload(server: Arc<Server>, settings: ApiSettings, client: kube::Client
                 *server.front_proxy.write().expect("front proxy lock") = Arc::new(front_proxy);
             }
             Err(error) => {
-                tracing::warn!(error = %format!("{error:#}"), "API certificate unreadable; keeping the previous one")
+                let error = kubeplug_core::report::format_chain(&error);
+                tracing::warn!(%error, "API certificate unreadable; keeping the previous one")
             }
         }
     }

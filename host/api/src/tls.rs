@@ -10,9 +10,25 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// Why a listener's certificate, key or CA could not be read; `what` names
+/// them (`API certificate`, `webhook client CA`).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file that cannot be read, or holds no such item.
+    #[error("cannot read the {what} {}", .path.display())]
+    Unreadable {
+        what: String,
+        path: PathBuf,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// A CA file without one certificate rustls can use.
+    #[error("the {what} {} holds no usable CA certificate", .path.display())]
+    NoCa { what: String, path: PathBuf },
+}
 
 /// The crypto provider every listener uses (kube's, so there is one).
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -87,7 +103,7 @@ impl CertSource {
     pub fn load(
         &self,
         what: &str,
-    ) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
         match self {
             CertSource::Files { cert, key } => serving_cert(cert, key, what),
             CertSource::Managed(current) => {
@@ -124,27 +140,39 @@ pub fn serving_cert(
     cert: &Path,
     key: &Path,
     what: &str,
-) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
     let certs = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("cannot read the {what} certificate {}", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(key)
-        .with_context(|| format!("cannot read the {what} key {}", key.display()))?;
+        .map_err(|source| TlsError::Unreadable {
+            what: format!("{what} certificate"),
+            path: cert.to_path_buf(),
+            source,
+        })?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|source| TlsError::Unreadable {
+        what: format!("{what} key"),
+        path: key.to_path_buf(),
+        source,
+    })?;
     Ok((certs, key))
 }
 
 /// The CA certificates of a PEM file, as trust roots; `what` names it in
 /// errors.
-pub fn roots(path: &Path, what: &str) -> anyhow::Result<rustls::RootCertStore> {
+pub fn roots(path: &Path, what: &str) -> Result<rustls::RootCertStore, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+        .map_err(|source| TlsError::Unreadable {
+            what: what.to_string(),
+            path: path.to_path_buf(),
+            source,
+        })?;
     let (added, _) = roots.add_parsable_certificates(certs);
-    anyhow::ensure!(
-        added > 0,
-        "the {what} {} holds no usable CA certificate",
-        path.display()
-    );
+    if added == 0 {
+        return Err(TlsError::NoCa {
+            what: what.to_string(),
+            path: path.to_path_buf(),
+        });
+    }
     Ok(roots)
 }

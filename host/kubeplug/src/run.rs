@@ -585,7 +585,7 @@ fn aggregated_api(
     let (registry, mut drain) = (registry.clone(), drain.clone());
     Ok(tokio::spawn(async move {
         tokio::select! {
-            served = kubeplug_api::serve(settings, client, tracker, registry) => served,
+            served = kubeplug_api::serve(settings, client, tracker, registry) => Ok(served?),
             () = drain.signaled() => Ok(()),
         }
     }))
