@@ -69,7 +69,7 @@ fn tbs_field(cert: &[u8], skip: usize) -> Option<&[u8]> {
 
 /// A certificate's SubjectPublicKeyInfo, whole (tag and length too): the
 /// host checks that the CA key it keeps is its CA certificate's
-/// ([`crate::certs`]).
+/// (the binary's `certs`).
 pub fn subject_public_key_info(cert: &[u8]) -> Option<&[u8]> {
     let field = tbs_field(cert, 5)?;
     let (tag, _, after) = tlv(field)?;
