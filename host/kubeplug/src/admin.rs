@@ -181,20 +181,6 @@ impl Default for HttpLimits {
     }
 }
 
-/// The next connection. An `accept` error (e.g. out of file descriptors) is
-/// logged and retried: it never ends a listener, nor the host.
-pub async fn accept(listener: &tokio::net::TcpListener) -> (tokio::net::TcpStream, SocketAddr) {
-    loop {
-        match listener.accept().await {
-            Ok(accepted) => return accepted,
-            Err(error) => {
-                tracing::warn!(addr = ?listener.local_addr().ok(), %error, "accepting a connection failed; retrying");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
 /// Resolves once `stop` turns true (or its sender is gone).
 async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
@@ -240,7 +226,7 @@ pub async fn serve_on(
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {
-            accepted = accept(&listener) => accepted,
+            accepted = kubeplug_api::tls::accept(&listener) => accepted,
             _ = stopped(&mut stop) => break,
         };
         // Reap finished connections so the set stays small.

@@ -16,7 +16,7 @@ use clap::{Args, ValueEnum};
 
 use self::duration::GoDuration;
 
-use crate::api::limits::PreviewLimits;
+use kubeplug_api::limits::PreviewLimits;
 use kubeplug_core::policy::Policy;
 use kubeplug_kube::client::ClientSettings;
 use kubeplug_operator::controller::Settings;
@@ -377,6 +377,17 @@ pub struct RegistryArgs {
     pub username: Option<String>,
     #[arg(long, env = "KUBEPLUG_REGISTRY_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
+}
+
+impl RegistryArgs {
+    /// As the OCI client takes them.
+    pub fn access(&self) -> kubeplug_oci::client::Access {
+        kubeplug_oci::client::Access {
+            insecure: self.insecure,
+            username: self.username.clone(),
+            password: self.password.clone(),
+        }
+    }
 }
 
 /// `kubeplug push`.

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::sync::watch;
 
 use issue::{Lifetimes, Renewal, Stored};
@@ -38,22 +37,8 @@ pub struct CertSettings {
     pub targets: inject::Targets,
 }
 
-/// A serving certificate chain and its key, as the listeners take them.
-pub struct Served {
-    pub certs: Vec<CertificateDer<'static>>,
-    pub key: PrivateKeyDer<'static>,
-}
-
-impl std::fmt::Debug for Served {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Served")
-            .field("certs", &self.certs.len())
-            .finish_non_exhaustive()
-    }
-}
-
-/// The certificate of the moment; `changed()` says when it is renewed.
-pub type Current = watch::Receiver<Arc<Served>>;
+/// What the listeners serve, as [`kubeplug_api::tls`] takes it.
+pub use kubeplug_api::tls::{Current, Served};
 
 /// How long the first round may keep failing before the host gives up
 /// (its pod restarts, the reason in its log): its listeners have nothing

@@ -1,7 +1,7 @@
 //! Every command but `kubeplug run` ([`crate::run`]), one module each: those
 //! that need no cluster share [`offline`]; `package` and `push` build OCI
-//! content ([`package::layout`]), `push` and `verify` talk to a registry
-//! ([`push::client`]); `release-finalizers`, `migrate`
+//! content and `push` and `verify` talk to a registry, both through
+//! [`kubeplug_oci`]; `release-finalizers`, `migrate`
 //! and `doctor` talk to the API server, `replay` and `whatif` to a running
 //! host's admin server (in a pod: through [`forward`]).
 

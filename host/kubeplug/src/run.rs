@@ -13,12 +13,12 @@ use anyhow::Context as _;
 use tokio::task::JoinHandle;
 
 use crate::admin::{self, HttpLimits, Probes};
-use crate::api::limits::PreviewLimits;
 use crate::args::RunArgs;
 use crate::args::duration::GoDuration;
 use crate::drain;
-use crate::tls::CertSource;
 use clients::Clients;
+use kubeplug_api::limits::PreviewLimits;
+use kubeplug_api::tls::CertSource;
 use kubeplug_core::policy::PolicyFiles;
 use kubeplug_kube::health::ApiHealth;
 use kubeplug_kube::identity::Access;
@@ -490,8 +490,8 @@ fn aggregated_api(
     // taken from the reconciles'.
     let client = Clients::own(&clients.config, &clients.settings, "aggregated-api")
         .context("failed to build the aggregated API's client")?;
-    let tracker = crate::api::Tracker::new();
-    let leases = args.leader_elect.then(|| crate::api::tracker::Leases {
+    let tracker = kubeplug_api::Tracker::new();
+    let leases = args.leader_elect.then(|| kubeplug_api::tracker::Leases {
         client: client.clone(),
         namespace: args.lease_namespace.clone(),
     });
@@ -502,7 +502,7 @@ fn aggregated_api(
             identity.to_string(),
         )),
     );
-    let settings = crate::api::ApiSettings {
+    let settings = kubeplug_api::ApiSettings {
         listen,
         cert,
         previews: PreviewLimits {
@@ -515,7 +515,7 @@ fn aggregated_api(
     let (registry, mut drain) = (registry.clone(), drain.clone());
     Ok(tokio::spawn(async move {
         tokio::select! {
-            served = crate::api::serve(settings, client, tracker, registry) => served,
+            served = kubeplug_api::serve(settings, client, tracker, registry) => Ok(served?),
             () = drain.signaled() => Ok(()),
         }
     }))

@@ -36,7 +36,7 @@ use kubeplug_runtime::MemoryBudget;
 pub struct WebhookSettings {
     pub listen: SocketAddr,
     /// The serving certificate (chain) and key; reloaded on change.
-    pub cert: crate::tls::CertSource,
+    pub cert: kubeplug_api::tls::CertSource,
     /// PEM CA of the API server's admission client certificate; re-read
     /// with the serving certificate.
     pub client_ca: Option<PathBuf>,
@@ -74,7 +74,7 @@ impl Client {
     /// common name is one of `names` (or `names` is empty).
     fn of(leaf: &[u8], names: &[String]) -> Client {
         let named = names.is_empty()
-            || crate::api::der::subject_common_name(leaf).is_some_and(|cn| names.contains(&cn));
+            || kubeplug_api::der::subject_common_name(leaf).is_some_and(|cn| names.contains(&cn));
         if named {
             Client::Certified
         } else {
@@ -85,7 +85,7 @@ impl Client {
 
 fn acceptor(settings: &WebhookSettings) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
     let (certs, key) = settings.cert.load("webhook")?;
-    let builder = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
+    let builder = rustls::ServerConfig::builder_with_provider(kubeplug_api::tls::provider())
         .with_safe_default_protocol_versions()
         .context("TLS versions")?;
     let builder = match &settings.client_ca {
@@ -94,8 +94,8 @@ fn acceptor(settings: &WebhookSettings) -> anyhow::Result<tokio_rustls::TlsAccep
         // conversion comes without one (see `Server::handle`).
         Some(ca) => builder.with_client_cert_verifier(
             rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(crate::tls::roots(ca, "webhook client CA")?),
-                crate::tls::provider(),
+                Arc::new(kubeplug_api::tls::roots(ca, "webhook client CA")?),
+                kubeplug_api::tls::provider(),
             )
             .allow_unauthenticated()
             .build()
@@ -133,12 +133,13 @@ pub async fn serve(
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     tracing::info!(addr = %settings.listen, admission_client_ca = ?settings.client_ca, "serving admission and conversion webhooks");
     loop {
-        let (stream, peer) = crate::admin::accept(&listener).await;
+        let (stream, peer) = kubeplug_api::tls::accept(&listener).await;
         let accepted = std::time::Instant::now();
         let server = server.clone();
         tokio::spawn(async move {
             let tls = server.tls.read().expect("tls lock").clone();
-            let Some(stream) = crate::tls::handshake(&tls, stream, peer, "webhook").await else {
+            let Some(stream) = kubeplug_api::tls::handshake(&tls, stream, peer, "webhook").await
+            else {
                 return;
             };
             // Verified by the handshake when present; named as allowed?
@@ -368,8 +369,13 @@ mod tests {
 
     #[test]
     fn a_client_certificate_counts_only_with_an_allowed_name() {
-        use crate::api::der::tests::{CERT, decode};
-        let leaf = decode(CERT);
+        use base64::Engine as _;
+        /// kubeplug-api's `der` test certificate: `O=system:masters,
+        /// CN=front-proxy-client`, issued by `CN=front-proxy-ca`.
+        const CERT: &str = "MIIBSDCB8AIUGb4qxqhdNum6POz9FWWvhs5/SbgwCgYIKoZIzj0EAwIwGTEXMBUGA1UEAwwOZnJvbnQtcHJveHktY2EwHhcNMjYxMTMwMDY1NTEyWhcNMzYxMTI3MDY1NTEyWjA2MRcwFQYDVQQKDA5zeXN0ZW06bWFzdGVyczEbMBkGA1UEAwwSZnJvbnQtcHJveHktY2xpZW50MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEviosvu35TtoJc9Vb2e7TXMSdHDyY1F1YB+6f6pS8LbwVHpxdnZT5ZM1eGfXdi9kZ5XN99THZrzojQSv7IHvOETAKBggqhkjOPQQDAgNHADBEAiAhkOnqhWQJz8kDXsUlq+z2Uv3mEAVTcky968SaQXTUZwIgWheYw4pjcws4x+yG8zlnKbqM5GemhrXJUOwWy9dn5tE=";
+        let leaf = base64::engine::general_purpose::STANDARD
+            .decode(CERT)
+            .expect("base64");
         assert_eq!(Client::of(&leaf, &[]), Client::Certified);
         let named = ["front-proxy-client".to_string()];
         assert_eq!(Client::of(&leaf, &named), Client::Certified);

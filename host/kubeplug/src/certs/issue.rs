@@ -20,7 +20,7 @@ use rustls::client::danger::ServerCertVerifier as _;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
-use crate::api::der;
+use kubeplug_api::der;
 
 /// The Secret's keys: `ca.crt` is the bundle every client trusts (the
 /// current CA first, then older ones until they expire), `ca.key` the
@@ -316,7 +316,8 @@ fn serving_key_matches(cert: &str, key: &str) -> bool {
     let Ok(key) = PrivateKeyDer::from_pem_slice(key.as_bytes()) else {
         return false;
     };
-    rustls::sign::CertifiedKey::from_der(pem_certs(cert), key, &crate::tls::provider()).is_ok()
+    rustls::sign::CertifiedKey::from_der(pem_certs(cert), key, &kubeplug_api::tls::provider())
+        .is_ok()
 }
 
 /// Whether `leaf` verifies from `ca` alone, at `now`, for every name, as a
@@ -333,7 +334,7 @@ fn verifies(
     }
     let Ok(verifier) = rustls::client::WebPkiServerVerifier::builder_with_provider(
         Arc::new(roots),
-        crate::tls::provider(),
+        kubeplug_api::tls::provider(),
     )
     .build() else {
         return false;

@@ -30,21 +30,18 @@
 //! are served), [`permissions`] (each plugin's ServiceAccount may do what
 //! the host asks in its name), [`host_rights`] (the host's ServiceAccount
 //! may do what it does for each plugin), [`report`] (how checks print).
+//! The checks that take plain inputs are [`kubeplug_doctor`]'s; reading
+//! the installation ([`install`], [`cache`]) and connecting ([`cluster`])
+//! stay here, beside the arguments they read as `kubeplug run` reads them.
 //!
 //! Read-only: doctor writes nothing to the cluster (SubjectAccessReviews
 //! are questions) and, besides the local compile cache plugins are compiled
 //! through and a temporary directory of the installation's files (removed
 //! at the end), nothing to disk.
 
-mod apiservice;
 mod cache;
 mod cluster;
-mod host_rights;
 mod install;
-mod kinds;
-mod permissions;
-mod plugins;
-mod report;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,8 +51,9 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 
 use crate::args::{ClusterArgs, PolicyArgs, RuntimeArgs};
+pub use kubeplug_doctor::report::{Check, Status};
+use kubeplug_doctor::{apiservice, host_rights, kinds, permissions, plugins, report};
 use kubeplug_runtime::Runtime;
-pub use report::{Check, Status};
 
 /// `kubeplug doctor`.
 #[derive(Args)]

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::install::{Backing, Host};
-use super::report::Check;
+use kubeplug_doctor::report::Check;
 
 const CHECK: &str = "cache directory";
 
@@ -168,7 +168,7 @@ pub fn cache_volume(host: &Host) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::doctor::report::Status;
+    use kubeplug_doctor::report::Status;
 
     #[test]
     fn a_missing_directory_is_created_and_left_empty() {

@@ -7,9 +7,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
 
-use super::report::Check;
-use crate::api::requestheader::{self, RequestHeader};
 use crate::args::ClusterArgs;
+use kubeplug_api::requestheader::{self, RequestHeader};
+use kubeplug_doctor::report::Check;
 
 /// How long doctor waits to connect to the API server: a wrong address
 /// should fail the check, not hang it for kube's default 30 s.
@@ -174,7 +174,7 @@ fn front_proxy_data(data: &std::collections::BTreeMap<String, String>, fix: &str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::doctor::report::Status;
+    use kubeplug_doctor::report::Status;
 
     #[test]
     fn a_configmap_without_the_client_ca_fails_naming_the_key() {

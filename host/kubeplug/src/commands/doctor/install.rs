@@ -24,9 +24,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 
 use super::cache::cache_volume;
-use super::report::Check;
 use config_maps::{Maps, directory, policy};
 use kubeplug_core::policy::Policy;
+use kubeplug_doctor::report::Check;
 
 mod config_maps;
 mod host;
@@ -188,7 +188,7 @@ pub async fn read(
 }
 
 /// `--plugin-artifacts`: pull each artifact the file names and check it
-/// as the host does ([`crate::artifacts::Fetch`]), writing it at its
+/// as the host does ([`kubeplug_oci::pull::Fetch`]), writing it at its
 /// plugin's location under `local` so that the plugin checks load it; the
 /// `plugin artifacts` check, one FAIL per artifact that cannot be pulled.
 /// Returns the plugins verified as signed, with their keys.
@@ -258,7 +258,7 @@ async fn artifacts(
         };
         let signers = policy.signers_for_file(&name);
         let got = async {
-            let mut fetch = crate::artifacts::Fetch::start(&artifact, signers, max_bytes).await?;
+            let mut fetch = kubeplug_oci::pull::Fetch::start(&artifact, signers, max_bytes).await?;
             let bytes = fetch.bytes().await?;
             let path = local.join(policy.location(&name).file(&name));
             std::fs::create_dir_all(path.parent().expect("a parent"))?;

@@ -34,7 +34,7 @@ pub struct Client {
 impl Client {
     pub fn new(timeout: Duration) -> anyhow::Result<Self> {
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(crate::tls::provider())
+            .with_provider_and_native_roots(kubeplug_api::tls::provider())
             .context("failed to read the system's trust roots for the trace exporter")?
             .https_or_http()
             .enable_http1()

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 
 use super::host::{Backing, DirPart, FileSource, Host, join};
-use crate::commands::doctor::report::Check;
 use kubeplug_core::policy::Policy;
+use kubeplug_doctor::report::Check;
 
 /// ConfigMaps read once each: `None` when absent, `Err` when unreadable.
 pub(super) struct Maps {

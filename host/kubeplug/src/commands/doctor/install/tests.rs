@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::config_maps::{value, volume_files};
 use super::host::*;
 use crate::commands::doctor::cache::{cache_volume, quantity_bytes};
-use crate::commands::doctor::report::Status;
+use kubeplug_doctor::report::Status;
 
 fn mount(name: &str, path: &str) -> VolumeMount {
     VolumeMount {

@@ -1,7 +1,7 @@
 //! Signatures in Sigstore cosign's key-based format, so that `cosign verify
 //! --key` accepts what `kubeplug push --sign-key` writes and `kubeplug
 //! verify` checks what either wrote. Pure: keys, bytes and verdicts; the
-//! registry side is [`super`]'s and [`crate::commands::verify`]'s.
+//! registry side is [`crate::push`]'s and [`crate::verify`]'s.
 //!
 //! The format (cosign's `pkg/oci/static`, `pkg/oci/remote/signatures.go`,
 //! `pkg/cosign/verifiers.go`): the signatures of manifest `sha256:<hex>`
@@ -32,7 +32,7 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{PrivateKeyDer, SubjectPublicKeyInfoDer};
 use serde_json::{Value, json};
 
-use crate::commands::package::layout::{self, IMAGE_CONFIG, MANIFEST};
+use crate::layout::{self, IMAGE_CONFIG, MANIFEST};
 
 /// The media type of a signature layer.
 pub const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";

@@ -30,9 +30,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use serde::Deserialize;
+
+use crate::error::{Context as _, Result, bail};
 
 /// Docker Hub's key in auth files and the server its helpers know.
 const DOCKER_INDEX: &str = "https://index.docker.io/v1/";
@@ -79,7 +80,7 @@ impl Login {
         }
     }
 
-    pub fn credentials(&mut self) -> anyhow::Result<Option<&Credentials>> {
+    pub fn credentials(&mut self) -> Result<Option<&Credentials>> {
         if self.explicit.is_some() {
             return Ok(self.explicit.as_ref());
         }
@@ -148,15 +149,11 @@ struct Entry {
 
 /// The helper that asks a credential store: the helper's name and the
 /// server, giving the credentials or None when it has none.
-type Helper<'a> = dyn Fn(&str, &str) -> anyhow::Result<Option<Credentials>> + 'a;
+type Helper<'a> = dyn Fn(&str, &str) -> Result<Option<Credentials>> + 'a;
 
 /// The credentials `files` hold for `registry`: the first file that has
 /// some answers.
-fn lookup(
-    registry: &str,
-    files: &[PathBuf],
-    helper: &Helper<'_>,
-) -> anyhow::Result<Option<Credentials>> {
+fn lookup(registry: &str, files: &[PathBuf], helper: &Helper<'_>) -> Result<Option<Credentials>> {
     let server = server(registry);
     for path in files {
         let text = match std::fs::read(path) {
@@ -183,7 +180,7 @@ fn in_file(
     file: &AuthFile,
     server: &str,
     helper: &Helper<'_>,
-) -> anyhow::Result<Option<(Credentials, String)>> {
+) -> Result<Option<(Credentials, String)>> {
     let host = hostname(server);
     let named = file
         .cred_helpers
@@ -218,7 +215,7 @@ fn in_file(
 impl Entry {
     /// None for an empty entry, as `docker login` leaves one when a
     /// helper holds the secret.
-    fn credentials(&self) -> anyhow::Result<Option<Credentials>> {
+    fn credentials(&self) -> Result<Option<Credentials>> {
         let some = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
         if let Some(token) = some(&self.identitytoken) {
             return Ok(Some(Credentials::IdentityToken(token)));
@@ -250,7 +247,7 @@ impl Entry {
 
 /// `docker-credential-NAME get`, `server` on its stdin (the credential
 /// helpers protocol).
-fn helper(name: &str, server: &str) -> anyhow::Result<Option<Credentials>> {
+fn helper(name: &str, server: &str) -> Result<Option<Credentials>> {
     let program = format!("docker-credential-{name}");
     let mut child = Command::new(&program)
         .arg("get")
@@ -288,7 +285,7 @@ fn helper(name: &str, server: &str) -> anyhow::Result<Option<Credentials>> {
 
 /// A helper's answer: `{"ServerURL", "Username", "Secret"}`; the user
 /// `<token>` marks an identity token.
-fn parse_helper(out: &[u8]) -> anyhow::Result<Credentials> {
+fn parse_helper(out: &[u8]) -> Result<Credentials> {
     #[derive(Deserialize)]
     #[serde(rename_all = "PascalCase")]
     struct Answer {
@@ -325,7 +322,7 @@ mod tests {
         }
     }
 
-    fn no_helper(name: &str, _: &str) -> anyhow::Result<Option<Credentials>> {
+    fn no_helper(name: &str, _: &str) -> Result<Option<Credentials>> {
         panic!("no helper expected, {name} asked");
     }
 
@@ -475,7 +472,7 @@ mod tests {
     #[test]
     fn errors_name_the_file_and_the_entry_but_never_the_secret() {
         let (_dir, files) = write(&[r#"{"auths": {"ghcr.io": {"auth": "c2VjcmV0"}}}"#]);
-        let error = format!("{:#}", lookup("ghcr.io", &files, &no_helper).unwrap_err());
+        let error = crate::error::chain(&lookup("ghcr.io", &files, &no_helper).unwrap_err());
         assert!(error.contains(&files[0].display().to_string()), "{error}");
         assert!(error.contains(r#"auths["ghcr.io"]"#), "{error}");
         assert!(error.contains("USER:PASSWORD"), "{error}");
@@ -485,15 +482,15 @@ mod tests {
         );
 
         let (_dir, files) = write(&[r#"{"credHelpers": {"ghcr.io": "broken"}}"#]);
-        let failing = |_: &str, _: &str| -> anyhow::Result<Option<Credentials>> {
+        let failing = |_: &str, _: &str| -> Result<Option<Credentials>> {
             bail!("exit status: 1: no keychain")
         };
-        let error = format!("{:#}", lookup("ghcr.io", &files, &failing).unwrap_err());
+        let error = crate::error::chain(&lookup("ghcr.io", &files, &failing).unwrap_err());
         assert!(error.contains(r#"credHelpers["ghcr.io"]"#), "{error}");
         assert!(error.contains("docker-credential-broken"), "{error}");
 
         let (_dir, files) = write(&["{not json"]);
-        let error = format!("{:#}", lookup("ghcr.io", &files, &no_helper).unwrap_err());
+        let error = crate::error::chain(&lookup("ghcr.io", &files, &no_helper).unwrap_err());
         assert!(error.contains("not a registry auth file"), "{error}");
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use sha2::{Digest as _, Sha256};
 
-use super::report::Check;
+use crate::report::Check;
 use kubeplug_core::admission::{Admission, Offline, Placed, Scope, Served};
 use kubeplug_core::manifest::{ApiResource, Manifest, Mode};
 use kubeplug_core::policy::{Effective, Policy};

@@ -1,7 +1,7 @@
 //! The `Plugin` object the group serves, as typed structs: built from a
-//! registry row ([`super::resources::plugin`]), versioned and streamed by
-//! the [`super::tracker`], and the source of the OpenAPI schemas
-//! ([`super::openapi`]), so that what `kubectl explain plugins` describes is
+//! registry row ([`crate::resources::plugin`]), versioned and streamed by
+//! the [`crate::tracker`], and the source of the OpenAPI schemas
+//! ([`crate::openapi`]), so that what `kubectl explain plugins` describes is
 //! what `kubectl get plugins -o yaml` shows.
 //!
 //! The doc comments of these types are what `kubectl explain` prints: plain
@@ -16,8 +16,8 @@ use kubeplug_core::rollout::State;
 use kubeplug_operator::registry::Promotion;
 use kubeplug_operator::shadow::ShadowStatus;
 
-use super::openapi::free_form;
-use super::{API_VERSION, GROUP, VERSION};
+use crate::group::{API_VERSION, GROUP, VERSION};
+use crate::schema::free_form;
 
 pub const KIND: &str = "Plugin";
 pub const LIST_KIND: &str = "PluginList";
@@ -254,8 +254,8 @@ fn file_name(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::fixtures;
-    use crate::api::resources::{Owners, plugin};
+    use crate::fixtures;
+    use crate::resources::{Owners, plugin};
 
     #[test]
     fn a_redacted_plugin_has_no_error_texts_shadow_examples_or_directories() {

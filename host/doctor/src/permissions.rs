@@ -12,7 +12,7 @@ use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
 
-use super::report::Check;
+use crate::report::Check;
 use kubeplug_core::manifest::Manifest;
 use kubeplug_core::policy::Effective;
 use kubeplug_core::rights::{self, Right};
@@ -249,14 +249,14 @@ pub async fn check(
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use kubeplug_core::manifest::{ApiResource, Mode, Related};
     use kubeplug_core::policy::Policy;
 
     /// A composite with two children, a related and a referenced kind and
     /// a finalizer (the host's rights for it too: `host_rights`).
-    pub(in crate::commands::doctor) fn database() -> Manifest {
+    pub(crate) fn database() -> Manifest {
         Manifest {
             children: vec![
                 ApiResource::new("apps", "v1", "StatefulSet", "statefulsets", true),

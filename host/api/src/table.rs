@@ -8,7 +8,7 @@ use kube::core::{PartialObjectMeta, PartialObjectMetaExt as _};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::plugin::{Plugin, PluginStatus};
+use crate::plugin::{Plugin, PluginStatus};
 use kubeplug_operator::shadow::ShadowStatus;
 use kubeplug_operator::whatif::Phase;
 
@@ -174,8 +174,8 @@ fn reason_cell(status: &PluginStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::fixtures;
-    use crate::api::resources::{Owners, plugin};
+    use crate::fixtures;
+    use crate::resources::{Owners, plugin};
 
     #[test]
     fn the_table_shows_the_whatif_and_the_gate_to_everyone() {

@@ -1,5 +1,5 @@
 //! What the group serves, built for Kubernetes clients: the `Plugin` of a
-//! registry row ([`super::plugin`] has the types), the discovery documents
+//! registry row ([`crate::plugin`] has the types), the discovery documents
 //! (k8s-openapi's), and errors as a `Status`.
 
 use std::collections::BTreeMap;
@@ -10,11 +10,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     ObjectMeta, Status as ApiStatus, StatusDetails, Time,
 };
 
-use super::plugin::{
+use crate::group::{API_VERSION, DETAILS, GROUP, VERSION};
+use crate::plugin::{
     KIND, MODE_LABEL, Plugin, PluginManifest, PluginSpec, PluginStatus, RESOURCE, STATE_LABEL,
     ShardOwner,
 };
-use super::{API_VERSION, GROUP, VERSION};
 use kubeplug_core::manifest::Mode;
 use kubeplug_operator::registry::Status;
 
@@ -223,7 +223,7 @@ pub fn resource_list() -> APIResourceList {
             // The object with its error texts and shadow examples; `get` on
             // it is what RBAC grants to see them in `plugins` as well.
             APIResource {
-                name: format!("{RESOURCE}/{}", super::DETAILS),
+                name: format!("{RESOURCE}/{}", DETAILS),
                 singular_name: String::new(),
                 namespaced: false,
                 kind: KIND.into(),
@@ -231,10 +231,10 @@ pub fn resource_list() -> APIResourceList {
                 ..APIResource::default()
             },
             APIResource {
-                name: super::previews::RESOURCE.into(),
+                name: crate::previews::RESOURCE.into(),
                 singular_name: "preview".into(),
                 namespaced: true,
-                kind: super::previews::KIND.into(),
+                kind: crate::previews::KIND.into(),
                 verbs: verbs(&["create"]),
                 ..APIResource::default()
             },
@@ -274,9 +274,9 @@ pub fn about(group: &str, resource: &str, name: Option<&str>) -> StatusDetails {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::fixtures::row;
-    use crate::api::selectors::Selector;
-    use crate::api::table::table;
+    use crate::fixtures::row;
+    use crate::selectors::Selector;
+    use crate::table::table;
     use kubeplug_core::rollout::State;
 
     #[test]

@@ -9,8 +9,8 @@ use kube::Api;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 
-use super::report::{Check, Status};
-use crate::api::der;
+use crate::report::{Check, Status};
+use kubeplug_api::der;
 
 const REGISTRATION: &str = "APIService";
 const BUNDLE: &str = "APIService CA bundle";

@@ -11,7 +11,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 
-use super::requestheader::UserInfo;
+use crate::requestheader::UserInfo;
 
 /// What a request does, in RBAC's terms (resources only: discovery is
 /// public).

@@ -32,11 +32,11 @@ use serde::Serialize;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
 
-use super::Body;
-use super::plugin::Plugin;
-use super::resources;
-use super::selectors::Selector;
-use super::table;
+use crate::plugin::Plugin;
+use crate::resources;
+use crate::responses::Body;
+use crate::selectors::Selector;
+use crate::table;
 use kubeplug_operator::registry::Registry;
 
 /// How often the registry is looked at.
@@ -434,9 +434,9 @@ async fn lease_holders(leases: &Leases) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::fixtures::row;
-    use crate::api::plugin::STATE_LABEL;
-    use crate::api::resources::Owners;
+    use crate::fixtures::row;
+    use crate::plugin::STATE_LABEL;
+    use crate::resources::Owners;
     use kubeplug_core::manifest::Mode;
     use kubeplug_core::rollout::State;
     use serde_json::Value;

@@ -7,7 +7,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 
-use super::report::Check;
+use crate::report::Check;
 use kubeplug_core::admission::{Scope, Served};
 use kubeplug_core::manifest::{ApiResource, Manifest};
 

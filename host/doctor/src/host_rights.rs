@@ -16,9 +16,9 @@
 //!
 //! A missing right fails with the RBAC rule to add and where.
 
-use super::kinds;
-use super::permissions::{self, Permission};
-use super::report::Check;
+use crate::kinds;
+use crate::permissions::{self, Permission};
+use crate::report::Check;
 use kubeplug_core::manifest::Manifest;
 use kubeplug_core::policy::Effective;
 use kubeplug_core::rights;
@@ -193,8 +193,8 @@ pub async fn check(
 
 #[cfg(test)]
 mod tests {
-    use super::super::permissions::tests::database;
     use super::*;
+    use crate::permissions::tests::database;
     use kubeplug_core::manifest::{ApiResource, Related};
     use kubeplug_core::policy::Policy;
 

@@ -69,7 +69,7 @@ fn tbs_field(cert: &[u8], skip: usize) -> Option<&[u8]> {
 
 /// A certificate's SubjectPublicKeyInfo, whole (tag and length too): the
 /// host checks that the CA key it keeps is its CA certificate's
-/// ([`crate::certs`]).
+/// (the binary's `certs`).
 pub fn subject_public_key_info(cert: &[u8]) -> Option<&[u8]> {
     let field = tbs_field(cert, 5)?;
     let (tag, _, after) = tlv(field)?;
@@ -172,14 +172,14 @@ fn common_names(mut name: &[u8]) -> Vec<String> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
     /// A v1 certificate (no version field) for `O=system:masters,
     /// CN=front-proxy-client` issued by `CN=front-proxy-ca` (openssl): the
     /// issuer's CN comes first in the DER and must not be taken for the
     /// subject's.
-    pub(crate) const CERT: &str = "MIIBSDCB8AIUGb4qxqhdNum6POz9FWWvhs5/SbgwCgYIKoZIzj0EAwIwGTEXMBUGA1UEAwwOZnJvbnQtcHJveHktY2EwHhcNMjYxMTMwMDY1NTEyWhcNMzYxMTI3MDY1NTEyWjA2MRcwFQYDVQQKDA5zeXN0ZW06bWFzdGVyczEbMBkGA1UEAwwSZnJvbnQtcHJveHktY2xpZW50MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEviosvu35TtoJc9Vb2e7TXMSdHDyY1F1YB+6f6pS8LbwVHpxdnZT5ZM1eGfXdi9kZ5XN99THZrzojQSv7IHvOETAKBggqhkjOPQQDAgNHADBEAiAhkOnqhWQJz8kDXsUlq+z2Uv3mEAVTcky968SaQXTUZwIgWheYw4pjcws4x+yG8zlnKbqM5GemhrXJUOwWy9dn5tE=";
+    const CERT: &str = "MIIBSDCB8AIUGb4qxqhdNum6POz9FWWvhs5/SbgwCgYIKoZIzj0EAwIwGTEXMBUGA1UEAwwOZnJvbnQtcHJveHktY2EwHhcNMjYxMTMwMDY1NTEyWhcNMzYxMTI3MDY1NTEyWjA2MRcwFQYDVQQKDA5zeXN0ZW06bWFzdGVyczEbMBkGA1UEAwwSZnJvbnQtcHJveHktY2xpZW50MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEviosvu35TtoJc9Vb2e7TXMSdHDyY1F1YB+6f6pS8LbwVHpxdnZT5ZM1eGfXdi9kZ5XN99THZrzojQSv7IHvOETAKBggqhkjOPQQDAgNHADBEAiAhkOnqhWQJz8kDXsUlq+z2Uv3mEAVTcky968SaQXTUZwIgWheYw4pjcws4x+yG8zlnKbqM5GemhrXJUOwWy9dn5tE=";
 
     #[test]
     fn reads_the_subject_common_name() {
@@ -258,7 +258,7 @@ pub(crate) mod tests {
         assert!(validity(b"\x30\x82\xff").is_none());
     }
 
-    pub(crate) fn decode(b64: &str) -> Vec<u8> {
+    fn decode(b64: &str) -> Vec<u8> {
         const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         let mut out = Vec::new();
         let (mut acc, mut bits) = (0u32, 0);

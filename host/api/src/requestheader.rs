@@ -87,7 +87,7 @@ impl RequestHeader {
     /// The user of a request whose TLS client certificate (already verified
     /// against [`Self::client_ca`]) has `proxy_name` as its subject's common
     /// name (one, read as kube-apiserver reads it: see
-    /// [`super::der::subject_common_name`]).
+    /// [`crate::der::subject_common_name`]).
     pub fn user(&self, proxy_name: Option<&str>, headers: &HeaderMap) -> Result<UserInfo, String> {
         if !self.allowed_names.is_empty()
             && !proxy_name.is_some_and(|n| self.allowed_names.iter().any(|a| a == n))
@@ -202,11 +202,9 @@ mod tests {
 
     #[test]
     fn parses_what_kube_apiserver_publishes() {
-        let ca = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src/api/testdata/ca.crt"
-        ))
-        .unwrap();
+        let ca =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/testdata/ca.crt"))
+                .unwrap();
         let data: BTreeMap<String, String> = [
             ("requestheader-client-ca-file", ca.as_str()),
             ("requestheader-allowed-names", "[\"front-proxy-client\"]"),

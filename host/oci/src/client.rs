@@ -2,24 +2,23 @@
 //! `verify` need it: blobs and manifests up and down, authenticated as the
 //! registry asks on its first 401 (Basic, or a Bearer token from its token
 //! service, RFC 6750 and the distribution token protocol), with the
-//! credentials of [`super::credentials`].
+//! credentials of [`crate::credentials`].
 //!
 //! Caveats: one connection per request (a push is a few dozen requests).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 
-use super::Reference;
-use super::credentials::{Credentials, Login};
-use crate::args::RegistryArgs;
-use crate::commands::package::layout;
+use crate::credentials::{Credentials, Login};
+use crate::error::{Context as _, Result, bail};
+use crate::layout;
+use crate::reference::Reference;
 
 /// How long one request may take: a plugin is at most tens of MB.
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -32,6 +31,19 @@ const ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
 /// The OAuth2 client id sent with an identity token, as the token
 /// protocol asks for one.
 const CLIENT_ID: &str = "kubeplug";
+
+/// How to reach a registry and log in to it (`kubeplug push`'s
+/// `--insecure`, `--username`, `--password`); the default is anonymous,
+/// and plain HTTP only on loopback.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    /// Plain HTTP to a registry that is not on loopback.
+    pub insecure: bool,
+    /// With `password`, instead of the credentials `docker login` or
+    /// `podman login` saved.
+    pub username: Option<String>,
+    pub password: Option<String>,
+}
 
 /// A registry's repository, with what authenticates to it.
 pub struct Client {
@@ -54,7 +66,7 @@ impl Client {
     /// The repository of `reference`: plain HTTP on loopback (as docker
     /// and containerd do) or with `--insecure`, HTTPS with the system's
     /// roots otherwise.
-    pub fn new(reference: &Reference, args: &RegistryArgs) -> anyhow::Result<Self> {
+    pub fn new(reference: &Reference, args: &Access) -> Result<Self> {
         let scheme = if args.insecure || reference.is_loopback() {
             "http"
         } else {
@@ -78,7 +90,7 @@ impl Client {
     }
 
     /// Upload a blob unless the registry has it.
-    pub async fn blob(&mut self, digest: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    pub async fn blob(&mut self, digest: &str, bytes: &[u8]) -> Result<()> {
         let url = format!("{}/v2/{}/blobs/{digest}", self.base, self.repository);
         if self
             .request(Method::HEAD, &url, None, Bytes::new())
@@ -122,7 +134,7 @@ impl Client {
         reference: &str,
         media_type: &str,
         bytes: Vec<u8>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<()> {
         let url = format!("{}/v2/{}/manifests/{reference}", self.base, self.repository);
         let answer = self
             .request(Method::PUT, &url, Some(media_type), bytes.into())
@@ -132,7 +144,7 @@ impl Client {
 
     /// The manifest (or index) under a tag or digest, None when there is
     /// none.
-    pub async fn get_manifest(&mut self, reference: &str) -> anyhow::Result<Option<Bytes>> {
+    pub async fn get_manifest(&mut self, reference: &str) -> Result<Option<Bytes>> {
         let url = format!("{}/v2/{}/manifests/{reference}", self.base, self.repository);
         let answer = self.request(Method::GET, &url, None, Bytes::new()).await?;
         if answer.status == StatusCode::NOT_FOUND {
@@ -143,7 +155,7 @@ impl Client {
     }
 
     /// A blob, checked against its digest.
-    pub async fn get_blob(&mut self, digest: &str) -> anyhow::Result<Bytes> {
+    pub async fn get_blob(&mut self, digest: &str) -> Result<Bytes> {
         let url = format!("{}/v2/{}/blobs/{digest}", self.base, self.repository);
         let mut answer = self.request(Method::GET, &url, None, Bytes::new()).await?;
         // Registries serve blobs from storage elsewhere (a CDN, a bucket):
@@ -177,7 +189,7 @@ impl Client {
         url: &str,
         content_type: Option<&str>,
         body: Bytes,
-    ) -> anyhow::Result<Answer> {
+    ) -> Result<Answer> {
         let answer = self
             .send(
                 method.clone(),
@@ -202,7 +214,7 @@ impl Client {
     }
 
     /// The `Authorization` answering `challenge`.
-    async fn authenticate(&mut self, challenge: &str, url: &str) -> anyhow::Result<HeaderValue> {
+    async fn authenticate(&mut self, challenge: &str, url: &str) -> Result<HeaderValue> {
         let credentials = self.login.credentials()?.cloned();
         let Some(params) = challenge.strip_prefix("Bearer ") else {
             return match credentials {
@@ -285,7 +297,7 @@ impl Client {
         content_type: Option<&str>,
         body: Bytes,
         authorization: Option<HeaderValue>,
-    ) -> anyhow::Result<Answer> {
+    ) -> Result<Answer> {
         let uri: Uri = url.parse().with_context(|| format!("{url}: not a URL"))?;
         let https = match uri.scheme_str() {
             Some("https") => true,
@@ -344,7 +356,7 @@ impl Client {
             let status = response.status();
             let headers = response.headers().clone();
             let body = response.into_body().collect().await?.to_bytes();
-            anyhow::Ok(Answer {
+            Ok::<_, crate::error::Error>(Answer {
                 status,
                 headers,
                 body,
@@ -366,14 +378,16 @@ fn basic_header(username: &str, password: &str) -> HeaderValue {
     value
 }
 
-fn tls() -> anyhow::Result<tokio_rustls::TlsConnector> {
+fn tls() -> Result<tokio_rustls::TlsConnector> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_native_certs::load_native_certs().certs {
         // A root the system lists but rustls cannot parse is skipped, as
         // every rustls client does.
         let _ = roots.add(cert);
     }
-    let config = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+    // ring: the provider kube and the host's listeners use, so there is one.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .context("TLS versions")?
         .with_root_certificates(roots)
@@ -381,7 +395,7 @@ fn tls() -> anyhow::Result<tokio_rustls::TlsConnector> {
     Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }
 
-fn expect(answer: &Answer, want: StatusCode, url: &str) -> anyhow::Result<()> {
+fn expect(answer: &Answer, want: StatusCode, url: &str) -> Result<()> {
     if answer.status == want {
         return Ok(());
     }
