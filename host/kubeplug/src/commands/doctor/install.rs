@@ -23,11 +23,12 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 
-use super::cache::cache_volume;
+use cache_volume::cache_volume;
 use config_maps::{Maps, directory, policy};
 use kubeplug_core::policy::Policy;
 use kubeplug_doctor::report::Check;
 
+mod cache_volume;
 mod config_maps;
 mod host;
 

@@ -10,9 +10,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::cache_volume::{cache_volume, quantity_bytes};
 use super::config_maps::{value, volume_files};
 use super::host::*;
-use crate::commands::doctor::cache::{cache_volume, quantity_bytes};
 use kubeplug_doctor::report::Status;
 
 fn mount(name: &str, path: &str) -> VolumeMount {
