@@ -18,9 +18,11 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::fence::{Fence, budget, echoes, references, unchanged};
+use crate::inputs::Sources;
 use crate::metrics::OperatorMetrics;
 use crate::preview::PreviewHandle;
-use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources, budget};
+use crate::reconcile::{self, Handed, ReconcileError};
 use crate::replay::Ring;
 use crate::shadow::Shadow;
 use kubeplug_core::manifest::ApiResource;
@@ -259,9 +261,9 @@ impl Controller {
         );
         let fence = Fence {
             events: budget::EventBudget::new(identity.grant.quotas.events_per_parent_per_minute),
-            last_calls: reconcile::unchanged::LastCalls::new(&identity.grant),
-            echoes: reconcile::echoes::Echoes::default(),
-            references: reconcile::references::Referrers::default(),
+            last_calls: unchanged::LastCalls::new(&identity.grant),
+            echoes: echoes::Echoes::default(),
+            references: references::Referrers::default(),
             grant: Arc::new(identity.grant),
             access: identity.access,
             metrics: metrics.clone(),

@@ -9,7 +9,10 @@
 #![forbid(unsafe_code)]
 
 pub mod controller;
+pub mod error;
+pub mod fence;
 pub mod fence_paths;
+pub mod inputs;
 pub mod metrics;
 pub mod migrate;
 pub mod preview;

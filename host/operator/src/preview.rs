@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::reconcile::{Fence, Inputs, ReconcileError, Sources, child_type, decide, gather};
+use crate::error::ReconcileError;
+use crate::fence::Fence;
+use crate::inputs::{Inputs, Sources, child_type, decide, gather};
 use kubeplug_core::fence::redact::Redaction;
 use kubeplug_core::manifest::{ApiResource, same_shape};
 use kubeplug_core::plan::diff::Fields;

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::error::ReconcileError;
+use crate::inputs::{Inputs, decide, gather};
 use crate::preview::PreviewHandle;
-use crate::reconcile::{Inputs, ReconcileError, decide, gather};
 use kubeplug_core::key::ObjectKey;
 use kubeplug_core::manifest::same_shape;
 use kubeplug_core::policy::KindRef;
