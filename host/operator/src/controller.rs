@@ -19,11 +19,11 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::fence::{Fence, budget, echoes, references, unchanged};
-use crate::inputs::Sources;
+use crate::inputs::{Serves, Sources};
 use crate::metrics::OperatorMetrics;
-use crate::preview::PreviewHandle;
 use crate::reconcile::{self, Handed, ReconcileError};
 use crate::replay::Ring;
+use crate::serving::Serving;
 use crate::shadow::Shadow;
 use kubeplug_core::manifest::ApiResource;
 use kubeplug_core::policy::Effective;
@@ -127,7 +127,7 @@ impl Shared {
     }
 }
 
-impl crate::preview::Serving for Shared {
+impl Serves for Shared {
     fn plugin(&self) -> Plugin {
         self.plugin.read().expect("plugin lock").clone()
     }
@@ -481,7 +481,7 @@ impl Controller {
     pub fn set_shadow(&self, shadow: Option<Shadow>) {
         let started = shadow.is_some();
         if let Some(shadow) = &shadow {
-            shadow.start_whatif(self.preview_handle());
+            shadow.start_whatif(self.serving());
         }
         *self.shared.shadow.write().expect("shadow lock") = shadow.map(Arc::new);
         self.shared
@@ -513,9 +513,10 @@ impl Controller {
         }
     }
 
-    /// What a preview of this plugin needs (see [`crate::preview`]).
-    pub fn preview_handle(&self) -> PreviewHandle {
-        PreviewHandle::new(self.shared.clone())
+    /// The serving face: what previews, what-ifs and webhooks reach the
+    /// serving version through (see [`crate::serving`]).
+    pub fn serving(&self) -> Serving {
+        Serving::new(self.shared.clone())
     }
 
     /// Reconciles finished by this replica, and how many of them failed.

@@ -169,7 +169,26 @@ pub(crate) struct Inputs {
     pub parent: Value,
     /// The children it controls, as the caches hold them.
     pub observed: Vec<Value>,
-    pub request: Request,
+    pub request: Arc<Request>,
+}
+
+impl Inputs {
+    /// Call the plugin on these inputs and decide what its answer writes
+    /// (see [`decide`]).
+    pub(crate) async fn decide(
+        &self,
+        plugin: &Plugin,
+        fence: &Fence,
+    ) -> Result<Plan, ReconcileError> {
+        decide(
+            plugin,
+            fence,
+            &self.parent,
+            &self.observed,
+            self.request.clone(),
+        )
+        .await
+    }
 }
 
 /// The parent, its observed children, related objects and the objects it
@@ -220,7 +239,7 @@ pub(crate) fn inputs(
     Inputs {
         parent,
         observed,
-        request,
+        request: Arc::new(request),
     }
 }
 
@@ -311,6 +330,35 @@ fn plugin_identity(plugin: &Plugin) -> String {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     plugin.config().hash(&mut hasher);
     format!("{}/{:016x}", plugin.digest(), hasher.finish())
+}
+
+/// Where a call's inputs come from: a running controller's serving
+/// version, caches and fence. The controller implements it, so what
+/// gathers and decides never imports the controller.
+pub trait Serves: Send + Sync {
+    /// The plugin version serving now.
+    fn plugin(&self) -> Plugin;
+    fn sources(&self) -> &Sources;
+    fn fence(&self) -> &Fence;
+    /// Live reconciles are waiting or running: background work (a what-if)
+    /// waits for them.
+    fn busy(&self) -> bool;
+}
+
+/// What one call of `plugin` for `parent_obj` would write now, read from
+/// `serving`'s caches and held to its fence, nothing written and nothing
+/// remembered: gather, then decide, as a reconcile does between its own
+/// steps. Previews and what-ifs decide here; `plugin` is the serving
+/// version or a candidate of its shape (see [`crate::serving`]).
+pub(crate) async fn plan(
+    plugin: &Plugin,
+    serving: &dyn Serves,
+    parent_obj: &Object,
+) -> Result<(Inputs, Plan), ReconcileError> {
+    let (sources, fence) = (serving.sources(), serving.fence());
+    let inputs = gather(plugin, sources, fence, parent_obj, None).await?;
+    let plan = inputs.decide(plugin, fence).await?;
+    Ok((inputs, plan))
 }
 
 /// Call the plugin and decide what its answer writes for `parent`, whose

@@ -19,6 +19,7 @@ pub mod preview;
 pub mod reconcile;
 pub mod registry;
 pub mod replay;
+pub mod serving;
 pub mod shadow;
 pub mod webhooks;
 pub mod whatif;

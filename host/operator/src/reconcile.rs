@@ -100,7 +100,6 @@ pub async fn reconcile(
         request,
     } = gather(plugin, sources, fence, &parent_obj, Some(key)).await?;
     let parent_uid = parent_obj.metadata.uid.clone().unwrap_or_default();
-    let request = Arc::new(request);
     handed.request = Some(request.clone());
 
     if parent_obj.metadata.deletion_timestamp.is_some() {

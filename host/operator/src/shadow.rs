@@ -280,7 +280,7 @@ impl Shadow {
 
     /// Run the candidate against every parent `serving` holds, in the
     /// background (see [`crate::whatif`]).
-    pub fn start_whatif(&self, serving: crate::preview::PreviewHandle) {
+    pub fn start_whatif(&self, serving: crate::serving::Serving) {
         let run = crate::whatif::start(serving, self.plugin.clone());
         *self.whatif.lock().expect("shadow lock") = Some(run);
     }
