@@ -21,10 +21,10 @@ use tracing::Instrument;
 use crate::fence::{Fence, budget, echoes, references, unchanged};
 use crate::inputs::{Serves, Sources};
 use crate::metrics::OperatorMetrics;
-use crate::reconcile::{self, Handed, ReconcileError};
+use crate::reconcile::{self, Decided, Handed, ReconcileError};
 use crate::replay::Ring;
 use crate::serving::Serving;
-use crate::shadow::Shadow;
+use crate::shadow::{Job, Shadow};
 use kubeplug_core::manifest::ApiResource;
 use kubeplug_core::policy::Effective;
 use kubeplug_core::rollback::RollbackSettings;
@@ -735,16 +735,8 @@ async fn worker(shared: Arc<Shared>) {
         // Losing leadership cancels the reconcile at its next await point;
         // writes are also refused one by one (see `apply::Writer`).
         let result = tokio::select! {
-            result = reconcile::reconcile(
-                &plugin,
-                shadow.as_ref(),
-                &shared.sources,
-                &writer,
-                &shared.fence,
-                &key,
-                &mut handed,
-            )
-            .instrument(span.clone()) => result,
+            result = reconcile_once(&shared, &plugin, shadow.as_ref(), &writer, &key, &mut handed)
+                .instrument(span.clone()) => result,
             () = leadership.lost() => Err(ReconcileError::Write(WriteError::NotLeader {
                 what: "the reconcile".into(),
             })),
@@ -757,6 +749,54 @@ async fn worker(shared: Arc<Shared>) {
         shared.metrics.queue_depth(&name, shared.queue.len());
         shared.queue.done(&key);
     }
+}
+
+/// Reconcile the parent at `key` with `plugin`, and hand the live decision
+/// to `shadow`'s candidate, if one runs, to compare in the background (never
+/// written) while the reconcile goes on to write. What the plugin was
+/// handed is left in `handed`.
+async fn reconcile_once(
+    shared: &Shared,
+    plugin: &Plugin,
+    shadow: Option<&Arc<Shadow>>,
+    writer: &Writer,
+    key: &ObjectKey,
+    handed: &mut Handed,
+) -> Result<reconcile::Outcome, ReconcileError> {
+    let (sources, fence) = (&shared.sources, &shared.fence);
+    let every_call = shadow.is_some();
+    let decided = reconcile::decide(plugin, every_call, sources, writer, fence, key, handed);
+    let live = match decided.await? {
+        Decided::Done(outcome) => return Ok(outcome),
+        Decided::Gone => {
+            forget(shadow, fence, key);
+            return Ok(reconcile::Outcome::default());
+        }
+        Decided::Live(live) => *live,
+    };
+    if let Some(shadow) = shadow {
+        let (parent, request) = (live.inputs.parent.clone(), live.inputs.request.clone());
+        let job = Job::new(
+            key.clone(),
+            fence.grant.clone(),
+            parent,
+            request,
+            &live.decided,
+        );
+        shadow.submit(job, &fence.metrics);
+    }
+    reconcile::write(plugin, live, sources, writer, fence, key).await
+}
+
+/// Forget what is kept per parent for `key` (deleted, or no longer this
+/// replica's to reconcile).
+fn forget(shadow: Option<&Arc<Shadow>>, fence: &Fence, key: &ObjectKey) {
+    if let Some(shadow) = shadow {
+        shadow.forget(key);
+    }
+    fence.last_calls.forget(key);
+    fence.echoes.forget(key);
+    fence.references.forget(key);
 }
 
 /// The writer and leadership `key` is reconciled under; `None` when it is
@@ -795,7 +835,7 @@ async fn route(shared: &Shared, key: &ObjectKey) -> Option<(Writer, Leadership, 
         } else {
             // Deleted, or moved to a shard held elsewhere: forget it.
             shared.failing.forget(key);
-            reconcile::forget(
+            forget(
                 shared.shadow.read().expect("shadow lock").as_ref(),
                 &shared.fence,
                 key,

@@ -363,7 +363,7 @@ pub(crate) async fn plan(
 
 /// Call the plugin and decide what its answer writes for `parent`, whose
 /// controlled children are `observed` (see [`plan::decide`]).
-pub(crate) async fn decide(
+async fn decide(
     plugin: &Plugin,
     fence: &Fence,
     parent: &Value,

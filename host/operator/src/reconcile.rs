@@ -13,13 +13,14 @@ use tracing::Instrument as _;
 
 pub use crate::error::{DENIED_RETRY_WITHIN, ReconcileError};
 use crate::fence::Fence;
-use crate::inputs::{Inputs, Sources, call_blocking, child_type, decide, gather};
-use crate::shadow::Shadow;
-use kubeplug_core::plan::{self, Action, TypedKey};
+use crate::fence::unchanged::Fingerprint;
+use crate::inputs::{Inputs, Sources, call_blocking, child_type, gather};
+use kubeplug_core::manifest::Manifest;
+use kubeplug_core::plan::{self, Action, Plan, TypedKey};
 use kubeplug_kube::apply::{WriteError, Writer};
 use kubeplug_kube::informers::{Object, ObjectKey};
-use kubeplug_kube::report::format_chain;
-use kubeplug_runtime::{Plugin, Request};
+use kubeplug_runtime::Plugin;
+use kubeplug_runtime::Request;
 
 /// What happened, for the worker's scheduling.
 #[derive(Debug, Default)]
@@ -65,100 +66,160 @@ fn finalizers_patch(parent: &Value, list: Vec<String>) -> Value {
     })
 }
 
-/// Reconcile the parent at `key` with `plugin`, and with `shadow`'s
-/// candidate beside it (compared, never written). What the plugin was
-/// handed is left in `handed`.
-/// Forget what is kept per parent for `key` (deleted, or no longer this
-/// replica's to reconcile).
-pub(crate) fn forget(shadow: Option<&Arc<Shadow>>, fence: &Fence, key: &ObjectKey) {
-    if let Some(shadow) = shadow {
-        shadow.forget(key);
-    }
-    fence.last_calls.forget(key);
-    fence.echoes.forget(key);
-    fence.references.forget(key);
+/// How a reconcile went up to the plugin's decision (see [`decide`]).
+pub(crate) enum Decided {
+    /// It ended before a decision: finalized, its finalizer added, or its
+    /// inputs unchanged since a call that wrote nothing.
+    Done(Outcome),
+    /// The parent is gone from the cache: its children go through garbage
+    /// collection, and what is kept for it is to be forgotten.
+    Gone,
+    /// The plugin decided (or failed to): what [`write`] writes, and what a
+    /// shadow compares.
+    Live(Box<Live>),
 }
 
-pub async fn reconcile(
+/// The live version's decision for a parent, and what it decided on.
+pub(crate) struct Live {
+    pub parent_obj: Arc<Object>,
+    pub inputs: Inputs,
+    /// The inputs' fingerprint, kept if the plan writes nothing.
+    fingerprint: Fingerprint,
+    pub decided: Result<Plan, ReconcileError>,
+}
+
+/// The first half of reconciling the parent at `key` with `plugin`:
+/// gather its inputs, finalize a parent being deleted, add the finalizer,
+/// skip unchanged inputs (unless `every_call`: a shadow compares live
+/// decisions, so every parent is called while it runs), and call the
+/// plugin. What the plugin was handed is left in `handed`.
+pub(crate) async fn decide(
     plugin: &Plugin,
-    shadow: Option<&Arc<Shadow>>,
+    every_call: bool,
     sources: &Sources,
     writer: &Writer,
     fence: &Fence,
     key: &ObjectKey,
     handed: &mut Handed,
-) -> Result<Outcome, ReconcileError> {
-    let manifest = plugin.manifest();
+) -> Result<Decided, ReconcileError> {
     let Some(parent_obj) = sources.parent.get(&key.namespace, &key.name) else {
-        // Deleted: its children go through garbage collection.
-        forget(shadow, fence, key);
-        return Ok(Outcome::default());
+        return Ok(Decided::Gone);
     };
-    let Inputs {
-        parent,
-        observed,
-        request,
-    } = gather(plugin, sources, fence, &parent_obj, Some(key)).await?;
-    let parent_uid = parent_obj.metadata.uid.clone().unwrap_or_default();
-    handed.request = Some(request.clone());
+    let inputs = gather(plugin, sources, fence, &parent_obj, Some(key)).await?;
+    handed.request = Some(inputs.request.clone());
 
     if parent_obj.metadata.deletion_timestamp.is_some() {
         handed.finalize = true;
-        return finalize(plugin, writer, fence, key, &parent_obj, &parent, request).await;
+        let finalized = finalize(plugin, writer, fence, key, &parent_obj, &inputs).await?;
+        return Ok(Decided::Done(finalized));
     }
-    if let Some(finalizer) = &manifest.finalizer {
-        let mut list = finalizers(&parent);
-        if !list.contains(finalizer) {
-            list.push(finalizer.clone());
-            writer
-                .patch_parent(&manifest.parent, &parent, &finalizers_patch(&parent, list))
-                .instrument(finalizer_span("add"))
-                .await?;
-            // The update comes back through the watch and reconciles again.
-            return Ok(Outcome::default());
-        }
+    if add_finalizer(plugin, writer, &inputs.parent).await? {
+        // The update comes back through the watch and reconciles again.
+        return Ok(Decided::Done(Outcome::default()));
     }
-
-    // A shadow compares live decisions: every parent is called while it runs.
-    let inputs = fence.last_calls.fingerprint(plugin, &request);
-    if shadow.is_none() && fence.last_calls.unchanged(key, &inputs) {
+    let fingerprint = fence.last_calls.fingerprint(plugin, &inputs.request);
+    if !every_call && fence.last_calls.unchanged(key, &fingerprint) {
         tracing::debug!("inputs unchanged since the last call, which wrote nothing; not called");
-        return Ok(Outcome {
+        return Ok(Decided::Done(Outcome {
             skipped: true,
             ..Outcome::default()
-        });
+        }));
     }
     fence.last_calls.forget(key);
-    let decided = decide(plugin, fence, &parent, &observed, request.clone()).await;
-    if let Some(shadow) = shadow {
-        // The candidate decides on the same request in the background; this
-        // reconcile goes on at once.
-        let live = match &decided {
-            Ok(plan) => Ok(plan.clone()),
-            Err(error) => Err(format_chain(error)),
-        };
-        let (grant, parent, handed) = (fence.grant.clone(), parent.clone(), request.clone());
-        let job = crate::shadow::Job {
-            key: key.clone(),
-            request,
-            live,
-            check: Box::new(move |plugin, desired| {
-                // Parsed again here, off the reconcile's path: a waiting
-                // comparison holds only the request's texts.
-                let observed = handed
-                    .observed
-                    .iter()
-                    .filter_map(|text| serde_json::from_str(text).ok())
-                    .collect::<Vec<Value>>();
-                plan::decide(plugin.manifest(), &grant, &parent, &observed, desired)
-                    .map_err(|error| format_chain(&error))
-            }),
-        };
-        shadow.submit(job, &fence.metrics);
-    }
-    let plan = decided?;
-    let writes_nothing = plan.writes_nothing();
+    let decided = inputs.decide(plugin, fence).await;
+    Ok(Decided::Live(Box::new(Live {
+        parent_obj,
+        inputs,
+        fingerprint,
+        decided,
+    })))
+}
 
+/// Add the plugin's finalizer to `parent` if it declares one the parent
+/// lacks; true if it was added.
+async fn add_finalizer(
+    plugin: &Plugin,
+    writer: &Writer,
+    parent: &Value,
+) -> Result<bool, ReconcileError> {
+    let manifest = plugin.manifest();
+    let Some(finalizer) = &manifest.finalizer else {
+        return Ok(false);
+    };
+    let mut list = finalizers(parent);
+    if list.contains(finalizer) {
+        return Ok(false);
+    }
+    list.push(finalizer.clone());
+    writer
+        .patch_parent(&manifest.parent, parent, &finalizers_patch(parent, list))
+        .instrument(finalizer_span("add"))
+        .await?;
+    Ok(true)
+}
+
+/// The second half of a reconcile: write what the live version decided for
+/// the parent at `key`: its children, prunes, status and parent patch, then
+/// its events. A plan that writes nothing keeps its inputs' fingerprint, so
+/// the same inputs are not called again (see [`crate::fence::unchanged`]).
+pub(crate) async fn write(
+    plugin: &Plugin,
+    live: Live,
+    sources: &Sources,
+    writer: &Writer,
+    fence: &Fence,
+    key: &ObjectKey,
+) -> Result<Outcome, ReconcileError> {
+    let Live {
+        parent_obj,
+        inputs,
+        fingerprint,
+        decided,
+    } = live;
+    let plan = decided?;
+    let manifest = plugin.manifest();
+    let parent = &inputs.parent;
+    if !write_children(manifest, &plan, &parent_obj, sources, writer, fence, key).await? {
+        return Ok(Outcome::default());
+    }
+    for gone in &plan.prune {
+        let ty = child_type(manifest, gone);
+        writer.delete_child(ty, gone).await?;
+        tracing::info!(
+            child_kind = %ty.kind,
+            child = gone["metadata"]["name"].as_str().unwrap_or_default(),
+            "child pruned"
+        );
+    }
+    if !write_status(manifest, &plan, parent, writer, fence, key).await? {
+        return Ok(Outcome::default());
+    }
+    if !patch_parent(manifest, &plan, parent, writer).await? {
+        return Ok(Outcome::default());
+    }
+    fence.record(writer, &parent_obj, key, &plan.answer.events, "Reconcile");
+    if plan.writes_nothing() {
+        fence.last_calls.wrote_nothing(key, fingerprint);
+    }
+    Ok(Outcome {
+        requeue_after: plan.requeue_after,
+        skipped: false,
+    })
+}
+
+/// Create or update the plan's children; false if the reconcile ends here
+/// (the parent's namespace is being deleted or is gone: the parent goes
+/// with it, so there is nothing left to converge).
+async fn write_children(
+    manifest: &Manifest,
+    plan: &Plan,
+    parent_obj: &Object,
+    sources: &Sources,
+    writer: &Writer,
+    fence: &Fence,
+    key: &ObjectKey,
+) -> Result<bool, ReconcileError> {
+    let parent_uid = parent_obj.metadata.uid.clone().unwrap_or_default();
     for step in &plan.children {
         let child = &step.child;
         let ty = child_type(manifest, child);
@@ -179,7 +240,7 @@ pub async fn reconcile(
                 match created {
                     Ok(Created::Applied(applied)) => Ok(*applied),
                     Ok(Created::Clash(owner)) => {
-                        clash(fence, writer, &parent_obj, key, ty, child, &owner);
+                        clash(fence, writer, parent_obj, key, ty, child, &owner);
                         continue;
                     }
                     Err(ReconcileError::Write(error)) => Err(error),
@@ -196,61 +257,71 @@ pub async fn reconcile(
                 );
                 sources.remember(ty, applied)
             }
-            // The parent's namespace is being deleted or is gone: the
-            // parent goes with it, so there is nothing left to converge.
             Err(error) if error.namespace_gone() => {
                 tracing::debug!(%error, "namespace deleted; not creating children");
-                return Ok(Outcome::default());
+                return Ok(false);
             }
             Err(error) => return Err(error.into()),
         }
     }
-    for gone in &plan.prune {
-        let ty = child_type(manifest, gone);
-        writer.delete_child(ty, gone).await?;
-        tracing::info!(
-            child_kind = %ty.kind,
-            child = gone["metadata"]["name"].as_str().unwrap_or_default(),
-            "child pruned"
-        );
-    }
-    if let Some(status) = &plan.status {
-        match writer.apply_status(&manifest.parent, &parent, status).await {
-            Ok(version) => {
-                tracing::info!("status written");
-                if let Some(version) = version {
-                    fence.echoes.wrote(key, version);
-                }
+    Ok(true)
+}
+
+/// Write the plan's status, if any; false if the parent was deleted after
+/// the cache last saw it (nothing left to report).
+async fn write_status(
+    manifest: &Manifest,
+    plan: &Plan,
+    parent: &Value,
+    writer: &Writer,
+    fence: &Fence,
+    key: &ObjectKey,
+) -> Result<bool, ReconcileError> {
+    let Some(status) = &plan.status else {
+        return Ok(true);
+    };
+    match writer.apply_status(&manifest.parent, parent, status).await {
+        Ok(version) => {
+            tracing::info!("status written");
+            if let Some(version) = version {
+                fence.echoes.wrote(key, version);
             }
-            // Deleted after the cache last saw it: nothing left to report.
-            Err(error) if error.not_found() => return Ok(Outcome::default()),
-            Err(error) => return Err(error.into()),
+            Ok(true)
         }
+        Err(error) if error.not_found() => Ok(false),
+        Err(error) => Err(error.into()),
     }
-    if let Some(patch) = &plan.parent_patch {
-        // Guarded by the resourceVersion the plugin saw: an answer computed
-        // from a stale cache (e.g. "not stamped yet" while our own stamp is
-        // still on its way through the watch) must not be written. On a
-        // conflict the newer version is on its way and reconciles again.
-        let mut patch = patch.clone();
-        patch["metadata"]["resourceVersion"] = parent["metadata"]["resourceVersion"].clone();
-        match writer.patch_parent(&manifest.parent, &parent, &patch).await {
-            Ok(()) => tracing::info!("parent patched"),
-            Err(error) if error.conflict() || error.not_found() => {
-                tracing::debug!(%error, "parent changed since it was read; waiting for the newer version");
-                return Ok(Outcome::default());
-            }
-            Err(error) => return Err(error.into()),
+}
+
+/// Patch the parent as the plan says, if it does; false if the parent
+/// changed since it was read.
+///
+/// Guarded by the resourceVersion the plugin saw: an answer computed from
+/// a stale cache (e.g. "not stamped yet" while our own stamp is still on
+/// its way through the watch) must not be written. On a conflict the newer
+/// version is on its way and reconciles again.
+async fn patch_parent(
+    manifest: &Manifest,
+    plan: &Plan,
+    parent: &Value,
+    writer: &Writer,
+) -> Result<bool, ReconcileError> {
+    let Some(patch) = &plan.parent_patch else {
+        return Ok(true);
+    };
+    let mut patch = patch.clone();
+    patch["metadata"]["resourceVersion"] = parent["metadata"]["resourceVersion"].clone();
+    match writer.patch_parent(&manifest.parent, parent, &patch).await {
+        Ok(()) => {
+            tracing::info!("parent patched");
+            Ok(true)
         }
+        Err(error) if error.conflict() || error.not_found() => {
+            tracing::debug!(%error, "parent changed since it was read; waiting for the newer version");
+            Ok(false)
+        }
+        Err(error) => Err(error.into()),
     }
-    fence.record(writer, &parent_obj, key, &plan.answer.events, "Reconcile");
-    if writes_nothing {
-        fence.last_calls.wrote_nothing(key, inputs);
-    }
-    Ok(Outcome {
-        requeue_after: plan.requeue_after,
-        skipped: false,
-    })
 }
 
 /// Call `finalize` on a parent being deleted that carries the plugin's
@@ -264,9 +335,9 @@ async fn finalize(
     fence: &Fence,
     key: &ObjectKey,
     parent_obj: &Object,
-    parent: &Value,
-    request: Arc<Request>,
+    inputs: &Inputs,
 ) -> Result<Outcome, ReconcileError> {
+    let (parent, request) = (&inputs.parent, inputs.request.clone());
     let manifest = plugin.manifest();
     let Some(finalizer) = &manifest.finalizer else {
         return Ok(Outcome::default());

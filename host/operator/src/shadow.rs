@@ -24,10 +24,12 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use crate::error::ReconcileError;
 use crate::metrics::OperatorMetrics;
 use crate::whatif::{Report, WhatIf};
 use kubeplug_core::plan::diff::{Fields, diff};
 use kubeplug_core::plan::{Plan, TypedKey};
+use kubeplug_core::policy::Effective;
 use kubeplug_kube::informers::ObjectKey;
 use kubeplug_kube::report::format_chain;
 use kubeplug_runtime::{Desired, Plugin, Request};
@@ -130,6 +132,39 @@ pub struct Job {
 }
 
 impl Job {
+    /// The comparison of the live version's decision `live` for the parent
+    /// at `key`, decided under `grant` on `request` for `parent`: the
+    /// candidate's answer is to be decided as the live one was.
+    pub(crate) fn new(
+        key: ObjectKey,
+        grant: Arc<Effective>,
+        parent: Value,
+        request: Arc<Request>,
+        live: &Result<Plan, ReconcileError>,
+    ) -> Job {
+        let live = match live {
+            Ok(plan) => Ok(plan.clone()),
+            Err(error) => Err(format_chain(error)),
+        };
+        let handed = request.clone();
+        Job {
+            key,
+            request,
+            live,
+            check: Box::new(move |plugin, desired| {
+                // Parsed again here, off the reconcile's path: a waiting
+                // comparison holds only the request's texts.
+                let observed = handed
+                    .observed
+                    .iter()
+                    .filter_map(|text| serde_json::from_str(text).ok())
+                    .collect::<Vec<Value>>();
+                kubeplug_core::plan::decide(plugin.manifest(), &grant, &parent, &observed, desired)
+                    .map_err(|error| format_chain(&error))
+            }),
+        }
+    }
+
     /// Bytes the job holds, roughly: the request's texts (shared with the
     /// caches while they hold the same versions, kept alive by the job once
     /// they change) and the live answer's parsed values.
