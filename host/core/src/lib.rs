@@ -1,5 +1,6 @@
 //! kubeplug's pure core: what a plugin declares ([`manifest`]), the
-//! contract's data ([`contract`]), what its answer means in writes
+//! contract's data ([`contract`]), which observed objects it is handed
+//! ([`inputs`]), what its answer means in writes
 //! ([`plan`]), what its parents may name ([`reference`]), what the
 //! platform grants it ([`policy`], [`admission`]), the rights the host
 //! uses in its name and for it ([`rights`]), what the grant lets it
@@ -16,6 +17,7 @@
 pub mod admission;
 pub mod contract;
 pub mod fence;
+pub mod inputs;
 pub mod key;
 pub mod manifest;
 pub mod plan;

@@ -11,6 +11,7 @@ use tracing::Instrument as _;
 
 use crate::error::ReconcileError;
 use crate::fence::Fence;
+use kubeplug_core::inputs::{self as selection, Parent, Seen};
 use kubeplug_core::manifest::{ApiResource, Manifest, Related};
 use kubeplug_core::plan::{self, FenceError, Plan};
 use kubeplug_core::reference::{self, Reference, Target};
@@ -101,28 +102,26 @@ impl Sources {
         }
     }
 
-    /// The children a parent of `namespace` (`None`: cluster-scoped)
-    /// with `uid` controls, from its namespace only (see
-    /// [`View::owned_by`]): a uid is a claim anyone can make.
-    pub(crate) fn observed(&self, namespace: Option<&str>, uid: &str) -> Vec<Arc<Object>> {
+    /// The children `parent` controls (see [`selection::observed`]), looked
+    /// up by its uid in its namespace (see [`View::owned_by`]).
+    pub(crate) fn observed(&self, parent: &Parent) -> Vec<Arc<Object>> {
         self.children
             .iter()
-            .flat_map(|i| i.owned_by(namespace, uid))
+            .flat_map(|i| i.owned_by(parent.namespace, parent.uid))
             .filter(|o| {
-                o.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|r| r.uid == uid && r.controller == Some(true))
+                let owners = o.metadata.owner_references.iter().flatten();
+                let owners = owners.map(|r| (r.uid.as_str(), r.controller));
+                selection::observed(parent, &seen(o), owners)
             })
             .collect()
     }
 
-    /// The related objects of the parent `namespace/name`. A selector
-    /// entry naming the parent is looked up by its label index (see
-    /// [`Sources::index_related`]); the others were filtered by the API
-    /// server, and every entry is checked again here.
-    pub(crate) fn related(&self, namespace: &str, name: &str) -> Vec<Arc<Object>> {
+    /// The related objects of `parent` (see [`selection::related`]). A
+    /// selector entry naming the parent is looked up by its label index
+    /// (see [`Sources::index_related`]); the others were filtered by the
+    /// API server, and every entry is checked again here.
+    pub(crate) fn related(&self, parent: &Parent) -> Vec<Arc<Object>> {
+        let (namespace, name) = (parent.namespace.unwrap_or_default(), parent.name);
         self.related
             .iter()
             .flat_map(|(related, view)| {
@@ -133,7 +132,7 @@ impl Sources {
                 };
                 candidates
                     .into_iter()
-                    .filter(|o| related.selects(o.metadata.labels.as_ref(), name))
+                    .filter(|o| selection::related(related, parent, &seen(o)))
             })
             .collect()
     }
@@ -146,6 +145,14 @@ impl Sources {
                 view.index_label(key);
             }
         }
+    }
+}
+
+/// `object` as input selection sees it.
+fn seen(object: &Object) -> Seen<'_> {
+    Seen {
+        namespace: object.metadata.namespace.as_deref(),
+        labels: object.metadata.labels.as_ref(),
     }
 }
 
@@ -203,18 +210,15 @@ pub(crate) fn inputs(
     referenced: &[(ApiResource, Arc<Object>)],
 ) -> Inputs {
     let parent = parent_obj.to_value();
-    let uid = parent_obj.metadata.uid.as_deref().unwrap_or_default();
-    let namespace = parent_obj
-        .metadata
-        .namespace
-        .as_deref()
-        .filter(|ns| !ns.is_empty());
-    let observed_objects = sources.observed(namespace, uid);
+    let meta = &parent_obj.metadata;
+    let selecting = Parent {
+        name: meta.name.as_deref().unwrap_or_default(),
+        namespace: meta.namespace.as_deref().filter(|ns| !ns.is_empty()),
+        uid: meta.uid.as_deref().unwrap_or_default(),
+    };
+    let observed_objects = sources.observed(&selecting);
     let observed: Vec<Value> = observed_objects.iter().map(|o| o.to_value()).collect();
-    let related_objects = sources.related(
-        parent_obj.metadata.namespace.as_deref().unwrap_or_default(),
-        parent_obj.metadata.name.as_deref().unwrap_or_default(),
-    );
+    let related_objects = sources.related(&selecting);
     let also_related = |o: &Arc<Object>| {
         o.metadata.uid.is_some()
             && related_objects
