@@ -11,6 +11,7 @@ mod failing;
 mod overdue;
 pub mod routes;
 mod shards;
+mod triggers;
 
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ use crate::reconcile::{self, Decided, Handed, ReconcileError};
 use crate::replay::Ring;
 use crate::serving::Serving;
 use crate::shadow::{Job, Shadow};
-use kubeplug_core::manifest::ApiResource;
+use kubeplug_core::manifest::{ApiResource, Manifest};
 use kubeplug_core::policy::Effective;
 use kubeplug_core::rollback::RollbackSettings;
 use kubeplug_core::rollout::RolledBack;
@@ -33,7 +34,7 @@ use kubeplug_core::rollout::{Judged, Rollout, State};
 use kubeplug_kube::apply::metrics::ApplyMetrics;
 use kubeplug_kube::apply::{WriteError, Writer};
 use kubeplug_kube::identity::Access;
-use kubeplug_kube::informers::{Handler, Informers, ObjectKey, Scope, View, ViewSubscription};
+use kubeplug_kube::informers::{Informers, ObjectKey, Scope, View, ViewSubscription};
 use kubeplug_kube::leader::{Elector, Leadership};
 use kubeplug_kube::queue::{Debounce, Queue};
 use kubeplug_runtime::{Event, Plugin};
@@ -185,66 +186,8 @@ impl Controller {
         settings: Settings,
     ) -> Controller {
         let manifest = plugin.manifest().clone();
-        // Each kind in the plugin's namespaces only. Children: only those
-        // carrying the label the host puts on every child it writes for
-        // this plugin, so a plugin that makes StatefulSets does not cache
-        // everyone's. Related kinds: filtered by the fixed part of their
-        // selector.
-        let view = |resource: &ApiResource, labels, metadata_only| {
-            let scopes = Scope::for_plugin(&manifest, resource, labels, metadata_only);
-            informers.view(resource, &scopes)
-        };
-        // A sharded plugin's parents and children are watched per shard
-        // while this replica holds it (see `shards`): its views start empty.
         let sharded = identity.grant.grant.shards > 1;
-        let sharded_view = |resource: &ApiResource, labels, metadata_only| {
-            if sharded {
-                View::new(resource.clone(), Vec::new())
-            } else {
-                view(resource, labels, metadata_only)
-            }
-        };
-        // Metadata-only where the plugin says it reads no more (validated:
-        // a decorator's parent, related kinds).
-        let parent = sharded_view(
-            &manifest.parent,
-            Vec::new(),
-            manifest.reads_metadata_only(&manifest.parent),
-        );
-        let own = vec![(
-            kubeplug_core::plan::PLUGIN_LABEL.to_string(),
-            manifest.name.clone(),
-        )];
-        let sources = Sources {
-            parent: parent.clone(),
-            children: manifest
-                .children
-                .iter()
-                .map(|c| sharded_view(c, own.clone(), false))
-                .collect(),
-            // Related Pods of a `shardPods` grant are watched per shard too
-            // (see `kubeplug_core::shard::narrows`); other related kinds whole.
-            related: manifest
-                .related
-                .iter()
-                .map(|r| {
-                    let metadata_only = manifest.reads_metadata_only(&r.resource);
-                    let view = if kubeplug_core::shard::narrows(&identity.grant.grant, r) {
-                        View::new(r.resource.clone(), Vec::new())
-                    } else {
-                        view(&r.resource, Scope::literal_labels(r), metadata_only)
-                    };
-                    (r.clone(), view)
-                })
-                .collect(),
-            // Whole kinds in the plugin's namespaces: a name or selector
-            // differs per parent, and one watch serves them all.
-            referenced: manifest
-                .references
-                .iter()
-                .map(|kind| view(kind, Vec::new(), manifest.reads_metadata_only(kind)))
-                .collect(),
-        };
+        let sources = watch(&manifest, &identity.grant, informers);
         sources.index_related();
         let shard_count = identity.grant.grant.shards;
         let leadership = match &settings.elector {
@@ -298,75 +241,7 @@ impl Controller {
             leadership,
             shards,
         });
-
-        let mut subscriptions = Vec::new();
-        let m = Arc::new(manifest.clone());
-        {
-            let (q, m, s) = (queue.clone(), m.clone(), Arc::downgrade(&shared));
-            let h: Handler = Arc::new(move |o| {
-                if let Some(k) = routes::parent_key(&m, o) {
-                    // Our own status write coming back (see `echoes`).
-                    if s.upgrade().is_some_and(|s| s.fence.echoes.is_echo(&k, o)) {
-                        tracing::debug!(parent = %k, "echo of our own status write; not queued");
-                        return;
-                    }
-                    routes::trace_trigger("parent", o, &k);
-                    q.add_event(k)
-                }
-            });
-            subscriptions.push(parent.subscribe(h));
-        }
-        for informer in &shared.sources.children {
-            let (q, m) = (queue.clone(), m.clone());
-            let h: Handler = Arc::new(move |o| {
-                if let Some(k) = routes::owner_key(&m, o) {
-                    routes::trace_trigger("child", o, &k);
-                    q.add_event(k)
-                }
-            });
-            subscriptions.push(informer.subscribe(h));
-        }
-        for (related, informer) in &shared.sources.related {
-            let (q, m, r, p) = (queue.clone(), m.clone(), related.clone(), parent.clone());
-            let h: Handler = Arc::new(move |o| {
-                let parents_in = |ns: &str| {
-                    p.list(Some(ns))
-                        .iter()
-                        .filter_map(|o| o.metadata.name.clone())
-                        .collect()
-                };
-                for k in routes::related_keys(&m, &r, o, parents_in) {
-                    routes::trace_trigger("related", o, &k);
-                    q.add_event(k)
-                }
-            });
-            subscriptions.push(informer.subscribe(h));
-        }
-        for view in &shared.sources.referenced {
-            let (q, m, s) = (queue.clone(), m.clone(), Arc::downgrade(&shared));
-            let kind = view.resource().clone();
-            let h: Handler = Arc::new(move |o| {
-                let Some(shared) = s.upgrade() else { return };
-                for k in shared.fence.references.referrers(&kind, o) {
-                    if m.watches_namespace(&k.namespace) {
-                        routes::trace_trigger("referenced", o, &k);
-                        q.add_event(k)
-                    }
-                }
-            });
-            subscriptions.push(view.subscribe(h));
-        }
-
-        if let Some(shards) = &shared.shards {
-            let (q, m) = (queue.clone(), m.clone());
-            let h: Handler = Arc::new(move |o| {
-                if let Some(k) = routes::parent_key(&m, o) {
-                    routes::trace_trigger("stray", o, &k);
-                    q.add_event(k)
-                }
-            });
-            subscriptions.push(shards.strays().subscribe(h));
-        }
+        let subscriptions = subscribe(&shared, &manifest);
         let lanes = shards::Shards::start(&shared, informers.clone(), &manifest);
 
         let mut tasks: Vec<JoinHandle<()>> = (0..settings.concurrency.max(1))
@@ -641,6 +516,102 @@ async fn judge(shared: &Shared, plugin: &Plugin, key: &ObjectKey, fault: bool) {
                 .post(&shared.writer_for(&key), &parent, &event, "Rollback");
         }
     }
+}
+
+/// The caches the plugin reads, each kind in the plugin's namespaces only.
+/// Children: only those carrying the label the host puts on every child it
+/// writes for this plugin, so a plugin that makes StatefulSets does not
+/// cache everyone's. Related kinds: filtered by the fixed part of their
+/// selector.
+fn watch(manifest: &Manifest, grant: &Effective, informers: &Arc<Informers>) -> Sources {
+    let view = |resource: &ApiResource, labels, metadata_only| {
+        let scopes = Scope::for_plugin(manifest, resource, labels, metadata_only);
+        informers.view(resource, &scopes)
+    };
+    // A sharded plugin's parents and children are watched per shard
+    // while this replica holds it (see `shards`): its views start empty.
+    let sharded = grant.grant.shards > 1;
+    let sharded_view = |resource: &ApiResource, labels, metadata_only| {
+        if sharded {
+            View::new(resource.clone(), Vec::new())
+        } else {
+            view(resource, labels, metadata_only)
+        }
+    };
+    let own = vec![(
+        kubeplug_core::plan::PLUGIN_LABEL.to_string(),
+        manifest.name.clone(),
+    )];
+    Sources {
+        // Metadata-only where the plugin says it reads no more (validated:
+        // a decorator's parent, related kinds).
+        parent: sharded_view(
+            &manifest.parent,
+            Vec::new(),
+            manifest.reads_metadata_only(&manifest.parent),
+        ),
+        children: manifest
+            .children
+            .iter()
+            .map(|c| sharded_view(c, own.clone(), false))
+            .collect(),
+        // Related Pods of a `shardPods` grant are watched per shard too
+        // (see `kubeplug_core::shard::narrows`); other related kinds whole.
+        related: manifest
+            .related
+            .iter()
+            .map(|r| {
+                let metadata_only = manifest.reads_metadata_only(&r.resource);
+                let view = if kubeplug_core::shard::narrows(&grant.grant, r) {
+                    View::new(r.resource.clone(), Vec::new())
+                } else {
+                    view(&r.resource, Scope::literal_labels(r), metadata_only)
+                };
+                (r.clone(), view)
+            })
+            .collect(),
+        // Whole kinds in the plugin's namespaces: a name or selector
+        // differs per parent, and one watch serves them all.
+        referenced: manifest
+            .references
+            .iter()
+            .map(|kind| view(kind, Vec::new(), manifest.reads_metadata_only(kind)))
+            .collect(),
+    }
+}
+
+/// Map every change the plugin's caches see to the parents it queues (see
+/// [`triggers`]): the parents themselves, the children they own, related
+/// and referenced objects, a sharded plugin's strays.
+fn subscribe(shared: &Arc<Shared>, manifest: &Manifest) -> Vec<ViewSubscription> {
+    let triggers = triggers::Triggers {
+        queue: shared.queue.clone(),
+        manifest: Arc::new(manifest.clone()),
+    };
+    let sources = &shared.sources;
+    let mut subscriptions = Vec::new();
+    let s = Arc::downgrade(shared);
+    subscriptions.push(triggers.parents(&sources.parent, move |k, o| {
+        s.upgrade().is_some_and(|s| s.fence.echoes.is_echo(k, o))
+    }));
+    for view in &sources.children {
+        subscriptions.push(triggers.owns(view));
+    }
+    for (related, view) in &sources.related {
+        subscriptions.push(triggers.related(related, &sources.parent, view));
+    }
+    for view in &sources.referenced {
+        let (s, kind) = (Arc::downgrade(shared), view.resource().clone());
+        subscriptions.push(triggers.referenced(view, move |o| {
+            s.upgrade()
+                .map(|s| s.fence.references.referrers(&kind, o))
+                .unwrap_or_default()
+        }));
+    }
+    if let Some(shards) = &shared.shards {
+        subscriptions.push(triggers.strays(shards.strays()));
+    }
+    subscriptions
 }
 
 fn requeue_all(shared: &Shared) {
