@@ -353,7 +353,7 @@ pub trait Serves: Send + Sync {
 /// `serving`'s caches and held to its fence, nothing written and nothing
 /// remembered: gather, then decide, as a reconcile does between its own
 /// steps. Previews and what-ifs decide here; `plugin` is the serving
-/// version or a candidate of its shape (see [`crate::serving`]).
+/// version or a candidate of its shape (the serving face guards it).
 pub(crate) async fn plan(
     plugin: &Plugin,
     serving: &dyn Serves,
