@@ -1,8 +1,9 @@
 //! One plugin's controller: subscriptions, queue, workers, backoff, resync.
 //!
-//! The controller subscribes to the shared informers its manifest needs,
-//! maps each change to parent keys ([`routes`]), and runs `concurrency`
-//! workers that take keys from the plugin's queue and [`reconcile`] them.
+//! The controller subscribes to the shared informers its manifest needs
+//! (`Sources::watch`), maps each change to parent keys (`triggers`,
+//! [`routes`]), and runs `concurrency` workers (`worker`) that take keys
+//! from the plugin's queue and [`crate::reconcile`] them.
 //! The plugin behind a controller can be swapped while it runs
 //! ([`Controller::upgrade`]): calls in flight finish on the old version.
 
@@ -12,29 +13,27 @@ mod overdue;
 pub mod routes;
 mod shards;
 mod triggers;
+mod worker;
 
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::task::JoinHandle;
-use tracing::Instrument;
 
 use crate::fence::{Fence, budget, echoes, references, unchanged};
 use crate::inputs::{Serves, Sources};
 use crate::metrics::OperatorMetrics;
-use crate::reconcile::{self, Decided, Handed, ReconcileError};
 use crate::replay::Ring;
 use crate::serving::Serving;
-use crate::shadow::{Job, Shadow};
-use kubeplug_core::manifest::{ApiResource, Manifest};
+use crate::shadow::Shadow;
 use kubeplug_core::policy::Effective;
 use kubeplug_core::rollback::RollbackSettings;
 use kubeplug_core::rollout::RolledBack;
 use kubeplug_core::rollout::{Judged, Rollout, State};
+use kubeplug_kube::apply::Writer;
 use kubeplug_kube::apply::metrics::ApplyMetrics;
-use kubeplug_kube::apply::{WriteError, Writer};
 use kubeplug_kube::identity::Access;
-use kubeplug_kube::informers::{Informers, ObjectKey, Scope, View, ViewSubscription};
+use kubeplug_kube::informers::{Informers, ObjectKey, ViewSubscription};
 use kubeplug_kube::leader::{Elector, Leadership};
 use kubeplug_kube::queue::{Debounce, Queue};
 use kubeplug_runtime::{Event, Plugin};
@@ -187,7 +186,7 @@ impl Controller {
     ) -> Controller {
         let manifest = plugin.manifest().clone();
         let sharded = identity.grant.grant.shards > 1;
-        let sources = watch(&manifest, &identity.grant, informers);
+        let sources = Sources::watch(&manifest, &identity.grant, informers);
         sources.index_related();
         let shard_count = identity.grant.grant.shards;
         let leadership = match &settings.elector {
@@ -241,11 +240,11 @@ impl Controller {
             leadership,
             shards,
         });
-        let subscriptions = subscribe(&shared, &manifest);
+        let subscriptions = triggers::subscribe(&shared, &manifest);
         let lanes = shards::Shards::start(&shared, informers.clone(), &manifest);
 
         let mut tasks: Vec<JoinHandle<()>> = (0..settings.concurrency.max(1))
-            .map(|_| tokio::spawn(worker(shared.clone())))
+            .map(|_| tokio::spawn(worker::worker(shared.clone())))
             .collect();
         tasks.push(tokio::spawn(resync(shared.clone())));
         tracing::info!(plugin = %manifest.name, version = %manifest.version, "controller started");
@@ -310,7 +309,7 @@ impl Controller {
         self.shared.plugin.read().expect("plugin lock").clone()
     }
 
-    /// Serve `plugin` from now on (it must have the [`same_shape`]), and
+    /// Serve `plugin` from now on (it must have the [`same_shape`](kubeplug_core::manifest::same_shape)), and
     /// reconcile every parent again so the new logic converges the cluster.
     /// The version it replaces is kept until `plugin` passes its probation
     /// under `rollback` (`key`: the content key of its file).
@@ -351,7 +350,7 @@ impl Controller {
 
     /// Run `shadow`'s candidate beside the live version from now on (`None`:
     /// stop), and reconcile every parent so the comparison covers them all.
-    /// The candidate must have the [`same_shape`]: it reads the live
+    /// The candidate must have the [`same_shape`](kubeplug_core::manifest::same_shape): it reads the live
     /// version's caches.
     pub fn set_shadow(&self, shadow: Option<Shadow>) {
         let started = shadow.is_some();
@@ -518,102 +517,6 @@ async fn judge(shared: &Shared, plugin: &Plugin, key: &ObjectKey, fault: bool) {
     }
 }
 
-/// The caches the plugin reads, each kind in the plugin's namespaces only.
-/// Children: only those carrying the label the host puts on every child it
-/// writes for this plugin, so a plugin that makes StatefulSets does not
-/// cache everyone's. Related kinds: filtered by the fixed part of their
-/// selector.
-fn watch(manifest: &Manifest, grant: &Effective, informers: &Arc<Informers>) -> Sources {
-    let view = |resource: &ApiResource, labels, metadata_only| {
-        let scopes = Scope::for_plugin(manifest, resource, labels, metadata_only);
-        informers.view(resource, &scopes)
-    };
-    // A sharded plugin's parents and children are watched per shard
-    // while this replica holds it (see `shards`): its views start empty.
-    let sharded = grant.grant.shards > 1;
-    let sharded_view = |resource: &ApiResource, labels, metadata_only| {
-        if sharded {
-            View::new(resource.clone(), Vec::new())
-        } else {
-            view(resource, labels, metadata_only)
-        }
-    };
-    let own = vec![(
-        kubeplug_core::plan::PLUGIN_LABEL.to_string(),
-        manifest.name.clone(),
-    )];
-    Sources {
-        // Metadata-only where the plugin says it reads no more (validated:
-        // a decorator's parent, related kinds).
-        parent: sharded_view(
-            &manifest.parent,
-            Vec::new(),
-            manifest.reads_metadata_only(&manifest.parent),
-        ),
-        children: manifest
-            .children
-            .iter()
-            .map(|c| sharded_view(c, own.clone(), false))
-            .collect(),
-        // Related Pods of a `shardPods` grant are watched per shard too
-        // (see `kubeplug_core::shard::narrows`); other related kinds whole.
-        related: manifest
-            .related
-            .iter()
-            .map(|r| {
-                let metadata_only = manifest.reads_metadata_only(&r.resource);
-                let view = if kubeplug_core::shard::narrows(&grant.grant, r) {
-                    View::new(r.resource.clone(), Vec::new())
-                } else {
-                    view(&r.resource, Scope::literal_labels(r), metadata_only)
-                };
-                (r.clone(), view)
-            })
-            .collect(),
-        // Whole kinds in the plugin's namespaces: a name or selector
-        // differs per parent, and one watch serves them all.
-        referenced: manifest
-            .references
-            .iter()
-            .map(|kind| view(kind, Vec::new(), manifest.reads_metadata_only(kind)))
-            .collect(),
-    }
-}
-
-/// Map every change the plugin's caches see to the parents it queues (see
-/// [`triggers`]): the parents themselves, the children they own, related
-/// and referenced objects, a sharded plugin's strays.
-fn subscribe(shared: &Arc<Shared>, manifest: &Manifest) -> Vec<ViewSubscription> {
-    let triggers = triggers::Triggers {
-        queue: shared.queue.clone(),
-        manifest: Arc::new(manifest.clone()),
-    };
-    let sources = &shared.sources;
-    let mut subscriptions = Vec::new();
-    let s = Arc::downgrade(shared);
-    subscriptions.push(triggers.parents(&sources.parent, move |k, o| {
-        s.upgrade().is_some_and(|s| s.fence.echoes.is_echo(k, o))
-    }));
-    for view in &sources.children {
-        subscriptions.push(triggers.owns(view));
-    }
-    for (related, view) in &sources.related {
-        subscriptions.push(triggers.related(related, &sources.parent, view));
-    }
-    for view in &sources.referenced {
-        let (s, kind) = (Arc::downgrade(shared), view.resource().clone());
-        subscriptions.push(triggers.referenced(view, move |o| {
-            s.upgrade()
-                .map(|s| s.fence.references.referrers(&kind, o))
-                .unwrap_or_default()
-        }));
-    }
-    if let Some(shards) = &shared.shards {
-        subscriptions.push(triggers.strays(shards.strays()));
-    }
-    subscriptions
-}
-
 fn requeue_all(shared: &Shared) {
     for key in parent_keys(shared) {
         shared.queue.add(key);
@@ -662,158 +565,6 @@ async fn resync(shared: Arc<Shared>) {
                 .add_after(key, spread.mul_f64(rand::random::<f64>()));
         }
     }
-}
-
-async fn worker(shared: Arc<Shared>) {
-    shared.sources.wait_synced().await;
-    loop {
-        // Only the leader writes; followers keep their caches warm. A
-        // sharded plugin's keys are routed to their shard below.
-        if shared.shards.is_none() {
-            shared.leadership.wait().await;
-        }
-        let Some(key) = shared.queue.next().await else {
-            return;
-        };
-        let (writer, leadership, shard) = match route(&shared, &key).await {
-            Some(route) => route,
-            None => {
-                shared.queue.done(&key);
-                continue;
-            }
-        };
-        let plugin = shared.plugin.read().expect("plugin lock").clone();
-        let shadow = shared.shadow.read().expect("shadow lock").clone();
-        let name = plugin.name().to_string();
-        // Every line of a reconcile carries these (as JSON fields with
-        // `--log-format json`): which plugin, which kind, which object.
-        let parent = &plugin.manifest().parent;
-        let span = tracing::info_span!(
-            "reconcile",
-            plugin = %name,
-            kind = %parent.kind,
-            group = %parent.group,
-            namespace = %key.namespace,
-            // Not `name`: JSON logs put the span's own name under that key.
-            object = %key,
-            // How it ended (see `error_policy::settle`).
-            result = tracing::field::Empty,
-            "otel.status_code" = tracing::field::Empty,
-        );
-        span.in_scope(|| tracing::debug!("reconcile started"));
-        let started = Instant::now();
-        let mut handed = Handed::default();
-        // Losing leadership cancels the reconcile at its next await point;
-        // writes are also refused one by one (see `apply::Writer`).
-        let result = tokio::select! {
-            result = reconcile_once(&shared, &plugin, shadow.as_ref(), &writer, &key, &mut handed)
-                .instrument(span.clone()) => result,
-            () = leadership.lost() => Err(ReconcileError::Write(WriteError::NotLeader {
-                what: "the reconcile".into(),
-            })),
-        };
-        let took = started.elapsed();
-        error_policy::settle(&shared, &plugin, &key, result, &handed, took, &span).await;
-        if let Some(shard) = shard {
-            shared.metrics.shard_reconciled(&name, shard);
-        }
-        shared.metrics.queue_depth(&name, shared.queue.len());
-        shared.queue.done(&key);
-    }
-}
-
-/// Reconcile the parent at `key` with `plugin`, and hand the live decision
-/// to `shadow`'s candidate, if one runs, to compare in the background (never
-/// written) while the reconcile goes on to write. What the plugin was
-/// handed is left in `handed`.
-async fn reconcile_once(
-    shared: &Shared,
-    plugin: &Plugin,
-    shadow: Option<&Arc<Shadow>>,
-    writer: &Writer,
-    key: &ObjectKey,
-    handed: &mut Handed,
-) -> Result<reconcile::Outcome, ReconcileError> {
-    let (sources, fence) = (&shared.sources, &shared.fence);
-    let every_call = shadow.is_some();
-    let decided = reconcile::decide(plugin, every_call, sources, writer, fence, key, handed);
-    let live = match decided.await? {
-        Decided::Done(outcome) => return Ok(outcome),
-        Decided::Gone => {
-            forget(shadow, fence, key);
-            return Ok(reconcile::Outcome::default());
-        }
-        Decided::Live(live) => *live,
-    };
-    if let Some(shadow) = shadow {
-        let (parent, request) = (live.inputs.parent.clone(), live.inputs.request.clone());
-        let job = Job::new(
-            key.clone(),
-            fence.grant.clone(),
-            parent,
-            request,
-            &live.decided,
-        );
-        shadow.submit(job, &fence.metrics);
-    }
-    reconcile::write(plugin, live, sources, writer, fence, key).await
-}
-
-/// Forget what is kept per parent for `key` (deleted, or no longer this
-/// replica's to reconcile).
-fn forget(shadow: Option<&Arc<Shadow>>, fence: &Fence, key: &ObjectKey) {
-    if let Some(shadow) = shadow {
-        shadow.forget(key);
-    }
-    fence.last_calls.forget(key);
-    fence.echoes.forget(key);
-    fence.references.forget(key);
-}
-
-/// The writer and leadership `key` is reconciled under; `None` when it is
-/// not this replica's to reconcile: a sharded plugin's parent in a shard
-/// held elsewhere (or still listing here), a stray (labelled here first if
-/// its shard is this replica's) or a misplaced parent (relabelled; see
-/// [`shards`]).
-async fn route(shared: &Shared, key: &ObjectKey) -> Option<(Writer, Leadership, Option<u16>)> {
-    let Some(shards) = &shared.shards else {
-        return Some((shared.writer.clone(), shared.leadership.clone(), None));
-    };
-    let parent = shared.sources.parent.get(&key.namespace, &key.name);
-    let manifest = || {
-        shared
-            .plugin
-            .read()
-            .expect("plugin lock")
-            .manifest()
-            .clone()
-    };
-    if let shards::Route::Lane(lane) = shards.route(parent.as_deref()) {
-        if let Some(shard) = shards.misplaced(key, lane) {
-            shards::relabel(lane, &manifest(), key, shard).await;
-            return None;
-        }
-        return Some((
-            lane.writer().clone(),
-            lane.leadership().clone(),
-            Some(lane.shard()),
-        ));
-    }
-    if parent.is_none() {
-        let manifest = manifest();
-        if shards.strays().get(&key.namespace, &key.name).is_some() {
-            shards::label_stray(shards, &manifest, key).await;
-        } else {
-            // Deleted, or moved to a shard held elsewhere: forget it.
-            shared.failing.forget(key);
-            forget(
-                shared.shadow.read().expect("shadow lock").as_ref(),
-                &shared.fence,
-                key,
-            );
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! What a plugin is handed for a parent, gathered in one place: the caches
 //! a controller reads ([`Sources`]), the read checks and references asked
-//! first ([`gather`]), and the one way a call is decided ([`plan`]), which
+//! first (`gather`), and the one way a call is decided (`plan`), which
 //! reconciles, previews and what-ifs share.
 
 use std::sync::Arc;
@@ -14,8 +14,9 @@ use crate::fence::Fence;
 use kubeplug_core::inputs::{self as selection, Parent, Seen};
 use kubeplug_core::manifest::{ApiResource, Manifest, Related};
 use kubeplug_core::plan::{self, FenceError, Plan};
+use kubeplug_core::policy::Effective;
 use kubeplug_core::reference::{self, Reference, Target};
-use kubeplug_kube::informers::{Object, ObjectKey, View};
+use kubeplug_kube::informers::{Informers, Object, ObjectKey, Scope, View};
 use kubeplug_runtime::{CallError, Plugin, Request};
 
 /// The caches a reconcile reads from, each in the plugin's scopes.
@@ -28,6 +29,72 @@ pub struct Sources {
 }
 
 impl Sources {
+    /// The caches the plugin reads, each kind in the plugin's namespaces only.
+    /// Children: only those carrying the label the host puts on every child it
+    /// writes for this plugin, so a plugin that makes StatefulSets does not
+    /// cache everyone's. Related kinds: filtered by the fixed part of their
+    /// selector.
+    pub(crate) fn watch(
+        manifest: &Manifest,
+        grant: &Effective,
+        informers: &Arc<Informers>,
+    ) -> Sources {
+        let view = |resource: &ApiResource, labels, metadata_only| {
+            let scopes = Scope::for_plugin(manifest, resource, labels, metadata_only);
+            informers.view(resource, &scopes)
+        };
+        // A sharded plugin's parents and children are watched per shard
+        // while this replica holds it (see `shards`): its views start empty.
+        let sharded = grant.grant.shards > 1;
+        let sharded_view = |resource: &ApiResource, labels, metadata_only| {
+            if sharded {
+                View::new(resource.clone(), Vec::new())
+            } else {
+                view(resource, labels, metadata_only)
+            }
+        };
+        let own = vec![(
+            kubeplug_core::plan::PLUGIN_LABEL.to_string(),
+            manifest.name.clone(),
+        )];
+        Sources {
+            // Metadata-only where the plugin says it reads no more (validated:
+            // a decorator's parent, related kinds).
+            parent: sharded_view(
+                &manifest.parent,
+                Vec::new(),
+                manifest.reads_metadata_only(&manifest.parent),
+            ),
+            children: manifest
+                .children
+                .iter()
+                .map(|c| sharded_view(c, own.clone(), false))
+                .collect(),
+            // Related Pods of a `shardPods` grant are watched per shard too
+            // (see `kubeplug_core::shard::narrows`); other related kinds whole.
+            related: manifest
+                .related
+                .iter()
+                .map(|r| {
+                    let metadata_only = manifest.reads_metadata_only(&r.resource);
+                    let view = if kubeplug_core::shard::narrows(&grant.grant, r) {
+                        View::new(r.resource.clone(), Vec::new())
+                    } else {
+                        view(&r.resource, Scope::literal_labels(r), metadata_only)
+                    };
+                    (r.clone(), view)
+                })
+                .collect(),
+            // Whole kinds in the plugin's namespaces: a name or selector
+            // differs per parent, and one watch serves them all.
+            referenced: manifest
+                .references
+                .iter()
+                .map(|kind| view(kind, Vec::new(), manifest.reads_metadata_only(kind)))
+                .collect(),
+        }
+    }
+
     /// Wait until every cache has listed once. Reconciling earlier would see
     /// no children, re-create them and write a wrong status.
     pub async fn wait_synced(&self) {

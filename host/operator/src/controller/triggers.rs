@@ -8,7 +8,7 @@ use kubeplug_core::manifest::{Manifest, Related};
 use kubeplug_kube::informers::{Handler, Object, ObjectKey, View, ViewSubscription};
 use kubeplug_kube::queue::Queue;
 
-use super::routes;
+use super::{Shared, routes};
 
 /// The plugin's queue and manifest, which every trigger maps into.
 #[derive(Clone)]
@@ -103,4 +103,38 @@ impl Triggers {
         });
         view.subscribe(h)
     }
+}
+
+/// Map every change the plugin's caches see to the parents it queues (see
+/// [`Triggers`]): the parents themselves, the children they own, related
+/// and referenced objects, a sharded plugin's strays.
+pub(super) fn subscribe(shared: &Arc<Shared>, manifest: &Manifest) -> Vec<ViewSubscription> {
+    let triggers = Triggers {
+        queue: shared.queue.clone(),
+        manifest: Arc::new(manifest.clone()),
+    };
+    let sources = &shared.sources;
+    let mut subscriptions = Vec::new();
+    let s = Arc::downgrade(shared);
+    subscriptions.push(triggers.parents(&sources.parent, move |k, o| {
+        s.upgrade().is_some_and(|s| s.fence.echoes.is_echo(k, o))
+    }));
+    for view in &sources.children {
+        subscriptions.push(triggers.owns(view));
+    }
+    for (related, view) in &sources.related {
+        subscriptions.push(triggers.related(related, &sources.parent, view));
+    }
+    for view in &sources.referenced {
+        let (s, kind) = (Arc::downgrade(shared), view.resource().clone());
+        subscriptions.push(triggers.referenced(view, move |o| {
+            s.upgrade()
+                .map(|s| s.fence.references.referrers(&kind, o))
+                .unwrap_or_default()
+        }));
+    }
+    if let Some(shards) = &shared.shards {
+        subscriptions.push(triggers.strays(shards.strays()));
+    }
+    subscriptions
 }
