@@ -35,7 +35,7 @@ use kubeplug_core::plan::diff::{Fields, diff};
 use kubeplug_core::plan::{Plan, TypedKey};
 use kubeplug_kube::informers::ObjectKey;
 use kubeplug_kube::report::format_chain;
-use kubeplug_runtime::{Desired, Plugin, Request};
+use kubeplug_runtime::{Desired, Plugin};
 
 /// Comparisons waiting for a slot, at most.
 pub const QUEUE: usize = 1024;
