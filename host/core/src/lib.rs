@@ -1,5 +1,6 @@
 //! kubeplug's pure core: what a plugin declares ([`manifest`]), the
-//! contract's data ([`contract`]), what its answer means in writes
+//! contract's data ([`contract`]), which observed objects it is handed
+//! ([`inputs`]), what its answer means in writes
 //! ([`plan`]), what its parents may name ([`reference`]), what the
 //! platform grants it ([`policy`], [`admission`]), what the host answers
 //! its webhooks' reviews ([`review`]), the rights the host
@@ -19,6 +20,7 @@ pub mod admission;
 pub mod contract;
 pub mod diff;
 pub mod fence;
+pub mod inputs;
 pub mod key;
 pub mod manifest;
 pub mod plan;

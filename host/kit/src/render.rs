@@ -5,11 +5,13 @@
 
 pub mod review;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
 
+use kubeplug_core::inputs::{self, Parent, Seen};
 use kubeplug_core::manifest::{Manifest, Related};
 use kubeplug_core::plan;
 use kubeplug_core::policy::Effective;
@@ -140,18 +142,42 @@ fn same_namespace(parent: &Value, o: &Value) -> bool {
     ns(parent) == ns(o)
 }
 
-/// Would the operator pass `o` to the plugin as a related object?
+/// Would the operator pass `o` to the plugin as a related object? Its
+/// kind is a declared related kind, and the live host's rule selects it
+/// (see [`kubeplug_core::inputs::related`]); an object without a namespace
+/// is in `default`, as `kubectl apply` would put it.
 fn is_related(manifest: &Manifest, parent: &Value, o: &Value) -> bool {
-    let name = parent["metadata"]["name"].as_str().unwrap_or_default();
+    let labels = labels(o);
+    let seen = Seen {
+        namespace: Some(namespace_of(o)),
+        labels: Some(&labels),
+    };
+    let parent = Parent {
+        name: parent["metadata"]["name"].as_str().unwrap_or_default(),
+        namespace: Some(namespace_of(parent)),
+        uid: parent["metadata"]["uid"].as_str().unwrap_or_default(),
+    };
     manifest.related.iter().any(|r: &Related| {
         r.resource.matches(
             o["apiVersion"].as_str().unwrap_or_default(),
             o["kind"].as_str().unwrap_or_default(),
-        ) && (!r.resource.namespaced || same_namespace(parent, o))
-            && r.selector(name)
-                .iter()
-                .all(|(k, v)| o["metadata"]["labels"][k].as_str() == Some(v.as_str()))
+        ) && inputs::related(r, &parent, &seen)
     })
+}
+
+/// An object's namespace, `default` if its file names none.
+fn namespace_of(o: &Value) -> &str {
+    o["metadata"]["namespace"].as_str().unwrap_or("default")
+}
+
+/// An object's labels with string values (no other is a label).
+fn labels(o: &Value) -> BTreeMap<String, String> {
+    o["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+        .collect()
 }
 
 /// Run `plugin` on `parent` with the observed children, related objects

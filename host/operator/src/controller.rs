@@ -1,37 +1,39 @@
 //! One plugin's controller: subscriptions, queue, workers, backoff, resync.
 //!
-//! The controller subscribes to the shared informers its manifest needs,
-//! maps each change to parent keys ([`routes`]), and runs `concurrency`
-//! workers that take keys from the plugin's queue and [`reconcile`] them.
+//! The controller subscribes to the shared informers its manifest needs
+//! (`Sources::watch`), maps each change to parent keys (`triggers`,
+//! [`routes`]), and runs `concurrency` workers (`worker`) that take keys
+//! from the plugin's queue and [`crate::reconcile`] them.
 //! The plugin behind a controller can be swapped while it runs
 //! ([`Controller::upgrade`]): calls in flight finish on the old version.
 
 mod error_policy;
 mod failing;
 mod overdue;
+mod probation;
 pub mod routes;
 mod shards;
+mod triggers;
+mod worker;
 
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::task::JoinHandle;
-use tracing::Instrument;
 
+use crate::fence::{Fence, budget, echoes, references, unchanged};
+use crate::inputs::{Serves, Sources};
 use crate::metrics::OperatorMetrics;
-use crate::preview::PreviewHandle;
-use crate::reconcile::{self, Fence, Handed, ReconcileError, Sources, budget};
 use crate::replay::Ring;
+use crate::serving::Serving;
 use crate::shadow::Shadow;
-use kubeplug_core::manifest::ApiResource;
 use kubeplug_core::policy::Effective;
 use kubeplug_core::rollback::RollbackSettings;
-use kubeplug_core::rollout::RolledBack;
-use kubeplug_core::rollout::{Judged, Rollout, State};
+use kubeplug_core::rollout::{RolledBack, Rollout};
+use kubeplug_kube::apply::Writer;
 use kubeplug_kube::apply::metrics::ApplyMetrics;
-use kubeplug_kube::apply::{WriteError, Writer};
 use kubeplug_kube::identity::Access;
-use kubeplug_kube::informers::{Handler, Informers, ObjectKey, Scope, View, ViewSubscription};
+use kubeplug_kube::informers::{Informers, ObjectKey, ViewSubscription};
 use kubeplug_kube::leader::{Elector, Leadership};
 use kubeplug_kube::queue::{Debounce, Queue};
 use kubeplug_runtime::{Event, Plugin};
@@ -125,7 +127,7 @@ impl Shared {
     }
 }
 
-impl crate::preview::Serving for Shared {
+impl Serves for Shared {
     fn plugin(&self) -> Plugin {
         self.plugin.read().expect("plugin lock").clone()
     }
@@ -183,66 +185,8 @@ impl Controller {
         settings: Settings,
     ) -> Controller {
         let manifest = plugin.manifest().clone();
-        // Each kind in the plugin's namespaces only. Children: only those
-        // carrying the label the host puts on every child it writes for
-        // this plugin, so a plugin that makes StatefulSets does not cache
-        // everyone's. Related kinds: filtered by the fixed part of their
-        // selector.
-        let view = |resource: &ApiResource, labels, metadata_only| {
-            let scopes = Scope::for_plugin(&manifest, resource, labels, metadata_only);
-            informers.view(resource, &scopes)
-        };
-        // A sharded plugin's parents and children are watched per shard
-        // while this replica holds it (see `shards`): its views start empty.
         let sharded = identity.grant.grant.shards > 1;
-        let sharded_view = |resource: &ApiResource, labels, metadata_only| {
-            if sharded {
-                View::new(resource.clone(), Vec::new())
-            } else {
-                view(resource, labels, metadata_only)
-            }
-        };
-        // Metadata-only where the plugin says it reads no more (validated:
-        // a decorator's parent, related kinds).
-        let parent = sharded_view(
-            &manifest.parent,
-            Vec::new(),
-            manifest.reads_metadata_only(&manifest.parent),
-        );
-        let own = vec![(
-            kubeplug_core::plan::PLUGIN_LABEL.to_string(),
-            manifest.name.clone(),
-        )];
-        let sources = Sources {
-            parent: parent.clone(),
-            children: manifest
-                .children
-                .iter()
-                .map(|c| sharded_view(c, own.clone(), false))
-                .collect(),
-            // Related Pods of a `shardPods` grant are watched per shard too
-            // (see `kubeplug_core::shard::narrows`); other related kinds whole.
-            related: manifest
-                .related
-                .iter()
-                .map(|r| {
-                    let metadata_only = manifest.reads_metadata_only(&r.resource);
-                    let view = if kubeplug_core::shard::narrows(&identity.grant.grant, r) {
-                        View::new(r.resource.clone(), Vec::new())
-                    } else {
-                        view(&r.resource, Scope::literal_labels(r), metadata_only)
-                    };
-                    (r.clone(), view)
-                })
-                .collect(),
-            // Whole kinds in the plugin's namespaces: a name or selector
-            // differs per parent, and one watch serves them all.
-            referenced: manifest
-                .references
-                .iter()
-                .map(|kind| view(kind, Vec::new(), manifest.reads_metadata_only(kind)))
-                .collect(),
-        };
+        let sources = Sources::watch(&manifest, &identity.grant, informers);
         sources.index_related();
         let shard_count = identity.grant.grant.shards;
         let leadership = match &settings.elector {
@@ -259,9 +203,9 @@ impl Controller {
         );
         let fence = Fence {
             events: budget::EventBudget::new(identity.grant.quotas.events_per_parent_per_minute),
-            last_calls: reconcile::unchanged::LastCalls::new(&identity.grant),
-            echoes: reconcile::echoes::Echoes::default(),
-            references: reconcile::references::Referrers::default(),
+            last_calls: unchanged::LastCalls::new(&identity.grant),
+            echoes: echoes::Echoes::default(),
+            references: references::Referrers::default(),
             grant: Arc::new(identity.grant),
             access: identity.access,
             metrics: metrics.clone(),
@@ -296,79 +240,11 @@ impl Controller {
             leadership,
             shards,
         });
-
-        let mut subscriptions = Vec::new();
-        let m = Arc::new(manifest.clone());
-        {
-            let (q, m, s) = (queue.clone(), m.clone(), Arc::downgrade(&shared));
-            let h: Handler = Arc::new(move |o| {
-                if let Some(k) = routes::parent_key(&m, o) {
-                    // Our own status write coming back (see `echoes`).
-                    if s.upgrade().is_some_and(|s| s.fence.echoes.is_echo(&k, o)) {
-                        tracing::debug!(parent = %k, "echo of our own status write; not queued");
-                        return;
-                    }
-                    routes::trace_trigger("parent", o, &k);
-                    q.add_event(k)
-                }
-            });
-            subscriptions.push(parent.subscribe(h));
-        }
-        for informer in &shared.sources.children {
-            let (q, m) = (queue.clone(), m.clone());
-            let h: Handler = Arc::new(move |o| {
-                if let Some(k) = routes::owner_key(&m, o) {
-                    routes::trace_trigger("child", o, &k);
-                    q.add_event(k)
-                }
-            });
-            subscriptions.push(informer.subscribe(h));
-        }
-        for (related, informer) in &shared.sources.related {
-            let (q, m, r, p) = (queue.clone(), m.clone(), related.clone(), parent.clone());
-            let h: Handler = Arc::new(move |o| {
-                let parents_in = |ns: &str| {
-                    p.list(Some(ns))
-                        .iter()
-                        .filter_map(|o| o.metadata.name.clone())
-                        .collect()
-                };
-                for k in routes::related_keys(&m, &r, o, parents_in) {
-                    routes::trace_trigger("related", o, &k);
-                    q.add_event(k)
-                }
-            });
-            subscriptions.push(informer.subscribe(h));
-        }
-        for view in &shared.sources.referenced {
-            let (q, m, s) = (queue.clone(), m.clone(), Arc::downgrade(&shared));
-            let kind = view.resource().clone();
-            let h: Handler = Arc::new(move |o| {
-                let Some(shared) = s.upgrade() else { return };
-                for k in shared.fence.references.referrers(&kind, o) {
-                    if m.watches_namespace(&k.namespace) {
-                        routes::trace_trigger("referenced", o, &k);
-                        q.add_event(k)
-                    }
-                }
-            });
-            subscriptions.push(view.subscribe(h));
-        }
-
-        if let Some(shards) = &shared.shards {
-            let (q, m) = (queue.clone(), m.clone());
-            let h: Handler = Arc::new(move |o| {
-                if let Some(k) = routes::parent_key(&m, o) {
-                    routes::trace_trigger("stray", o, &k);
-                    q.add_event(k)
-                }
-            });
-            subscriptions.push(shards.strays().subscribe(h));
-        }
+        let subscriptions = triggers::subscribe(&shared, &manifest);
         let lanes = shards::Shards::start(&shared, informers.clone(), &manifest);
 
         let mut tasks: Vec<JoinHandle<()>> = (0..settings.concurrency.max(1))
-            .map(|_| tokio::spawn(worker(shared.clone())))
+            .map(|_| tokio::spawn(worker::worker(shared.clone())))
             .collect();
         tasks.push(tokio::spawn(resync(shared.clone())));
         tracing::info!(plugin = %manifest.name, version = %manifest.version, "controller started");
@@ -433,7 +309,7 @@ impl Controller {
         self.shared.plugin.read().expect("plugin lock").clone()
     }
 
-    /// Serve `plugin` from now on (it must have the [`same_shape`]), and
+    /// Serve `plugin` from now on (it must have the [`same_shape`](kubeplug_core::manifest::same_shape)), and
     /// reconcile every parent again so the new logic converges the cluster.
     /// The version it replaces is kept until `plugin` passes its probation
     /// under `rollback` (`key`: the content key of its file).
@@ -474,12 +350,12 @@ impl Controller {
 
     /// Run `shadow`'s candidate beside the live version from now on (`None`:
     /// stop), and reconcile every parent so the comparison covers them all.
-    /// The candidate must have the [`same_shape`]: it reads the live
+    /// The candidate must have the [`same_shape`](kubeplug_core::manifest::same_shape): it reads the live
     /// version's caches.
     pub fn set_shadow(&self, shadow: Option<Shadow>) {
         let started = shadow.is_some();
         if let Some(shadow) = &shadow {
-            shadow.start_whatif(self.preview_handle());
+            shadow.start_whatif(self.serving());
         }
         *self.shared.shadow.write().expect("shadow lock") = shadow.map(Arc::new);
         self.shared
@@ -511,9 +387,10 @@ impl Controller {
         }
     }
 
-    /// What a preview of this plugin needs (see [`crate::preview`]).
-    pub fn preview_handle(&self) -> PreviewHandle {
-        PreviewHandle::new(self.shared.clone())
+    /// The serving face: what previews, what-ifs and webhooks reach the
+    /// serving version through (see [`crate::serving`]).
+    pub fn serving(&self) -> Serving {
+        Serving::new(self.shared.clone())
     }
 
     /// Reconciles finished by this replica, and how many of them failed.
@@ -571,75 +448,6 @@ impl Controller {
     }
 }
 
-/// Count a finished reconcile towards `plugin`'s probation, if it is on
-/// probation, and roll it back if it fails it.
-async fn judge(shared: &Shared, plugin: &Plugin, key: &ObjectKey, fault: bool) {
-    let (message, failed_on) = {
-        let mut rollout = shared.rollout.lock().expect("rollout lock");
-        match rollout.record(|new| new.same(plugin), key, fault) {
-            Judged::Judging => return,
-            Judged::Passed => {
-                tracing::info!(plugin = %plugin.name(), version = %plugin.manifest().version, "new version passed its probation");
-                return;
-            }
-            Judged::RollBack {
-                new,
-                previous,
-                key,
-                reason,
-                failed_on,
-            } => {
-                *shared.plugin.write().expect("plugin lock") = previous.clone();
-                let manifest = new.manifest();
-                let back = RolledBack {
-                    version: manifest.version.clone(),
-                    digest: new.digest().to_string(),
-                    key,
-                    reason,
-                    at: format!("{:.0}", jiff::Timestamp::now()),
-                };
-                let previous_manifest = previous.manifest();
-                tracing::warn!(
-                    plugin = %manifest.name,
-                    version = %manifest.version,
-                    digest = %back.digest,
-                    previous_version = %previous_manifest.version,
-                    reason = %back.reason,
-                    "new version rolled back; the previous version serves again, and this file is not loaded again until it changes"
-                );
-                shared.metrics.rolled_back(&manifest.name);
-                shared.metrics.plugin_info(
-                    &manifest.name,
-                    &previous_manifest.version,
-                    previous.digest(),
-                    State::RolledBack,
-                );
-                let message = format!(
-                    "plugin {} {} was rolled back to {}: {}",
-                    manifest.name, back.version, previous_manifest.version, back.reason
-                );
-                rollout.rolled_back_to_previous(back);
-                (message, failed_on)
-            }
-        }
-    };
-    shared.failing.clear();
-    shared.fence.last_calls.forget_all();
-    requeue_all(shared);
-    let event = Event {
-        warning: true,
-        reason: "PluginRolledBack".into(),
-        message,
-    };
-    for key in failed_on {
-        if let Some(parent) = shared.sources.parent.get(&key.namespace, &key.name) {
-            shared
-                .fence
-                .post(&shared.writer_for(&key), &parent, &event, "Rollback");
-        }
-    }
-}
-
 fn requeue_all(shared: &Shared) {
     for key in parent_keys(shared) {
         shared.queue.add(key);
@@ -688,118 +496,6 @@ async fn resync(shared: Arc<Shared>) {
                 .add_after(key, spread.mul_f64(rand::random::<f64>()));
         }
     }
-}
-
-async fn worker(shared: Arc<Shared>) {
-    shared.sources.wait_synced().await;
-    loop {
-        // Only the leader writes; followers keep their caches warm. A
-        // sharded plugin's keys are routed to their shard below.
-        if shared.shards.is_none() {
-            shared.leadership.wait().await;
-        }
-        let Some(key) = shared.queue.next().await else {
-            return;
-        };
-        let (writer, leadership, shard) = match route(&shared, &key).await {
-            Some(route) => route,
-            None => {
-                shared.queue.done(&key);
-                continue;
-            }
-        };
-        let plugin = shared.plugin.read().expect("plugin lock").clone();
-        let shadow = shared.shadow.read().expect("shadow lock").clone();
-        let name = plugin.name().to_string();
-        // Every line of a reconcile carries these (as JSON fields with
-        // `--log-format json`): which plugin, which kind, which object.
-        let parent = &plugin.manifest().parent;
-        let span = tracing::info_span!(
-            "reconcile",
-            plugin = %name,
-            kind = %parent.kind,
-            group = %parent.group,
-            namespace = %key.namespace,
-            // Not `name`: JSON logs put the span's own name under that key.
-            object = %key,
-            // How it ended (see `error_policy::settle`).
-            result = tracing::field::Empty,
-            "otel.status_code" = tracing::field::Empty,
-        );
-        span.in_scope(|| tracing::debug!("reconcile started"));
-        let started = Instant::now();
-        let mut handed = Handed::default();
-        // Losing leadership cancels the reconcile at its next await point;
-        // writes are also refused one by one (see `apply::Writer`).
-        let result = tokio::select! {
-            result = reconcile::reconcile(
-                &plugin,
-                shadow.as_ref(),
-                &shared.sources,
-                &writer,
-                &shared.fence,
-                &key,
-                &mut handed,
-            )
-            .instrument(span.clone()) => result,
-            () = leadership.lost() => Err(ReconcileError::Write(WriteError::NotLeader {
-                what: "the reconcile".into(),
-            })),
-        };
-        let took = started.elapsed();
-        error_policy::settle(&shared, &plugin, &key, result, &handed, took, &span).await;
-        if let Some(shard) = shard {
-            shared.metrics.shard_reconciled(&name, shard);
-        }
-        shared.metrics.queue_depth(&name, shared.queue.len());
-        shared.queue.done(&key);
-    }
-}
-
-/// The writer and leadership `key` is reconciled under; `None` when it is
-/// not this replica's to reconcile: a sharded plugin's parent in a shard
-/// held elsewhere (or still listing here), a stray (labelled here first if
-/// its shard is this replica's) or a misplaced parent (relabelled; see
-/// [`shards`]).
-async fn route(shared: &Shared, key: &ObjectKey) -> Option<(Writer, Leadership, Option<u16>)> {
-    let Some(shards) = &shared.shards else {
-        return Some((shared.writer.clone(), shared.leadership.clone(), None));
-    };
-    let parent = shared.sources.parent.get(&key.namespace, &key.name);
-    let manifest = || {
-        shared
-            .plugin
-            .read()
-            .expect("plugin lock")
-            .manifest()
-            .clone()
-    };
-    if let shards::Route::Lane(lane) = shards.route(parent.as_deref()) {
-        if let Some(shard) = shards.misplaced(key, lane) {
-            shards::relabel(lane, &manifest(), key, shard).await;
-            return None;
-        }
-        return Some((
-            lane.writer().clone(),
-            lane.leadership().clone(),
-            Some(lane.shard()),
-        ));
-    }
-    if parent.is_none() {
-        let manifest = manifest();
-        if shards.strays().get(&key.namespace, &key.name).is_some() {
-            shards::label_stray(shards, &manifest, key).await;
-        } else {
-            // Deleted, or moved to a shard held elsewhere: forget it.
-            shared.failing.forget(key);
-            reconcile::forget(
-                shared.shadow.read().expect("shadow lock").as_ref(),
-                &shared.fence,
-                key,
-            );
-        }
-    }
-    None
 }
 
 #[cfg(test)]

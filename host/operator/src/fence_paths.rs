@@ -25,15 +25,15 @@ pub struct Path {
 }
 
 /// Every path. Previews, what-ifs and shadows reach `reconcile` through
-/// `reconcile::gather` and `reconcile::decide`, so they are fenced as
+/// `inputs::gather` and `inputs::decide`, so they are fenced as
 /// reconcile is; what their readers see is fenced apart (see
 /// `docs/security.md`, "Readers of previews and what-ifs").
 pub const PATHS: &[Path] = &[
     Path {
         name: "reconcile",
         export: "reconcile",
-        call_sites: &["reconcile.rs", "shadow.rs"],
-        fenced_by: "inputs: reconcile::gather (Fence::sees, read checks as the plugin); \
+        call_sites: &["inputs.rs", "shadow.rs"],
+        fenced_by: "inputs: inputs::gather (Fence::sees, read checks as the plugin); \
                     answers: plan::decide and Effective::check_answer; a shadow's candidate is \
                     handed the serving version's fenced request and its answer is checked, never written",
     },
@@ -41,12 +41,12 @@ pub const PATHS: &[Path] = &[
         name: "finalize",
         export: "finalize",
         call_sites: &["reconcile.rs"],
-        fenced_by: "as reconcile: reconcile::gather, then Effective::check_answer on what it answers",
+        fenced_by: "as reconcile: inputs::gather, then Effective::check_answer on what it answers",
     },
     Path {
         name: "references",
         export: "references",
-        call_sites: &["reconcile.rs"],
+        call_sites: &["inputs.rs"],
         fenced_by: "kubeplug_core::reference: granted kinds only, resolved in the parent's namespace \
                     (a cluster-scoped parent: Fence::sees), at most 32",
     },

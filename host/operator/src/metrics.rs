@@ -418,7 +418,7 @@ impl OperatorMetrics {
         self.runtime_reconciled(plugin, ended, took);
     }
 
-    /// A reconcile skipped: unchanged inputs (see `reconcile::unchanged`).
+    /// A reconcile skipped: unchanged inputs (see `fence::unchanged`).
     /// Not a call, so not in `reconciles`; controller-runtime counts every
     /// pass of its reconciler, so it is a `success` there.
     pub fn skipped(&self, plugin: &str, took: Duration) {

@@ -13,93 +13,23 @@
 //! values, its status, its parent patch) copies a value of those objects,
 //! that value is taken out ([`Redaction`]).
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 
-use crate::reconcile::{Fence, Inputs, ReconcileError, Sources, child_type, decide, gather};
+use crate::error::ReconcileError;
+use crate::inputs::{Inputs, Serves, child_type, plan};
+use crate::serving::{Run, Serving};
 use kubeplug_core::fence::redact::Redaction;
-use kubeplug_core::manifest::{ApiResource, same_shape};
+use kubeplug_core::manifest::ApiResource;
+use kubeplug_core::plan::Action;
 use kubeplug_core::plan::diff::Fields;
-use kubeplug_core::plan::{self, Action};
 use kubeplug_kube::informers::Object;
 use kubeplug_kube::report::format_chain;
 use kubeplug_runtime::Plugin;
 
-/// What a running controller lends a dry run: the plugin version serving,
-/// its caches and its fence; never its writer. The controller implements
-/// it, so previews never import the controller.
-pub trait Serving: Send + Sync {
-    /// The plugin version serving now.
-    fn plugin(&self) -> Plugin;
-    fn sources(&self) -> &Sources;
-    fn fence(&self) -> &Fence;
-    /// Live reconciles are waiting or running: background work (a what-if)
-    /// waits for them.
-    fn busy(&self) -> bool;
-}
+/// The old name of [`Serving`], kept for the aggregated API's call sites.
+pub type PreviewHandle = Serving;
 
-/// A running controller, as a dry run sees it (see [`Serving`]).
-#[derive(Clone)]
-pub struct PreviewHandle(Arc<dyn Serving>);
-
-impl PreviewHandle {
-    pub fn new(serving: Arc<dyn Serving>) -> Self {
-        PreviewHandle(serving)
-    }
-
-    /// The plugin version serving now.
-    pub fn plugin(&self) -> Plugin {
-        self.0.plugin()
-    }
-
-    /// Its grant.
-    pub fn grant(&self) -> Arc<kubeplug_core::policy::Effective> {
-        self.0.fence().grant.clone()
-    }
-
-    /// The parent kind.
-    pub fn parent_kind(&self) -> ApiResource {
-        self.0.plugin().manifest().parent.clone()
-    }
-
-    /// The kinds a reconcile hands the plugin besides its parent: child
-    /// kinds (whose values a preview shows), and related and referenced
-    /// kinds.
-    pub fn handed_kinds(&self) -> (Vec<ApiResource>, Vec<ApiResource>) {
-        let plugin = self.0.plugin();
-        let manifest = plugin.manifest();
-        (
-            manifest.children.clone(),
-            manifest
-                .related
-                .iter()
-                .map(|r| r.resource.clone())
-                .chain(manifest.references.iter().cloned())
-                .collect(),
-        )
-    }
-
-    /// The serving version's caches.
-    pub(crate) fn sources(&self) -> &Sources {
-        self.0.sources()
-    }
-
-    /// The serving version's fence.
-    pub(crate) fn fence(&self) -> &Fence {
-        self.0.fence()
-    }
-
-    /// Live reconciles are waiting or running.
-    pub(crate) fn busy(&self) -> bool {
-        self.0.busy()
-    }
-
-    /// A parent as the controller's cache holds it.
-    pub fn live_parent(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
-        self.0.sources().parent.get(namespace, name)
-    }
-
+impl Serving {
     /// What one reconcile of `parent` would do now, by the version serving
     /// or by `candidate`, which must watch what the serving one watches
     /// (the preview reads the serving version's caches). Of the kinds in
@@ -111,20 +41,15 @@ impl PreviewHandle {
         candidate: Option<Plugin>,
         withheld: &[ApiResource],
     ) -> Result<Value, String> {
-        let live = self.0.plugin();
         let plugin = match candidate {
-            Some(candidate) if !same_shape(candidate.manifest(), live.manifest()) => {
-                return Err(
-                    "the candidate's manifest asks for other kinds, namespaces or finalizer than the serving version's; a preview runs on the serving version's caches".into(),
-                );
-            }
-            Some(candidate) => candidate,
-            None => live,
+            Some(candidate) => self
+                .candidate(candidate, Run::Preview)
+                .map_err(|e| e.to_string())?,
+            None => self.plugin(),
         };
         let target = Target {
             plugin: &plugin,
-            sources: self.0.sources(),
-            fence: self.0.fence(),
+            serving: self.serves(),
             withheld,
         };
         preview(&target, parent).await.map_err(|e| match &e {
@@ -140,8 +65,8 @@ impl PreviewHandle {
 /// What the preview runs on: the plugin's controller parts.
 pub struct Target<'a> {
     pub plugin: &'a Plugin,
-    pub sources: &'a Sources,
-    pub fence: &'a Fence,
+    /// The serving version's caches and fence.
+    pub serving: &'a dyn Serves,
     /// Child and related kinds the caller may not read: their values, and
     /// the plugin's own text, are left out of the answer.
     pub withheld: &'a [ApiResource],
@@ -163,27 +88,12 @@ pub fn rbac_name(kind: &ApiResource) -> String {
 pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, ReconcileError> {
     let manifest = target.plugin.manifest();
     let namespace = parent_obj.metadata.namespace.clone().unwrap_or_default();
-    let Inputs {
-        parent,
-        observed,
-        request,
-    } = gather(
-        target.plugin,
-        target.sources,
-        target.fence,
-        parent_obj,
-        None,
-    )
-    .await?;
-    let request = Arc::new(request);
-    let plan = decide(
-        target.plugin,
-        target.fence,
-        &parent,
-        &observed,
-        request.clone(),
-    )
-    .await?;
+    let (
+        Inputs {
+            parent, request, ..
+        },
+        plan,
+    ) = plan(target.plugin, target.serving, parent_obj).await?;
 
     // Of what the plugin was handed, the caller may not read some: then no
     // value the plugin wrote is shown, only what would happen to what.
@@ -202,7 +112,7 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
             "kind": ty.kind,
             "name": child["metadata"]["name"],
         });
-        if plan::create_only(child) {
+        if kubeplug_core::plan::create_only(child) {
             row["createOnly"] = json!(true);
         }
         if target.withheld.contains(ty) {
@@ -287,7 +197,7 @@ pub fn withheld_note(withheld: &[ApiResource], namespace: &str) -> Value {
 /// apply would set (see [`Fields::After`]), each with its JSON Pointer, the
 /// live value and the desired one. Lists are compared whole.
 pub fn diff(live: &Value, desired: &Value) -> Vec<Value> {
-    plan::diff::diff(live, desired, Fields::After)
+    kubeplug_core::plan::diff::diff(live, desired, Fields::After)
         .into_iter()
         .map(|c| json!({"path": c.path, "live": c.before, "desired": c.after}))
         .collect()

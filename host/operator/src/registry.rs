@@ -227,14 +227,21 @@ impl Registry {
         }
     }
 
-    /// The running controller of `plugin`, for a dry run.
-    pub fn preview_handle(&self, plugin: &str) -> Option<crate::preview::PreviewHandle> {
+    /// The serving face of `plugin`'s running controller, for a dry run or
+    /// a webhook (see [`crate::serving`]).
+    pub fn serving(&self, plugin: &str) -> Option<crate::serving::Serving> {
         let files = self.files();
         files
             .values()
             .filter_map(|e| e.serving.as_ref())
             .find(|s| s.name == plugin)
-            .map(|s| s.controller.preview_handle())
+            .map(|s| s.controller.serving())
+    }
+
+    /// The old name of [`Registry::serving`], kept for the aggregated API's
+    /// and the webhooks' call sites.
+    pub fn preview_handle(&self, plugin: &str) -> Option<crate::serving::Serving> {
+        self.serving(plugin)
     }
 
     /// Stop every controller for a host shutdown (see

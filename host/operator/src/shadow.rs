@@ -17,6 +17,11 @@
 //! at once). A candidate that loops until its deadline costs the host CPU,
 //! never a live reconcile's time.
 
+mod job;
+
+use job::Waiting;
+pub use job::{Check, Job, value_bytes};
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -30,7 +35,7 @@ use kubeplug_core::plan::diff::{Fields, diff};
 use kubeplug_core::plan::{Plan, TypedKey};
 use kubeplug_kube::informers::ObjectKey;
 use kubeplug_kube::report::format_chain;
-use kubeplug_runtime::{Desired, Plugin, Request};
+use kubeplug_runtime::{Desired, Plugin};
 
 /// Comparisons waiting for a slot, at most.
 pub const QUEUE: usize = 1024;
@@ -67,130 +72,6 @@ pub struct Shadow {
     /// once the controller starts it.
     whatif: Mutex<Option<WhatIf>>,
 }
-
-/// Comparisons waiting for a slot, and their bytes ([`Job::bytes`]).
-#[derive(Default)]
-struct Waiting {
-    jobs: std::collections::VecDeque<(Job, tracing::Span, usize)>,
-    bytes: usize,
-}
-
-impl Waiting {
-    fn pop_front(&mut self) -> Option<(Job, tracing::Span)> {
-        let (job, span, bytes) = self.jobs.pop_front()?;
-        self.bytes -= bytes;
-        Some((job, span))
-    }
-
-    fn is_empty(&self) -> bool {
-        self.jobs.is_empty()
-    }
-
-    /// Queue `job` in place of an older one of its parent, dropping the
-    /// oldest while over [`QUEUE`] or [`QUEUE_BYTES`]; returns how many
-    /// comparisons were dropped (`job` itself, if it alone is too big).
-    fn push(&mut self, job: Job, span: tracing::Span, limits: (usize, usize)) -> u64 {
-        let (count, max_bytes) = limits;
-        // The one replaced is superseded, not skipped.
-        let mut replaced = 0;
-        self.jobs.retain(|(j, _, b)| {
-            let same = j.key == job.key;
-            if same {
-                replaced += b;
-            }
-            !same
-        });
-        self.bytes -= replaced;
-        let bytes = job.bytes();
-        if bytes > max_bytes {
-            return 1;
-        }
-        let mut dropped = 0;
-        while !self.jobs.is_empty() && (self.jobs.len() >= count || self.bytes + bytes > max_bytes)
-        {
-            self.pop_front();
-            dropped += 1;
-        }
-        self.bytes += bytes;
-        self.jobs.push_back((job, span, bytes));
-        dropped
-    }
-}
-
-/// A comparison to make: the request and what the live version decided.
-pub struct Job {
-    pub key: ObjectKey,
-    pub request: Arc<Request>,
-    /// The live version's decision, owned (the comparison outlives the
-    /// reconcile).
-    pub live: Decision,
-    /// Decides the candidate's answer as the live version's was: the same
-    /// fence, parent and observed children.
-    pub check: Check,
-}
-
-impl Job {
-    /// Bytes the job holds, roughly: the request's texts (shared with the
-    /// caches while they hold the same versions, kept alive by the job once
-    /// they change) and the live answer's parsed values.
-    pub fn bytes(&self) -> usize {
-        let request = &self.request;
-        let texts: usize = std::iter::once(&request.parent)
-            .chain(&request.observed)
-            .chain(&request.related)
-            .map(|t| t.len())
-            .sum();
-        let live = match &self.live {
-            Ok(plan) => {
-                let answer = &plan.answer;
-                answer.children.iter().map(value_bytes).sum::<usize>()
-                    + answer.status.as_ref().map_or(0, value_bytes)
-                    + answer
-                        .events
-                        .iter()
-                        .map(|e| e.reason.len() + e.message.len())
-                        .sum::<usize>()
-                    + plan
-                        .children
-                        .iter()
-                        .map(|step| {
-                            value_bytes(&step.child)
-                                + match &step.action {
-                                    kubeplug_core::plan::Action::Update { live, .. } => {
-                                        value_bytes(live)
-                                    }
-                                    _ => 0,
-                                }
-                        })
-                        .sum::<usize>()
-                    + plan.prune.iter().map(value_bytes).sum::<usize>()
-                    + plan.status.as_ref().map_or(0, value_bytes)
-            }
-            Err(error) => error.len(),
-        };
-        std::mem::size_of::<Job>() + texts + request.now.len() + request.entropy.len() + live
-    }
-}
-
-/// Heap bytes of a parsed JSON value, roughly: a fixed cost per node plus
-/// its text, so that a deep or wide tree counts what it costs.
-pub fn value_bytes(value: &Value) -> usize {
-    const NODE: usize = std::mem::size_of::<Value>();
-    match value {
-        Value::String(s) => NODE + s.len(),
-        Value::Array(items) => NODE + items.iter().map(value_bytes).sum::<usize>(),
-        Value::Object(map) => {
-            NODE + map
-                .iter()
-                .map(|(k, v)| NODE + k.len() + value_bytes(v))
-                .sum::<usize>()
-        }
-        _ => NODE,
-    }
-}
-
-/// See [`Job::check`].
-pub type Check = Box<dyn FnOnce(&Plugin, Desired) -> Decision + Send>;
 
 #[derive(Default)]
 struct Stats {
@@ -280,7 +161,7 @@ impl Shadow {
 
     /// Run the candidate against every parent `serving` holds, in the
     /// background (see [`crate::whatif`]).
-    pub fn start_whatif(&self, serving: crate::preview::PreviewHandle) {
+    pub fn start_whatif(&self, serving: crate::serving::Serving) {
         let run = crate::whatif::start(serving, self.plugin.clone());
         *self.whatif.lock().expect("shadow lock") = Some(run);
     }

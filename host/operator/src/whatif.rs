@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::preview::PreviewHandle;
-use crate::reconcile::{Inputs, ReconcileError, decide, gather};
+use crate::error::ReconcileError;
+use crate::inputs::plan;
+use crate::serving::{Run, Serving};
 use kubeplug_core::key::ObjectKey;
-use kubeplug_core::manifest::same_shape;
 use kubeplug_core::policy::KindRef;
 use kubeplug_core::whatif::{Details, Summary, Tally};
 use kubeplug_kube::report::format_chain;
@@ -127,7 +127,7 @@ impl Progress {
 /// Start a what-if of `candidate` on `serving`'s caches, and run it to the
 /// end in the background. The candidate must have the serving version's
 /// shape (it reads that version's caches).
-pub fn start(serving: PreviewHandle, candidate: Plugin) -> WhatIf {
+pub fn start(serving: Serving, candidate: Plugin) -> WhatIf {
     let live = serving.plugin();
     let now = format!("{:.0}", jiff::Timestamp::now());
     let progress = Arc::new(Progress {
@@ -165,12 +165,11 @@ pub fn start(serving: PreviewHandle, candidate: Plugin) -> WhatIf {
 }
 
 /// Run `candidate` against every parent, tallying into `progress`.
-async fn run(serving: &PreviewHandle, candidate: &Plugin, progress: &Progress) {
-    let live = serving.plugin();
-    if !same_shape(candidate.manifest(), live.manifest()) {
+async fn run(serving: &Serving, candidate: &Plugin, progress: &Progress) {
+    if let Err(other) = crate::serving::fits(candidate, &serving.plugin(), Run::WhatIf) {
         let mut report = progress.report.lock().expect("what-if lock");
         report.phase = Phase::Failed;
-        report.error = Some("the candidate's manifest asks for other kinds, namespaces or finalizer than the serving version's; a what-if runs on the serving version's caches".into());
+        report.error = Some(other.to_string());
         return;
     }
     let parents = serving.sources().parent.list(None);
@@ -191,30 +190,9 @@ async fn run(serving: &PreviewHandle, candidate: &Plugin, progress: &Progress) {
             tokio::time::sleep(YIELD).await;
         }
         let began = Instant::now();
-        let decided = async {
-            let Inputs {
-                parent,
-                observed,
-                request,
-            } = gather(
-                candidate,
-                serving.sources(),
-                serving.fence(),
-                &parent_obj,
-                None,
-            )
-            .await?;
-            let plan = decide(
-                candidate,
-                serving.fence(),
-                &parent,
-                &observed,
-                Arc::new(request),
-            )
-            .await?;
-            Ok::<_, ReconcileError>((parent, plan))
-        }
-        .await;
+        let decided = plan(candidate, serving.serves(), &parent_obj)
+            .await
+            .map(|(inputs, plan)| (inputs.parent, plan));
         {
             let mut tally = progress.tally.lock().expect("what-if lock");
             match &decided {
@@ -248,7 +226,7 @@ fn round_ms(d: Duration) -> f64 {
 }
 
 /// Run a what-if of `candidate` on `serving`'s caches and wait for its end.
-pub async fn run_to_end(serving: PreviewHandle, candidate: Plugin) -> Report {
+pub async fn run_to_end(serving: Serving, candidate: Plugin) -> Report {
     let whatif = start(serving, candidate);
     whatif.progress.finished().await
 }

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use tracing::{Instrument, Span};
 
-use super::{Shared, judge};
+use super::Shared;
+use super::probation::judge;
 use crate::metrics::Ended;
 use crate::reconcile::{Handed, Outcome, ReconcileError};
 use crate::replay::{Call, Capture};

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::reconcile::ReconcileError;
+use crate::error::ReconcileError;
 use kubeplug_kube::informers::Problem;
 use kubeplug_runtime::CallError;
 

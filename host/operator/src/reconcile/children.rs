@@ -4,6 +4,7 @@
 //! never written.
 
 use super::*;
+use kubeplug_kube::owner::controller_of;
 
 /// What became of a child the parent does not control yet.
 pub(super) enum Created {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::placement::{Place, pair_of};
 use super::{Candidate, Registry};
+use crate::serving::{Run, fits};
 use crate::shadow::Shadow;
 use kubeplug_runtime::Plugin;
 
@@ -124,13 +125,8 @@ impl Registry {
                 plugin.name(),
                 current.name()
             )),
-            Ok((plugin, _))
-                if !kubeplug_core::manifest::same_shape(plugin.manifest(), current.manifest()) =>
-            {
-                Some(format!(
-                    "the candidate {} asks for other kinds, namespaces or finalizer than the serving version; a shadow runs on the serving version's caches (preview it, or promote it directly)",
-                    plugin.manifest().version
-                ))
+            Ok((plugin, _)) if let Err(other) = fits(&plugin, &current, Run::Shadow) => {
+                Some(other.to_string())
             }
             Ok((plugin, _)) => {
                 tracing::info!(plugin = %plugin.name(), version = %plugin.manifest().version, digest = %plugin.digest(), file = %next.display(), "candidate loaded in shadow: it decides beside the live version and writes nothing");

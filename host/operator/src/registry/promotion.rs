@@ -79,7 +79,7 @@ impl Registry {
             files.get(path).and_then(|e| e.serving.as_ref()).map(|s| {
                 (
                     s.key == key,
-                    s.controller.preview_handle(),
+                    s.controller.serving(),
                     s.controller.shadow().filter(|s| s.key() == key),
                 )
             })

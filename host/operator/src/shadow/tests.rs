@@ -1,4 +1,5 @@
 use super::*;
+use kubeplug_runtime::Request;
 
 fn sts(image: &str) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "a"},
