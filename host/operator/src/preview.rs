@@ -26,9 +26,6 @@ use kubeplug_kube::informers::Object;
 use kubeplug_kube::report::format_chain;
 use kubeplug_runtime::Plugin;
 
-/// The old name of [`Serving`], kept for the aggregated API's call sites.
-pub type PreviewHandle = Serving;
-
 impl Serving {
     /// What one reconcile of `parent` would do now, by the version serving
     /// or by `candidate`, which must watch what the serving one watches

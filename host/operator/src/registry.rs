@@ -238,12 +238,6 @@ impl Registry {
             .map(|s| s.controller.serving())
     }
 
-    /// The old name of [`Registry::serving`], kept for the aggregated API's
-    /// and the webhooks' call sites.
-    pub fn preview_handle(&self, plugin: &str) -> Option<crate::serving::Serving> {
-        self.serving(plugin)
-    }
-
     /// Stop every controller for a host shutdown (see
     /// [`Controller::shutdown`]).
     pub async fn shutdown(&self, grace: Duration) {

@@ -80,10 +80,10 @@ pub struct Target {
 impl Registry {
     /// The plugin named `plugin` as it serves now, for its webhooks.
     pub fn webhook_target(&self, plugin: &str) -> Option<Target> {
-        let handle = self.preview_handle(plugin)?;
+        let serving = self.serving(plugin)?;
         Some(Target {
-            plugin: handle.plugin(),
-            grant: handle.grant(),
+            plugin: serving.plugin(),
+            grant: serving.grant(),
         })
     }
 }

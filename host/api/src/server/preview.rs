@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use kube::core::DynamicObject;
 use kubeplug_core::manifest::ApiResource;
 use kubeplug_kube::informers::Object;
-use kubeplug_operator::preview::PreviewHandle;
+use kubeplug_operator::serving::Serving;
 use serde_json::{Value, json};
 
 use super::Server;
@@ -109,7 +109,7 @@ impl Server {
                 "spec.plugin: Required value: the plugin to preview".into(),
             ));
         };
-        let Some(handle) = self.registry.preview_handle(plugin) else {
+        let Some(serving) = self.registry.serving(plugin) else {
             return Err(failure_about(
                 StatusCode::NOT_FOUND,
                 "NotFound",
@@ -117,7 +117,7 @@ impl Server {
                 about(GROUP, plugin::RESOURCE, Some(plugin)),
             ));
         };
-        let kind = handle.parent_kind();
+        let kind = serving.parent_kind();
         if !kind.namespaced {
             return Err(invalid(
                 "spec.plugin",
@@ -131,7 +131,7 @@ impl Server {
         let parent_name = spec["parentName"].as_str();
         self.may_read_parent(user, namespace, &kind, parent_name, &spec["parent"])
             .await?;
-        let parent = parent(&handle, plugin, namespace, parent_name, &spec["parent"]).map_err(
+        let parent = parent(&serving, plugin, namespace, parent_name, &spec["parent"]).map_err(
             |refused| match refused {
                 ParentRefused::NotFound => failure_about(
                     StatusCode::NOT_FOUND,
@@ -149,7 +149,7 @@ impl Server {
         // What the caller may not read, of what the plugin is handed: shown
         // without values.
         let withheld = self
-            .unreadable(user, namespace, &handle)
+            .unreadable(user, namespace, &serving)
             .await
             .map_err(|error| failure(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", error))?;
         // `spec.candidate: true`: run `<plugin>.next.wasm` instead of the
@@ -164,7 +164,7 @@ impl Server {
             })?),
             _ => None,
         };
-        let status = match handle.run(&parent, candidate, &withheld).await {
+        let status = match serving.run(&parent, candidate, &withheld).await {
             Ok(result) => result,
             Err(error) if withheld.is_empty() => json!({"error": error}),
             Err(error) => json!({
@@ -229,9 +229,9 @@ impl Server {
         &self,
         user: &UserInfo,
         namespace: &str,
-        handle: &PreviewHandle,
+        serving: &Serving,
     ) -> Result<Vec<ApiResource>, String> {
-        let (children, related) = handle.handed_kinds();
+        let (children, related) = serving.handed_kinds();
         let mut out: Vec<ApiResource> = Vec::new();
         let wanted = children
             .into_iter()
@@ -261,15 +261,15 @@ impl Server {
 /// given (`parent`) with the live parent's uid of that name, or a fresh
 /// one.
 fn parent(
-    handle: &PreviewHandle,
+    serving: &Serving,
     plugin: &str,
     namespace: &str,
     parent_name: Option<&str>,
     given: &Value,
 ) -> Result<Object, ParentRefused> {
-    let kind = handle.parent_kind();
+    let kind = serving.parent_kind();
     match (parent_name, given) {
-        (Some(name), Value::Null) => match handle.live_parent(namespace, name) {
+        (Some(name), Value::Null) => match serving.live_parent(namespace, name) {
             Some(parent) => Ok((*parent).clone()),
             None => Err(ParentRefused::NotFound),
         },
@@ -289,7 +289,7 @@ fn parent(
             // parent's own counts.
             let live_uid = parent["metadata"]["name"]
                 .as_str()
-                .and_then(|name| handle.live_parent(namespace, name))
+                .and_then(|name| serving.live_parent(namespace, name))
                 .and_then(|live| live.metadata.uid.clone());
             // A parent that does not exist yet gets a uid of its own,
             // which owns nothing (children refer to their parent's uid).
