@@ -132,16 +132,6 @@ fn type_of(o: &Value) -> String {
     )
 }
 
-fn same_namespace(parent: &Value, o: &Value) -> bool {
-    let ns = |v: &Value| {
-        v["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default")
-            .to_string()
-    };
-    ns(parent) == ns(o)
-}
-
 /// Would the operator pass `o` to the plugin as a related object? Its
 /// kind is a declared related kind, and the live host's rule selects it
 /// (see [`kubeplug_core::inputs::related`]); an object without a namespace
@@ -152,11 +142,7 @@ fn is_related(manifest: &Manifest, parent: &Value, o: &Value) -> bool {
         namespace: Some(namespace_of(o)),
         labels: Some(&labels),
     };
-    let parent = Parent {
-        name: parent["metadata"]["name"].as_str().unwrap_or_default(),
-        namespace: Some(namespace_of(parent)),
-        uid: parent["metadata"]["uid"].as_str().unwrap_or_default(),
-    };
+    let parent = selection_parent(parent);
     manifest.related.iter().any(|r: &Related| {
         r.resource.matches(
             o["apiVersion"].as_str().unwrap_or_default(),
@@ -193,12 +179,15 @@ pub fn render(
     let manifest = plugin.manifest();
     let parent = stored::as_stored(parent);
     check_parent(manifest, &parent)?;
-    let observed = observed.into_iter().filter(|o| {
-        manifest.allows_child(
-            o["apiVersion"].as_str().unwrap_or_default(),
-            o["kind"].as_str().unwrap_or_default(),
-        ) && same_namespace(&parent, o)
-    });
+    let (observed, passed_over): (Vec<Value>, Vec<Value>) = observed
+        .into_iter()
+        .filter(|o| {
+            manifest.allows_child(
+                o["apiVersion"].as_str().unwrap_or_default(),
+                o["kind"].as_str().unwrap_or_default(),
+            )
+        })
+        .partition(|o| is_observed(&parent, o));
     // Any object read may be one the parent's references find.
     let referenced = match crate::references::referenced(plugin, &parent, &related) {
         Ok(found) => found,
@@ -212,7 +201,7 @@ pub fn render(
     let referenced = referenced.into_iter().filter(|o| !related.contains(o));
     let request = Request::new(
         parent.to_string().into(),
-        observed.map(|o| o.to_string().into()).collect(),
+        observed.iter().map(|o| o.to_string().into()).collect(),
         related
             .iter()
             .cloned()
@@ -220,7 +209,49 @@ pub fn render(
             .map(|o| o.to_string().into())
             .collect(),
     );
-    render_request(plugin, grant, &request)
+    let mut rendered = render_request(plugin, grant, &request)?;
+    rendered.notes.extend(passed_over.iter().map(|o| {
+        format!(
+            "{} is not one of the parent's children, so it is neither handed to the plugin nor pruned: \
+             the live host sees only children in the parent's namespace whose ownerReferences name the parent \
+             (uid {}) with controller: true",
+            plan::TypedKey::of(o),
+            parent["metadata"]["uid"].as_str().unwrap_or_default(),
+        )
+    }));
+    Ok(rendered)
+}
+
+/// Would the operator hand `o` (of a child kind) to the plugin as one of
+/// `parent`'s observed children? The live host's rule
+/// ([`kubeplug_core::inputs::observed`]), as the operator applies it to
+/// its caches; an object without a namespace is in `default`, as `kubectl
+/// apply` would put it.
+pub fn is_observed(parent: &Value, o: &Value) -> bool {
+    let owners = o["metadata"]["ownerReferences"].as_array();
+    let owners = owners.into_iter().flatten().map(|r| {
+        (
+            r["uid"].as_str().unwrap_or_default(),
+            r["controller"].as_bool(),
+        )
+    });
+    inputs::observed(
+        &selection_parent(parent),
+        &Seen {
+            namespace: Some(namespace_of(o)),
+            labels: None,
+        },
+        owners,
+    )
+}
+
+/// `parent` as input selection sees it.
+fn selection_parent(parent: &Value) -> Parent<'_> {
+    Parent {
+        name: parent["metadata"]["name"].as_str().unwrap_or_default(),
+        namespace: Some(namespace_of(parent)),
+        uid: parent["metadata"]["uid"].as_str().unwrap_or_default(),
+    }
 }
 
 fn check_parent(manifest: &Manifest, parent: &Value) -> Result<(), RenderError> {

@@ -191,7 +191,27 @@ fn render_reads_observed_children_and_related_pods_from_files() {
         "sorted, and without the other database's pod"
     );
     assert_eq!(status["readyReplicas"], 2);
-    assert_eq!(out["prune"], json!(["Service/default/orders-legacy"]));
+    assert_eq!(
+        out["prune"],
+        json!(["Service/default/orders-legacy"]),
+        "the controlled child the plugin no longer returns, not another controller's"
+    );
+    let notes = out["notes"]
+        .as_array()
+        .expect("a note on the passed-over child");
+    let passed_over: Vec<&str> = notes
+        .iter()
+        .filter_map(|n| {
+            n.as_str()?
+                .split_once(" is not one of the parent's children")
+        })
+        .map(|(object, _)| object)
+        .collect();
+    assert_eq!(
+        passed_over,
+        ["Service/default/orders-metrics"],
+        "another controller's Service, neither handed over nor pruned: {notes:#?}"
+    );
 }
 
 #[test]

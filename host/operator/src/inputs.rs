@@ -175,11 +175,7 @@ impl Sources {
         self.children
             .iter()
             .flat_map(|i| i.owned_by(parent.namespace, parent.uid))
-            .filter(|o| {
-                let owners = o.metadata.owner_references.iter().flatten();
-                let owners = owners.map(|r| (r.uid.as_str(), r.controller));
-                selection::observed(parent, &seen(o), owners)
-            })
+            .filter(|o| is_observed(parent, o))
             .collect()
     }
 
@@ -216,6 +212,15 @@ impl Sources {
 }
 
 /// `object` as input selection sees it.
+/// Whether `object`, of one of the plugin's child kinds, is one of
+/// `parent`'s observed children: [`selection::observed`] over its metadata.
+/// `render` applies the same rule to files (`kubeplug_kit::render`).
+pub fn is_observed(parent: &Parent, object: &Object) -> bool {
+    let owners = object.metadata.owner_references.iter().flatten();
+    let owners = owners.map(|r| (r.uid.as_str(), r.controller));
+    selection::observed(parent, &seen(object), owners)
+}
+
 fn seen(object: &Object) -> Seen<'_> {
     Seen {
         namespace: object.metadata.namespace.as_deref(),

@@ -77,7 +77,7 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
         read_all(&args.observed)?,
         read_all(&args.related)?,
     )?;
-    rendered.notes = notes;
+    rendered.notes.splice(0..0, notes);
     print(&rendered, args.common.output)
 }
 
