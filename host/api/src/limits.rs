@@ -8,9 +8,10 @@
 //! own flow control answers; kubectl retries it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
@@ -71,7 +72,7 @@ pub struct Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let mut users = self.limiter.users.lock().expect("limiter lock");
+        let mut users = self.limiter.users.lock();
         if let Some(user) = users.get_mut(&self.user) {
             user.in_flight = user.in_flight.saturating_sub(1);
         }
@@ -92,7 +93,7 @@ impl Limiter {
         let limits = &self.limits;
         let burst = f64::from(limits.per_user_burst.max(1));
         let now = Instant::now();
-        let mut users = self.users.lock().expect("limiter lock");
+        let mut users = self.users.lock();
         if users.len() >= MAX_USERS && !users.contains_key(user) {
             users.retain(|_, u| u.in_flight > 0);
         }

@@ -6,12 +6,13 @@
 mod preview;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt as _;
 use hyper_util::rt::TokioIo;
+use parking_lot::RwLock;
 use tracing::Instrument as _;
 
 use crate::authorize::{Attributes, Authorizer};
@@ -129,7 +130,7 @@ pub async fn serve(
         let (stream, peer) = crate::tls::accept(&listener).await;
         let server = server.clone();
         tokio::spawn(async move {
-            let tls = server.tls.read().expect("tls lock").clone();
+            let tls = server.tls.read().clone();
             // Refused most often for want of the front proxy's client
             // certificate.
             let Some(stream) = crate::tls::handshake(&tls, stream, peer, "API").await else {
@@ -209,8 +210,8 @@ async fn reload(server: Arc<Server>, settings: ApiSettings, client: kube::Client
         };
         match acceptor(&settings, &front_proxy) {
             Ok(tls) => {
-                *server.tls.write().expect("tls lock") = Arc::new(tls);
-                *server.front_proxy.write().expect("front proxy lock") = Arc::new(front_proxy);
+                *server.tls.write() = Arc::new(tls);
+                *server.front_proxy.write() = Arc::new(front_proxy);
             }
             Err(error) => {
                 let error = kubeplug_core::report::format_chain(&error);
@@ -228,7 +229,7 @@ impl Server {
     ) -> Response<Body> {
         let path = req.uri().path().to_string();
         let query = req.uri().query().unwrap_or("").to_string();
-        let front_proxy = self.front_proxy.read().expect("front proxy lock").clone();
+        let front_proxy = self.front_proxy.read().clone();
         let user = match front_proxy.user(proxy_name, req.headers()) {
             Ok(user) => user,
             Err(why) => return failure(StatusCode::UNAUTHORIZED, "Unauthorized", why),

@@ -21,13 +21,14 @@
 //! stopped matching.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Response, StatusCode};
 use http_body_util::BodyExt as _;
 use hyper::body::Bytes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::WatchEvent;
+use parking_lot::Mutex;
 use serde::Serialize;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
@@ -199,7 +200,7 @@ impl Tracker {
     }
 
     fn update(&self, mut fresh: BTreeMap<String, Plugin>) {
-        let mut state = self.state.lock().expect("tracker lock");
+        let mut state = self.state.lock();
         let mut events = Vec::new();
         let gone: Vec<String> = state
             .objects
@@ -253,13 +254,13 @@ impl Tracker {
     }
 
     pub fn get(&self, name: &str) -> Option<Plugin> {
-        let state = self.state.lock().expect("tracker lock");
+        let state = self.state.lock();
         state.objects.get(name).map(|(_, o)| o.clone())
     }
 
     /// Every object, and the version of the whole list.
     pub fn list(&self) -> (Vec<Plugin>, u64) {
-        let state = self.state.lock().expect("tracker lock");
+        let state = self.state.lock();
         (
             state.objects.values().map(|(_, o)| o.clone()).collect(),
             state.version,
@@ -267,7 +268,7 @@ impl Tracker {
     }
 
     pub fn version(&self) -> u64 {
-        self.state.lock().expect("tracker lock").version
+        self.state.lock().version
     }
 
     /// A watch response: the changes after `since` (a list's version), or
@@ -287,7 +288,7 @@ impl Tracker {
     ) -> Response<Body> {
         // Subscribe and read the state under the lock changes are sent
         // under, so no change falls between.
-        let state = self.state.lock().expect("tracker lock");
+        let state = self.state.lock();
         let mut events = self.events.subscribe();
         let (start, initial): (u64, Vec<Event>) = match since {
             Some(version) => match state.since(version) {

@@ -49,8 +49,9 @@ mod quotas;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use serde::Deserialize;
@@ -383,18 +384,18 @@ impl PolicyFiles {
 
     /// The policy in force.
     pub fn current(&self) -> Arc<Policy> {
-        self.state.lock().expect("policy lock").1.clone()
+        self.state.lock().1.clone()
     }
 
     /// Read the files again if their content changed. `Ok(true)`: a new
     /// policy is in force.
     pub fn refresh(&self) -> Result<bool, PolicyError> {
         let digest = Self::digest(&self.paths);
-        if self.state.lock().expect("policy lock").0 == digest {
+        if self.state.lock().0 == digest {
             return Ok(false);
         }
         let policy = Policy::load(&self.paths)?;
-        *self.state.lock().expect("policy lock") = (digest, Arc::new(policy));
+        *self.state.lock() = (digest, Arc::new(policy));
         Ok(true)
     }
 

@@ -27,10 +27,11 @@
 
 pub mod metrics;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use self::metrics::HealthMetrics;
@@ -103,7 +104,7 @@ impl ApiHealth {
 
     /// A request got no answer (or a 502/503/504), because of `error`.
     pub fn failed(&self, error: &dyn std::fmt::Display) {
-        *self.error.lock().expect("health lock") = error.to_string();
+        *self.error.lock() = error.to_string();
         let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
         if failures == FAILURES {
             tracing::warn!(%error, "the API server is unreachable; not ready");
@@ -133,7 +134,7 @@ impl ApiHealth {
             runtime.spawn(self.clone().probe(client.clone()));
         }
         if failures >= FAILURES {
-            let error = self.error.lock().expect("health lock");
+            let error = self.error.lock();
             return Err(format!("the API server is unreachable: {error}"));
         }
         Ok(())

@@ -35,7 +35,7 @@ pub mod view;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
@@ -43,6 +43,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource as KubeApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
 pub use cache::{Cache, LeftOut};
@@ -106,7 +107,7 @@ pub struct Problem {
 
 impl Drop for Informer {
     fn drop(&mut self) {
-        if let Some(task) = self.task.lock().expect("task lock").take() {
+        if let Some(task) = self.task.lock().take() {
             task.abort();
         }
         self.metrics.informer_stopped(&self.label);
@@ -125,7 +126,6 @@ impl Drop for Subscription {
         self.informer
             .handlers
             .write()
-            .expect("handlers lock")
             .retain(|(id, _)| *id != self.id);
     }
 }
@@ -144,11 +144,8 @@ impl Informer {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         // Register first, then replay: a change racing with the replay is
         // delivered twice at worst, never lost; queues de-duplicate.
-        self.handlers
-            .write()
-            .expect("handlers lock")
-            .push((id, handler.clone()));
-        for object in self.cache.read().expect("cache lock").list(None) {
+        self.handlers.write().push((id, handler.clone()));
+        for object in self.cache.read().list(None) {
             handler(&object);
         }
         Subscription {
@@ -165,7 +162,7 @@ impl Informer {
     pub fn remember(&self, object: DynamicObject) {
         let object = Object::new(self.typed(object));
         let key = object.key();
-        let mut cache = self.cache.write().expect("cache lock");
+        let mut cache = self.cache.write();
         if cache.get(&key.namespace, &key.name).is_none() {
             let was = cache.left_out();
             cache.apply(Arc::new(object));
@@ -174,32 +171,26 @@ impl Informer {
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
-        self.cache.read().expect("cache lock").get(namespace, name)
+        self.cache.read().get(namespace, name)
     }
 
     /// See [`Cache::owned_by`].
     pub fn owned_by(&self, namespace: Option<&str>, uid: &str) -> Vec<Arc<Object>> {
-        self.cache
-            .read()
-            .expect("cache lock")
-            .owned_by(namespace, uid)
+        self.cache.read().owned_by(namespace, uid)
     }
 
     pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<Object>> {
-        self.cache.read().expect("cache lock").list(namespace)
+        self.cache.read().list(namespace)
     }
 
     /// See [`Cache::labelled`].
     pub fn labelled(&self, namespace: &str, key: &str, value: &str) -> Vec<Arc<Object>> {
-        self.cache
-            .read()
-            .expect("cache lock")
-            .labelled(namespace, key, value)
+        self.cache.read().labelled(namespace, key, value)
     }
 
     /// See [`Cache::index_label`].
     pub fn index_label(&self, key: &str) {
-        self.cache.write().expect("cache lock").index_label(key);
+        self.cache.write().index_label(key);
     }
 
     pub fn is_synced(&self) -> bool {
@@ -209,10 +200,10 @@ impl Informer {
     /// Why the informer cannot list or watch now, or leaves objects out of
     /// its cache (its byte budget), if so.
     pub fn problem(&self) -> Option<Problem> {
-        if let Some(problem) = self.problem.lock().expect("problem lock").clone() {
+        if let Some(problem) = self.problem.lock().clone() {
             return Some(problem);
         }
-        let cache = self.cache.read().expect("cache lock");
+        let cache = self.cache.read();
         let left_out = cache.left_out()?;
         Some(Problem {
             message: format!(
@@ -246,10 +237,10 @@ impl Informer {
     /// True (once per [`RELIST_INTERVAL`] at most) when objects left out of
     /// the cache would fit now: the watch must list again to get them.
     fn relist_due(&self) -> bool {
-        if !self.cache.read().expect("cache lock").wants_relist() {
+        if !self.cache.read().wants_relist() {
             return false;
         }
-        let mut relisted = self.relisted.lock().expect("relist lock");
+        let mut relisted = self.relisted.lock();
         if relisted.is_some_and(|at| at.elapsed() < RELIST_INTERVAL) {
             return false;
         }
@@ -267,7 +258,6 @@ impl Informer {
         let handlers: Vec<Handler> = self
             .handlers
             .read()
-            .expect("handlers lock")
             .iter()
             .map(|(_, h)| h.clone())
             .collect();
@@ -289,41 +279,32 @@ impl Informer {
     }
 
     fn handle(&self, event: Event<DynamicObject>) {
-        if let Some(problem) = self.problem.lock().expect("problem lock").take() {
+        if let Some(problem) = self.problem.lock().take() {
             tracing::info!(resource = %self.resource, was = %problem.message, "watch recovered");
         }
         // Each object is turned into its cached form once, here; the
         // decoded tree is dropped at the end of this event.
         let cached = |o: DynamicObject| Arc::new(Object::new(self.typed(o)));
-        let was = self.cache.read().expect("cache lock").left_out();
+        let was = self.cache.read().left_out();
         match event {
             Event::Apply(object) => {
                 let object = cached(object);
-                self.cache
-                    .write()
-                    .expect("cache lock")
-                    .apply(object.clone());
+                self.cache.write().apply(object.clone());
                 self.notify(&object);
             }
             Event::Delete(object) => {
                 let object = cached(object);
-                self.cache
-                    .write()
-                    .expect("cache lock")
-                    .delete(&object.key());
+                self.cache.write().delete(&object.key());
                 self.notify(&object);
             }
-            Event::Init => self.cache.write().expect("cache lock").init(),
+            Event::Init => self.cache.write().init(),
             Event::InitApply(object) => {
                 let object = cached(object);
-                self.cache
-                    .write()
-                    .expect("cache lock")
-                    .init_apply(object.clone());
+                self.cache.write().init_apply(object.clone());
                 self.notify(&object);
             }
             Event::InitDone => {
-                let vanished = self.cache.write().expect("cache lock").init_done();
+                let vanished = self.cache.write().init_done();
                 for object in vanished {
                     self.notify(&object);
                 }
@@ -331,7 +312,7 @@ impl Informer {
             }
         }
         let (count, bytes, left_out, budget) = {
-            let cache = self.cache.read().expect("cache lock");
+            let cache = self.cache.read();
             (cache.len(), cache.bytes(), cache.left_out(), cache.budget())
         };
         self.budget_changed(was, left_out, budget);
@@ -415,7 +396,7 @@ impl Informer {
             tracing::info!(resource = %self.label, %error, "watch expired (410 Gone); relisting");
             return;
         };
-        let mut current = self.problem.lock().expect("problem lock");
+        let mut current = self.problem.lock();
         if current.as_ref() != Some(&problem) {
             tracing::warn!(resource = %self.label, %error, problem = %problem.message, "list or watch failed; retrying");
         } else {
@@ -508,7 +489,7 @@ impl Informers {
     /// The informer for `resource` in `scope`, started if nobody uses it
     /// yet. It runs while a returned reference is alive.
     pub fn informer(&self, resource: &ApiResource, scope: &Scope) -> Arc<Informer> {
-        let mut informers = self.informers.lock().expect("informers lock");
+        let mut informers = self.informers.lock();
         informers.retain(|_, i| i.strong_count() > 0);
         let key = (resource.clone(), scope.clone());
         if let Some(informer) = informers.get(&key).and_then(Weak::upgrade) {
@@ -535,7 +516,7 @@ impl Informers {
             resource.clone(),
             scope.clone(),
         ));
-        *informer.task.lock().expect("task lock") = Some(task.abort_handle());
+        *informer.task.lock() = Some(task.abort_handle());
         informers.insert(key, Arc::downgrade(&informer));
         informer
     }

@@ -40,7 +40,7 @@ pub mod balance;
 pub mod metrics;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -48,6 +48,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -365,7 +366,7 @@ impl Elector {
                 tokio::time::sleep(jittered(period)).await;
             }
         });
-        *elector.task.lock().expect("elector lock") = Some(task);
+        *elector.task.lock() = Some(task);
         elector
     }
 
@@ -382,7 +383,7 @@ impl Elector {
     /// Campaign for a unit's Lease (a plugin, or one shard of it: see
     /// [`balance::unit`]); the token follows its leadership.
     pub fn join(&self, plugin: &str) -> Leadership {
-        let mut state = self.state.lock().expect("elector lock");
+        let mut state = self.state.lock();
         let slot = state
             .slots
             .entry(plugin.to_string())
@@ -400,7 +401,7 @@ impl Elector {
     /// Stop campaigning for `plugin`: its token turns false now and the
     /// Lease, if held, is released at the next round.
     pub fn leave(&self, plugin: &str) {
-        let mut state = self.state.lock().expect("elector lock");
+        let mut state = self.state.lock();
         if let Some(slot) = state.slots.get_mut(plugin) {
             slot.wanted = false;
             slot.tx.send_modify(|t| t.leading = false);
@@ -411,11 +412,11 @@ impl Elector {
     /// take over at once, client-go's `ReleaseOnCancel`) and leave the
     /// membership.
     pub async fn shutdown(&self) {
-        if let Some(task) = self.task.lock().expect("elector lock").take() {
+        if let Some(task) = self.task.lock().take() {
             task.abort();
         }
         let plugins: Vec<String> = {
-            let state = self.state.lock().expect("elector lock");
+            let state = self.state.lock();
             for slot in state.slots.values() {
                 slot.tx.send_modify(|t| t.leading = false);
             }
@@ -456,7 +457,7 @@ impl Elector {
         let mut released: Vec<String> = Vec::new();
 
         let units: Vec<(String, bool, Option<Instant>)> = {
-            let state = self.state.lock().expect("elector lock");
+            let state = self.state.lock();
             state
                 .slots
                 .iter()
@@ -473,7 +474,7 @@ impl Elector {
                 if mine {
                     self.release(&name, lease.expect("held")).await;
                 }
-                let mut state = self.state.lock().expect("elector lock");
+                let mut state = self.state.lock();
                 if state.slots.get(&unit).is_some_and(|s| !s.wanted) {
                     state.slots.remove(&unit);
                 }
@@ -512,14 +513,10 @@ impl Elector {
             }
             self.expire_lapsed_one(&unit);
             let since = if lease.is_none() {
-                let mut state = self.state.lock().expect("elector lock");
+                let mut state = self.state.lock();
                 *state.missing.entry(name.clone()).or_insert(now)
             } else {
-                self.state
-                    .lock()
-                    .expect("elector lock")
-                    .missing
-                    .remove(&name);
+                self.state.lock().missing.remove(&name);
                 match free_since.get(&name) {
                     Some(since) => *since,
                     None => continue, // held by a live replica
@@ -569,7 +566,7 @@ impl Elector {
         now: Instant,
     ) -> (Vec<String>, Loads, HashMap<String, Instant>) {
         let me = self.identity().to_string();
-        let mut state = self.state.lock().expect("elector lock");
+        let mut state = self.state.lock();
         state.seen.retain(|name, _| leases.contains_key(name));
         let mut expiry = |name: &str, lease: &Lease| -> Instant {
             let version = lease.metadata.resource_version.clone().unwrap_or_default();
@@ -720,7 +717,7 @@ impl Elector {
     }
 
     fn set_term(&self, plugin: &str, term: Term, cooldown: Option<Instant>) {
-        let mut state = self.state.lock().expect("elector lock");
+        let mut state = self.state.lock();
         if let Some(slot) = state.slots.get_mut(plugin) {
             let was = slot.tx.borrow().valid();
             slot.tx.send_replace(term);
@@ -737,14 +734,7 @@ impl Elector {
     /// End the terms whose renew deadline passed (their tokens are already
     /// invalid; this makes it visible in logs and metrics).
     fn expire_lapsed(&self) {
-        let plugins: Vec<String> = self
-            .state
-            .lock()
-            .expect("elector lock")
-            .slots
-            .keys()
-            .cloned()
-            .collect();
+        let plugins: Vec<String> = self.state.lock().slots.keys().cloned().collect();
         for plugin in plugins {
             self.expire_lapsed_one(&plugin);
         }
@@ -752,7 +742,7 @@ impl Elector {
 
     fn expire_lapsed_one(&self, plugin: &str) {
         let lapsed = {
-            let state = self.state.lock().expect("elector lock");
+            let state = self.state.lock();
             state.slots.get(plugin).is_some_and(|s| {
                 let t = *s.tx.borrow();
                 t.leading && !t.valid()

@@ -25,9 +25,10 @@ pub mod metrics;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -176,7 +177,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         loop {
             tick.tick().await;
             let Some(queue) = queue.upgrade() else { return };
-            let s = queue.state.lock().expect("queue lock");
+            let s = queue.state.lock();
             if s.closed {
                 return;
             }
@@ -206,7 +207,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
 
     /// Queue `key` now (a burst of changes waiting for it is absorbed).
     pub fn add(&self, key: K) {
-        let mut s = self.state.lock().expect("queue lock");
+        let mut s = self.state.lock();
         if s.closed {
             return;
         }
@@ -220,7 +221,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     /// (`workqueue_retries_total`), as client-go's `AddRateLimited` is.
     pub fn retry_after(self: &Arc<Self>, key: K, delay: Duration) {
         {
-            let s = self.state.lock().expect("queue lock");
+            let s = self.state.lock();
             if let (false, Some(tracker)) = (s.closed, &s.tracker) {
                 tracker.retried();
             }
@@ -232,7 +233,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     pub fn add_after(self: &Arc<Self>, key: K, delay: Duration) {
         let at = Instant::now() + delay;
         {
-            let mut s = self.state.lock().expect("queue lock");
+            let mut s = self.state.lock();
             match s.scheduled.get(&key) {
                 Some(existing) if *existing <= at => return,
                 _ => {
@@ -245,7 +246,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
             tokio::time::sleep_until(at).await;
             let Some(queue) = queue.upgrade() else { return };
             let due = {
-                let mut s = queue.state.lock().expect("queue lock");
+                let mut s = queue.state.lock();
                 // A later, earlier-scheduled add replaced ours: let it fire.
                 if s.scheduled.get(&key) == Some(&at) {
                     s.scheduled.remove(&key);
@@ -270,7 +271,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         }
         let now = Instant::now();
         let due = {
-            let mut s = self.state.lock().expect("queue lock");
+            let mut s = self.state.lock();
             if s.closed || s.queued.contains(&key) {
                 return;
             }
@@ -298,7 +299,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
             loop {
                 tokio::time::sleep_until(due).await;
                 let Some(queue) = queue.upgrade() else { return };
-                let mut s = queue.state.lock().expect("queue lock");
+                let mut s = queue.state.lock();
                 let active = s.active.contains(&key);
                 let Some(burst) = s.settling.get_mut(&key) else {
                     // Absorbed by an `add`.
@@ -326,7 +327,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         loop {
             let notified = self.notify.notified();
             {
-                let mut s = self.state.lock().expect("queue lock");
+                let mut s = self.state.lock();
                 if s.closed {
                     return None;
                 }
@@ -353,7 +354,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     /// The worker is finished with `key`.
     pub fn done(self: &Arc<Self>, key: &K) {
         let (requeued, settle) = {
-            let mut s = self.state.lock().expect("queue lock");
+            let mut s = self.state.lock();
             s.active.remove(key);
             if let Some(tracker) = &mut s.tracker {
                 tracker.done(key, Instant::now());
@@ -382,7 +383,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     /// observed queue's gauges drop to zero.
     pub fn close(&self) {
         {
-            let mut s = self.state.lock().expect("queue lock");
+            let mut s = self.state.lock();
             s.closed = true;
             if let Some(tracker) = &mut s.tracker {
                 tracker.closed();
@@ -394,13 +395,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     /// The keys waiting now (not active or scheduled ones), for a breakdown
     /// of [`Queue::len`].
     pub fn waiting(&self) -> Vec<K> {
-        let state = self.state.lock().expect("queue lock");
+        let state = self.state.lock();
         state.ready.iter().cloned().collect()
     }
 
     /// Keys waiting (not counting active or scheduled ones).
     pub fn len(&self) -> usize {
-        self.state.lock().expect("queue lock").ready.len()
+        self.state.lock().ready.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -411,7 +412,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     /// nothing runs for them yet); never once the queue is closed (its
     /// workers are gone, whatever they held).
     pub fn working(&self) -> bool {
-        let state = self.state.lock().expect("queue lock");
+        let state = self.state.lock();
         !state.closed && (!state.ready.is_empty() || !state.active.is_empty())
     }
 }

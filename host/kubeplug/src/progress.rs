@@ -4,9 +4,11 @@
 //! through in silence. Loads from the compile cache say nothing.
 
 use std::io::{IsTerminal as _, Write};
+use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use kubeplug_runtime::{CompileWatch, Runtime};
 
@@ -160,10 +162,9 @@ impl CompileWatch for Plain {
         let (label, cached, out) = (label.to_string(), self.cached, self.out.clone());
         let started = Instant::now();
         let line = move |text: String| {
-            if let Ok(mut out) = out.lock() {
-                let _ = writeln!(out, "{text}");
-                let _ = out.flush();
-            }
+            let mut out = out.lock();
+            let _ = writeln!(out, "{text}");
+            let _ = out.flush();
         };
         let ticker = std::thread::spawn(move || {
             if finished.recv_timeout(Terminal::GRACE) != Err(RecvTimeoutError::Timeout) {
@@ -191,7 +192,7 @@ mod tests {
 
     impl Write for Shared {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().write(buf)
+            self.0.lock().write(buf)
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
@@ -200,7 +201,7 @@ mod tests {
 
     impl Shared {
         fn text(&self) -> String {
-            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+            String::from_utf8(self.0.lock().clone()).unwrap()
         }
     }
 

@@ -16,7 +16,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -24,6 +24,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
+use parking_lot::{Mutex, RwLock};
 
 use kubeplug_core::webhook::Webhook;
 use kubeplug_operator::metrics::OperatorMetrics;
@@ -137,7 +138,7 @@ pub async fn serve(
         let accepted = std::time::Instant::now();
         let server = server.clone();
         tokio::spawn(async move {
-            let tls = server.tls.read().expect("tls lock").clone();
+            let tls = server.tls.read().clone();
             let Some(stream) = kubeplug_api::tls::handshake(&tls, stream, peer, "webhook").await
             else {
                 return;
@@ -152,12 +153,11 @@ pub async fn serve(
             // long after (a connection the client dialled and parked idle);
             // a later one's on this connection from its own arrival.
             let handshaken = std::time::Instant::now();
-            let first = Arc::new(std::sync::Mutex::new(Some(accepted)));
+            let first = Arc::new(Mutex::new(Some(accepted)));
             let service = hyper::service::service_fn(move |req| {
                 let server = server.clone();
                 let arrived = first
                     .lock()
-                    .expect("arrival lock")
                     .take()
                     .filter(|_| handshaken.elapsed() < PARKED)
                     .unwrap_or_else(std::time::Instant::now);
@@ -179,7 +179,7 @@ async fn reload(server: Arc<Server>, settings: WebhookSettings) {
     loop {
         cert.reload_due(RELOAD).await;
         match acceptor(&settings) {
-            Ok(tls) => *server.tls.write().expect("tls lock") = Arc::new(tls),
+            Ok(tls) => *server.tls.write() = Arc::new(tls),
             Err(error) => tracing::warn!(
                 error = %format!("{error:#}"),
                 "webhook certificate unreadable; keeping the previous one"

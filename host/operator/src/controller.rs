@@ -16,9 +16,10 @@ mod shards;
 mod triggers;
 mod worker;
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::{Mutex, RwLock};
 use tokio::task::JoinHandle;
 
 use crate::fence::{Fence, budget, echoes, references, unchanged};
@@ -129,7 +130,7 @@ impl Shared {
 
 impl Serves for Shared {
     fn plugin(&self) -> Plugin {
-        self.plugin.read().expect("plugin lock").clone()
+        self.plugin.read().clone()
     }
 
     fn sources(&self) -> &Sources {
@@ -265,7 +266,7 @@ impl Controller {
         shared
             .sources
             .problem()
-            .or_else(|| shared.overdue.lock().expect("overdue lock").problem())
+            .or_else(|| shared.overdue.lock().problem())
             // A standby's failures are from when it led: the leader's
             // state is the plugin's.
             .or_else(|| {
@@ -306,7 +307,7 @@ impl Controller {
 
     /// The plugin version now serving.
     pub fn plugin(&self) -> Plugin {
-        self.shared.plugin.read().expect("plugin lock").clone()
+        self.shared.plugin.read().clone()
     }
 
     /// Serve `plugin` from now on (it must have the [`same_shape`](kubeplug_core::manifest::same_shape)), and
@@ -314,19 +315,15 @@ impl Controller {
     /// The version it replaces is kept until `plugin` passes its probation
     /// under `rollback` (`key`: the content key of its file).
     pub fn upgrade(&self, plugin: Plugin, key: String, rollback: RollbackSettings) {
-        let previous = std::mem::replace(
-            &mut *self.shared.plugin.write().expect("plugin lock"),
-            plugin.clone(),
-        );
+        let previous = std::mem::replace(&mut *self.shared.plugin.write(), plugin.clone());
         self.shared
             .rollout
             .lock()
-            .expect("rollout lock")
             .start(plugin, previous, key, rollback);
         self.shared.failing.clear();
         self.shared.fence.last_calls.forget_all();
         // The live version changed: what the shadow compared no longer holds.
-        let shadow = self.shared.shadow.read().expect("shadow lock").clone();
+        let shadow = self.shared.shadow.read().clone();
         if let Some(shadow) = shadow {
             self.set_shadow(Some(shadow.restarted()));
         }
@@ -340,12 +337,7 @@ impl Controller {
 
     /// The version that was rolled back, while the previous one serves.
     pub fn rolled_back(&self) -> Option<RolledBack> {
-        self.shared
-            .rollout
-            .lock()
-            .expect("rollout lock")
-            .rolled_back()
-            .cloned()
+        self.shared.rollout.lock().rolled_back().cloned()
     }
 
     /// Run `shadow`'s candidate beside the live version from now on (`None`:
@@ -357,7 +349,7 @@ impl Controller {
         if let Some(shadow) = &shadow {
             shadow.start_whatif(self.serving());
         }
-        *self.shared.shadow.write().expect("shadow lock") = shadow.map(Arc::new);
+        *self.shared.shadow.write() = shadow.map(Arc::new);
         self.shared
             .metrics
             .shadow_parents(self.plugin().name(), None);
@@ -368,7 +360,7 @@ impl Controller {
 
     /// The candidate in shadow, if any.
     pub fn shadow(&self) -> Option<Arc<Shadow>> {
-        self.shared.shadow.read().expect("shadow lock").clone()
+        self.shared.shadow.read().clone()
     }
 
     /// Record `event` on the parents named `namespace/name` (or `name`)
@@ -455,12 +447,7 @@ fn requeue_all(shared: &Shared) {
 }
 
 fn parent_keys(shared: &Shared) -> Vec<ObjectKey> {
-    let manifest = shared
-        .plugin
-        .read()
-        .expect("plugin lock")
-        .manifest()
-        .clone();
+    let manifest = shared.plugin.read().manifest().clone();
     shared
         .sources
         .parent
@@ -479,7 +466,7 @@ fn resync_spread(period: Duration) -> Duration {
 async fn resync(shared: Arc<Shared>) {
     loop {
         let period = {
-            let plugin = shared.plugin.read().expect("plugin lock");
+            let plugin = shared.plugin.read();
             plugin
                 .manifest()
                 .resync_seconds

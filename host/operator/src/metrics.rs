@@ -17,9 +17,10 @@
 //! ([`kubeplug_kube::queue::metrics`]). `controller` is the plugin's name.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -475,7 +476,7 @@ impl OperatorMetrics {
             digest: digest.into(),
             state: state.as_str().into(),
         };
-        let mut current = self.info_current.lock().expect("metrics lock");
+        let mut current = self.info_current.lock();
         if let Some(old) = current.insert(plugin.to_string(), labels.clone()) {
             self.plugin_info.remove(&old);
         }
@@ -484,7 +485,7 @@ impl OperatorMetrics {
 
     /// Forget a plugin that was removed.
     pub fn plugin_removed(&self, plugin: &str) {
-        let mut current = self.info_current.lock().expect("metrics lock");
+        let mut current = self.info_current.lock();
         if let Some(old) = current.remove(plugin) {
             self.plugin_info.remove(&old);
         }

@@ -47,10 +47,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashSet;
+use parking_lot::{Mutex, MutexGuard};
 use serde::Deserialize;
 
 use crate::controller::{Controller, Settings};
@@ -216,7 +217,7 @@ impl Registry {
 
     /// The file table, locked.
     fn files(&self) -> MutexGuard<'_, BTreeMap<PathBuf, FileEntry>> {
-        self.files.lock().expect("registry lock")
+        self.files.lock()
     }
 
     /// Wait until no load is running, at most `limit`.

@@ -23,8 +23,9 @@ use job::Waiting;
 pub use job::{Check, Job, value_bytes};
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -163,19 +164,19 @@ impl Shadow {
     /// background (see [`crate::whatif`]).
     pub fn start_whatif(&self, serving: crate::serving::Serving) {
         let run = crate::whatif::start(serving, self.plugin.clone());
-        *self.whatif.lock().expect("shadow lock") = Some(run);
+        *self.whatif.lock() = Some(run);
     }
 
     /// The what-if's report, if one started.
     pub fn whatif(&self) -> Option<Report> {
-        let run = self.whatif.lock().expect("shadow lock");
+        let run = self.whatif.lock();
         run.as_ref().map(|w| w.progress.report())
     }
 
     /// The what-if's report once complete (waiting for it), if one started.
     pub async fn whatif_finished(&self) -> Option<Report> {
         let progress = {
-            let run = self.whatif.lock().expect("shadow lock");
+            let run = self.whatif.lock();
             run.as_ref().map(|w| w.progress.clone())?
         };
         Some(progress.finished().await)
@@ -191,13 +192,9 @@ impl Shadow {
             }
             Err(_) => {
                 // The newest request of a parent replaces an older one.
-                let dropped =
-                    self.waiting
-                        .lock()
-                        .expect("shadow lock")
-                        .push(job, span, (QUEUE, QUEUE_BYTES));
+                let dropped = self.waiting.lock().push(job, span, (QUEUE, QUEUE_BYTES));
                 if dropped > 0 {
-                    self.stats.lock().expect("shadow lock").skipped += dropped;
+                    self.stats.lock().skipped += dropped;
                 }
             }
         }
@@ -213,11 +210,11 @@ impl Shadow {
         loop {
             while let Some((job, span)) = next {
                 self.compare(job, &metrics).instrument(span).await;
-                next = self.waiting.lock().expect("shadow lock").pop_front();
+                next = self.waiting.lock().pop_front();
             }
             drop(slot);
             // A job queued after the last look, while every slot was held.
-            if self.waiting.lock().expect("shadow lock").is_empty() {
+            if self.waiting.lock().is_empty() {
                 return;
             }
             match self.slots.clone().try_acquire_owned() {
@@ -225,7 +222,7 @@ impl Shadow {
                 // Another holder drains it.
                 Err(_) => return,
             }
-            next = self.waiting.lock().expect("shadow lock").pop_front();
+            next = self.waiting.lock().pop_front();
         }
     }
 
@@ -295,7 +292,7 @@ impl Shadow {
     pub fn record(&self, key: &ObjectKey, live: &Decision, candidate: &Decision) -> Verdict {
         let differences = compare(live, candidate);
         let fingerprint = (!differences.is_empty()).then(|| fingerprint(&differences));
-        let mut stats = self.stats.lock().expect("shadow lock");
+        let mut stats = self.stats.lock();
         stats.comparisons += 1;
         let candidate_failed = live.is_ok() && candidate.is_err();
         if candidate_failed {
@@ -331,20 +328,20 @@ impl Shadow {
 
     /// The parent is gone: it no longer counts.
     pub fn forget(&self, key: &ObjectKey) {
-        let mut stats = self.stats.lock().expect("shadow lock");
+        let mut stats = self.stats.lock();
         stats.parents.remove(key);
         stats.examples.remove(key);
     }
 
     /// Parents compared and parents differing now.
     pub fn counts(&self) -> (usize, usize) {
-        let stats = self.stats.lock().expect("shadow lock");
+        let stats = self.stats.lock();
         let differing = stats.parents.values().filter(|f| f.is_some()).count();
         (stats.parents.len(), differing)
     }
 
     pub fn status(&self) -> ShadowStatus {
-        let stats = self.stats.lock().expect("shadow lock");
+        let stats = self.stats.lock();
         let manifest = self.plugin.manifest();
         ShadowStatus {
             file: self.file.clone(),

@@ -11,9 +11,10 @@
 //! reconciles are queued or running, and it sleeps between parents so that
 //! it takes at most [`CPU_SHARE`] of one core.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::error::ReconcileError;
@@ -108,8 +109,8 @@ impl Drop for WhatIf {
 impl Progress {
     /// The report now (with details).
     pub fn report(&self) -> Report {
-        let mut report = self.report.lock().expect("what-if lock").clone();
-        let tally = self.tally.lock().expect("what-if lock");
+        let mut report = self.report.lock().clone();
+        let tally = self.tally.lock();
         report.summary = tally.summary();
         report.details = Some(tally.details());
         report
@@ -167,13 +168,13 @@ pub fn start(serving: Serving, candidate: Plugin) -> WhatIf {
 /// Run `candidate` against every parent, tallying into `progress`.
 async fn run(serving: &Serving, candidate: &Plugin, progress: &Progress) {
     if let Err(other) = crate::serving::fits(candidate, &serving.plugin(), Run::WhatIf) {
-        let mut report = progress.report.lock().expect("what-if lock");
+        let mut report = progress.report.lock();
         report.phase = Phase::Failed;
         report.error = Some(other.to_string());
         return;
     }
     let parents = serving.sources().parent.list(None);
-    progress.report.lock().expect("what-if lock").parents_total = parents.len();
+    progress.report.lock().parents_total = parents.len();
     let kind = KindRef::of(&candidate.manifest().parent);
     for parent_obj in parents {
         // A parent being deleted is finalized, not reconciled.
@@ -194,7 +195,7 @@ async fn run(serving: &Serving, candidate: &Plugin, progress: &Progress) {
             .await
             .map(|(inputs, plan)| (inputs.parent, plan));
         {
-            let mut tally = progress.tally.lock().expect("what-if lock");
+            let mut tally = progress.tally.lock();
             match &decided {
                 Ok((parent, plan)) => tally.plan(&name, &kind, parent, plan),
                 Err(ReconcileError::Fence(refused)) => tally.refused(&name, &refused.to_string()),
@@ -205,7 +206,7 @@ async fn run(serving: &Serving, candidate: &Plugin, progress: &Progress) {
         tokio::time::sleep(worked.mul_f64((1.0 - CPU_SHARE) / CPU_SHARE)).await;
     }
     let elapsed = progress.started.elapsed();
-    let summary = progress.tally.lock().expect("what-if lock").summary();
+    let summary = progress.tally.lock().summary();
     tracing::info!(
         parents = summary.parents,
         changed = summary.changed,
@@ -214,7 +215,7 @@ async fn run(serving: &Serving, candidate: &Plugin, progress: &Progress) {
         seconds = elapsed.as_secs_f64(),
         "what-if complete"
     );
-    let mut report = progress.report.lock().expect("what-if lock");
+    let mut report = progress.report.lock();
     report.phase = Phase::Complete;
     report.finished_at = Some(format!("{:.0}", jiff::Timestamp::now()));
     report.seconds = Some(round_ms(elapsed));

@@ -15,8 +15,10 @@
 //! Waiting blocks the calling thread: calls run on blocking threads.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
 
 /// What a call reserves at least: a small Rust guest's instance.
 pub const MIN_RESERVATION: usize = 2 << 20;
@@ -92,7 +94,7 @@ impl MemoryBudget {
     }
 
     pub fn stats(&self) -> BudgetStats {
-        let l = self.ledger.lock().expect("budget lock");
+        let l = self.ledger.lock();
         BudgetStats {
             total: self.total,
             used: l.used,
@@ -131,7 +133,7 @@ impl MemoryBudget {
         wait: Duration,
     ) -> Result<Reservation, Short> {
         let bytes = bytes.min(cap).max(MIN_RESERVATION.min(cap));
-        let mut l = self.ledger.lock().expect("budget lock");
+        let mut l = self.ledger.lock();
         if !self.fits(&l, plugin, bytes, cap) {
             let started = Instant::now();
             l.waits += 1;
@@ -146,7 +148,7 @@ impl MemoryBudget {
                         waited: started.elapsed(),
                     });
                 }
-                l = self.freed.wait_timeout(l, left).expect("budget lock").0;
+                self.freed.wait_for(&mut l, left);
                 if self.fits(&l, plugin, bytes, cap) {
                     break;
                 }
@@ -179,7 +181,7 @@ impl Reservation {
             return Ok(());
         }
         let more = total - self.held;
-        let mut l = self.budget.ledger.lock().expect("budget lock");
+        let mut l = self.budget.ledger.lock();
         if !self.budget.fits(&l, &self.plugin, more, self.cap) {
             l.refused += 1;
             return Err(Short::Grow { bytes: total });
@@ -192,7 +194,7 @@ impl Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        let mut l = self.budget.ledger.lock().expect("budget lock");
+        let mut l = self.budget.ledger.lock();
         l.used -= self.held;
         if let Some(mine) = l.by_plugin.get_mut(&*self.plugin) {
             *mine -= self.held;

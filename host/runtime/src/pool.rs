@@ -27,9 +27,10 @@
 //! that was ever used.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::{Condvar, Mutex};
 use wasmtime::component::Component;
 use wasmtime::{Enabled, PoolingAllocationConfig};
 
@@ -277,7 +278,7 @@ impl Slots {
 
     /// Slots in use now.
     pub fn used(&self) -> u32 {
-        self.used.lock().expect("slots lock").all
+        self.used.lock().all
     }
 
     /// Take a slot, waiting for one up to the pool's wait (the host's own
@@ -298,7 +299,7 @@ impl Slots {
         wait: Duration,
     ) -> Result<Slot, Busy> {
         let share = self.share();
-        let mut used = self.used.lock().expect("slots lock");
+        let mut used = self.used.lock();
         let started = Instant::now();
         let mine = |used: &Used| plugin.map_or(0, |p| used.by_plugin.get(p).copied().unwrap_or(0));
         while used.all >= self.total || (plugin.is_some() && mine(&used) >= share) {
@@ -311,7 +312,7 @@ impl Slots {
                     waited: started.elapsed(),
                 });
             }
-            used = self.freed.wait_timeout(used, left).expect("slots lock").0;
+            self.freed.wait_for(&mut used, left);
         }
         used.all += 1;
         if let Some(plugin) = plugin {
@@ -326,7 +327,7 @@ impl Slots {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut used = self.slots.used.lock().expect("slots lock");
+        let mut used = self.slots.used.lock();
         used.all -= 1;
         if let Some(plugin) = &self.plugin
             && let Some(mine) = used.by_plugin.get_mut(plugin)

@@ -13,8 +13,9 @@
 //! artefact cached, or already loaded, never waits for a compile slot.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
+use parking_lot::{Condvar, Mutex};
 use wasmtime::component::Component;
 
 /// Compiled components by digest, shared while in use.
@@ -41,17 +42,15 @@ impl Components {
         make: impl FnOnce(&Slots) -> Result<(Component, T), E>,
     ) -> Result<(Arc<Component>, Option<T>), E> {
         let entry = {
-            let mut map = self.by_digest.lock().expect("components lock");
+            let mut map = self.by_digest.lock();
             // Drop digests nobody loads or is loading. A slot held by a
             // load in progress (another `Arc`) is kept without locking it,
             // so this never waits on a compile with the map locked.
-            map.retain(|_, slot| {
-                Arc::strong_count(slot) > 1 || slot.lock().is_ok_and(|weak| weak.strong_count() > 0)
-            });
+            map.retain(|_, slot| Arc::strong_count(slot) > 1 || slot.lock().strong_count() > 0);
             map.entry(digest.to_string()).or_default().clone()
         };
         // Held while making: a second load of this digest waits for it.
-        let mut weak = entry.lock().expect("component slot lock");
+        let mut weak = entry.lock();
         if let Some(component) = weak.upgrade() {
             return Ok((component, None));
         }
@@ -65,13 +64,9 @@ impl Components {
     /// the compile cache. A slot locked by a load in progress counts without
     /// waiting for it.
     pub fn in_use(&self) -> std::collections::HashSet<String> {
-        let map = self.by_digest.lock().expect("components lock");
+        let map = self.by_digest.lock();
         map.iter()
-            .filter(|(_, slot)| match slot.try_lock() {
-                Ok(weak) => weak.strong_count() > 0,
-                Err(std::sync::TryLockError::WouldBlock) => true,
-                Err(std::sync::TryLockError::Poisoned(_)) => false,
-            })
+            .filter(|(_, slot)| slot.try_lock().is_none_or(|weak| weak.strong_count() > 0))
             .map(|(digest, _)| digest.clone())
             .collect()
     }
@@ -79,9 +74,9 @@ impl Components {
     /// How many digests are loaded now.
     #[cfg(test)]
     fn loaded(&self) -> usize {
-        let map = self.by_digest.lock().expect("components lock");
+        let map = self.by_digest.lock();
         map.values()
-            .filter(|slot| slot.lock().is_ok_and(|weak| weak.strong_count() > 0))
+            .filter(|slot| slot.lock().strong_count() > 0)
             .count()
     }
 }
@@ -102,9 +97,9 @@ impl Slots {
 
     /// Wait for a free slot; it is given back when the guard drops.
     pub fn take(&self) -> SlotGuard<'_> {
-        let mut free = self.free.lock().expect("slots lock");
+        let mut free = self.free.lock();
         while *free == 0 {
-            free = self.freed.wait(free).expect("slots lock");
+            self.freed.wait(&mut free);
         }
         *free -= 1;
         SlotGuard { slots: self }
@@ -118,7 +113,7 @@ pub struct SlotGuard<'a> {
 
 impl Drop for SlotGuard<'_> {
     fn drop(&mut self) {
-        *self.slots.free.lock().expect("slots lock") += 1;
+        *self.slots.free.lock() += 1;
         self.slots.freed.notify_one();
     }
 }

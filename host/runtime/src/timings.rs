@@ -65,8 +65,9 @@ impl Stage {
 #[cfg(feature = "timings")]
 mod enabled {
     use std::cell::RefCell;
-    use std::sync::Mutex;
     use std::time::{Duration, Instant};
+
+    use parking_lot::Mutex;
 
     use super::Stage;
 
@@ -98,10 +99,7 @@ mod enabled {
         pub fn lap_off_path(&mut self, stage: Stage) {
             let now = Instant::now();
             let spent = now - self.0;
-            OFF_PATH
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((stage, spent));
+            OFF_PATH.lock().push((stage, spent));
             self.0 = now;
         }
     }
@@ -113,7 +111,7 @@ mod enabled {
 
     /// The stages any thread timed off the calls' path since the last call.
     pub fn take_off_path() -> Vec<(Stage, Duration)> {
-        std::mem::take(&mut *OFF_PATH.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *OFF_PATH.lock())
     }
 }
 

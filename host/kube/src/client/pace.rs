@@ -12,9 +12,9 @@
 //! [`RECOVER_STEP`], and after [`LIFT_AFTER`] without throttling pacing ends.
 //! A platform that wants a hard ceiling sets a fixed rate instead.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 /// A client's rate limit.
@@ -101,7 +101,7 @@ impl Pace {
             RateLimit::Fixed { qps, .. } if qps <= 0.0 => return Duration::ZERO,
             RateLimit::Fixed { qps, burst } => (qps, f64::from(burst.max(1))),
             RateLimit::Adaptive => {
-                let mut state = self.state.lock().expect("pace lock");
+                let mut state = self.state.lock();
                 let now = Instant::now();
                 state.count(now);
                 state.recover(now);
@@ -112,7 +112,7 @@ impl Pace {
                 }
             }
         };
-        let mut state = self.state.lock().expect("pace lock");
+        let mut state = self.state.lock();
         state.take(Instant::now(), qps, burst)
     }
 
@@ -121,7 +121,7 @@ impl Pace {
         if self.limit != RateLimit::Adaptive {
             return;
         }
-        let mut state = self.state.lock().expect("pace lock");
+        let mut state = self.state.lock();
         let now = Instant::now();
         state.recover(now);
         if state.adaptive.is_some() && now.duration_since(state.decreased) < DECREASE_HOLD {
@@ -148,7 +148,7 @@ impl Pace {
     /// The adaptive limit in force, if any (for tests and logs).
     #[cfg(test)]
     pub(crate) fn adaptive_limit(&self) -> Option<f64> {
-        let mut state = self.state.lock().expect("pace lock");
+        let mut state = self.state.lock();
         state.recover(Instant::now());
         state.adaptive
     }

@@ -9,9 +9,10 @@
 //! watch stops once nobody else uses it.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Weak};
 
 use kube::core::DynamicObject;
+use parking_lot::RwLock;
 
 use super::{Handler, Informer, Object, Problem, Subscription};
 use kubeplug_core::manifest::ApiResource;
@@ -47,7 +48,7 @@ impl Drop for ViewSubscription {
         let Some(inner) = self.inner.upgrade() else {
             return;
         };
-        let mut inner = inner.write().expect("view lock");
+        let mut inner = inner.write();
         inner.handlers.remove(&self.id);
         for (_, subscriptions) in &mut inner.informers {
             subscriptions.remove(&self.id);
@@ -73,7 +74,7 @@ impl View {
 
     /// The informers now in the view.
     pub fn informers(&self) -> Vec<Arc<Informer>> {
-        let inner = self.inner.read().expect("view lock");
+        let inner = self.inner.read();
         inner.informers.iter().map(|(i, _)| i.clone()).collect()
     }
 
@@ -81,7 +82,7 @@ impl View {
     /// them and its handlers see each of their objects now and every change.
     pub fn add(&self, informers: Vec<Arc<Informer>>) {
         let handlers: Vec<(u64, Handler)> = {
-            let mut inner = self.inner.write().expect("view lock");
+            let mut inner = self.inner.write();
             for informer in &informers {
                 debug_assert_eq!(informer.resource(), &self.resource);
                 for key in &inner.indexed {
@@ -107,7 +108,7 @@ impl View {
     /// Keep `subscription` (of handler `id` to `informer`) while both are in
     /// the view.
     fn subscribed(&self, informer: &Arc<Informer>, id: u64, subscription: Subscription) {
-        let mut inner = self.inner.write().expect("view lock");
+        let mut inner = self.inner.write();
         if !inner.handlers.contains_key(&id) {
             return;
         }
@@ -123,7 +124,7 @@ impl View {
     /// Take the informers `leaving` picks out of the view (its handlers stop
     /// hearing from them); returns how many left.
     pub fn remove(&self, leaving: impl Fn(&Informer) -> bool) -> usize {
-        let mut inner = self.inner.write().expect("view lock");
+        let mut inner = self.inner.write();
         let before = inner.informers.len();
         inner.informers.retain(|(i, _)| !leaving(i));
         before - inner.informers.len()
@@ -132,7 +133,7 @@ impl View {
     /// The informers that hold objects of `namespace`.
     fn covering(&self, namespace: &str) -> Vec<Arc<Informer>> {
         let namespaced = self.resource.namespaced;
-        let inner = self.inner.read().expect("view lock");
+        let inner = self.inner.read();
         inner
             .informers
             .iter()
@@ -192,7 +193,7 @@ impl View {
     /// See [`super::Cache::index_label`]; informers added later are indexed
     /// too.
     pub fn index_label(&self, key: &str) {
-        let mut inner = self.inner.write().expect("view lock");
+        let mut inner = self.inner.write();
         for (informer, _) in &inner.informers {
             informer.index_label(key);
         }
@@ -217,7 +218,7 @@ impl View {
     /// including those of informers added later.
     pub fn subscribe(&self, handler: Handler) -> ViewSubscription {
         let (id, informers) = {
-            let mut inner = self.inner.write().expect("view lock");
+            let mut inner = self.inner.write();
             let id = inner.next_id;
             inner.next_id += 1;
             inner.handlers.insert(id, handler.clone());

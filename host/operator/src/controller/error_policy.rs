@@ -47,7 +47,7 @@ pub(super) async fn settle(
         if result.is_err() {
             shared.counts.errors.fetch_add(1, Relaxed);
         }
-        shared.overdue.lock().expect("overdue lock").record(&result);
+        shared.overdue.lock().record(&result);
         let fault = matches!(&result, Err(error) if error.plugin_fault());
         judge(shared, plugin, key, fault)
             .instrument(span.clone())

@@ -12,7 +12,7 @@ use super::{Shared, requeue_all};
 /// probation, and roll it back if it fails it.
 pub(super) async fn judge(shared: &Shared, plugin: &Plugin, key: &ObjectKey, fault: bool) {
     let (message, failed_on) = {
-        let mut rollout = shared.rollout.lock().expect("rollout lock");
+        let mut rollout = shared.rollout.lock();
         match rollout.record(|new| new.same(plugin), key, fault) {
             Judged::Judging => return,
             Judged::Passed => {
@@ -26,7 +26,7 @@ pub(super) async fn judge(shared: &Shared, plugin: &Plugin, key: &ObjectKey, fau
                 reason,
                 failed_on,
             } => {
-                *shared.plugin.write().expect("plugin lock") = previous.clone();
+                *shared.plugin.write() = previous.clone();
                 let manifest = new.manifest();
                 let back = RolledBack {
                     version: manifest.version.clone(),

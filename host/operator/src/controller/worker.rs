@@ -35,8 +35,8 @@ pub(super) async fn worker(shared: Arc<Shared>) {
                 continue;
             }
         };
-        let plugin = shared.plugin.read().expect("plugin lock").clone();
-        let shadow = shared.shadow.read().expect("shadow lock").clone();
+        let plugin = shared.plugin.read().clone();
+        let shadow = shared.shadow.read().clone();
         let name = plugin.name().to_string();
         // Every line of a reconcile carries these (as JSON fields with
         // `--log-format json`): which plugin, which kind, which object.
@@ -136,14 +136,7 @@ pub(super) async fn route(
         return Some((shared.writer.clone(), shared.leadership.clone(), None));
     };
     let parent = shared.sources.parent.get(&key.namespace, &key.name);
-    let manifest = || {
-        shared
-            .plugin
-            .read()
-            .expect("plugin lock")
-            .manifest()
-            .clone()
-    };
+    let manifest = || shared.plugin.read().manifest().clone();
     if let shards::Route::Lane(lane) = shards.route(parent.as_deref()) {
         if let Some(shard) = shards.misplaced(key, lane) {
             shards::relabel(lane, &manifest(), key, shard).await;
@@ -162,11 +155,7 @@ pub(super) async fn route(
         } else {
             // Deleted, or moved to a shard held elsewhere: forget it.
             shared.failing.forget(key);
-            forget(
-                shared.shadow.read().expect("shadow lock").as_ref(),
-                &shared.fence,
-                key,
-            );
+            forget(shared.shadow.read().as_ref(), &shared.fence, key);
         }
     }
     None

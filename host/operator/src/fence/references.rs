@@ -9,7 +9,9 @@
 //! parent's last reconcile named and was handed.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use kubeplug_core::manifest::ApiResource;
 use kubeplug_core::reference::{Reference, Target};
@@ -78,7 +80,7 @@ impl Referrers {
         parent_version: &str,
         plugin: &str,
     ) -> Option<Arc<[Reference]>> {
-        let index = self.index.lock().expect("referrers lock");
+        let index = self.index.lock();
         let entry = index.parents.get(key)?;
         (entry.asked_at.0 == parent_version && entry.asked_at.1 == plugin)
             .then(|| entry.references.clone())
@@ -122,7 +124,7 @@ impl Referrers {
         names.sort_by(|a, b| (&a.0.kind, &a.1, &a.2).cmp(&(&b.0.kind, &b.1, &b.2)));
         names.dedup();
         scopes.dedup();
-        let mut index = self.index.lock().expect("referrers lock");
+        let mut index = self.index.lock();
         index.unlink(key);
         for name in &names {
             index
@@ -151,7 +153,7 @@ impl Referrers {
 
     /// The parent is gone, or no longer this replica's.
     pub fn forget(&self, key: &ObjectKey) {
-        self.index.lock().expect("referrers lock").unlink(key);
+        self.index.lock().unlink(key);
     }
 
     /// The parents to reconcile because `object`, of the referenced `kind`,
@@ -163,7 +165,7 @@ impl Referrers {
             .clone()
             .filter(|ns| !ns.is_empty());
         let name = object.metadata.name.clone().unwrap_or_default();
-        let index = self.index.lock().expect("referrers lock");
+        let index = self.index.lock();
         let mut keys: Vec<ObjectKey> = index
             .by_name
             .get(&(kind.clone(), namespace.clone(), name.clone()))
@@ -194,7 +196,7 @@ impl Referrers {
 
     /// Parents with references in the index (for tests and metrics).
     pub fn len(&self) -> usize {
-        self.index.lock().expect("referrers lock").parents.len()
+        self.index.lock().parents.len()
     }
 
     pub fn is_empty(&self) -> bool {

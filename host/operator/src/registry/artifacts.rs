@@ -6,7 +6,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+
+use parking_lot::{Mutex, MutexGuard};
 
 use super::Registry;
 
@@ -47,9 +48,8 @@ impl Provenance {
         self.lock().get(plugin)?.get(digest)?.clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, Option<String>>>> {
-        // Plain inserts and reads: a panic cannot leave the map half-made.
-        self.verified.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, HashMap<String, Option<String>>>> {
+        self.verified.lock()
     }
 }
 

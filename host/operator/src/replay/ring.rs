@@ -2,8 +2,8 @@
 //! parent, oldest out first.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 
+use parking_lot::{Mutex, MutexGuard};
 use serde::Serialize;
 
 use super::{Call, Capture};
@@ -70,12 +70,8 @@ impl Ring {
         }
     }
 
-    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
-        // A panic elsewhere cannot leave the ring inconsistent: every change
-        // below is complete before the guard drops.
-        self.kept
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn kept(&self) -> MutexGuard<'_, Kept> {
+        self.kept.lock()
     }
 
     /// Keep `capture`, replacing its parent's older one (so that a parent

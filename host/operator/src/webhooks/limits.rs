@@ -2,9 +2,10 @@
 //! in flight, per plugin and on the host, and the memory each holds.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{Answer, status};
@@ -54,7 +55,7 @@ impl ReviewLimits {
     }
 
     fn plugin(&self, plugin: &str) -> Arc<Semaphore> {
-        let mut plugins = self.plugins.lock().unwrap_or_else(|e| e.into_inner());
+        let mut plugins = self.plugins.lock();
         plugins
             .entry(plugin.to_string())
             .or_insert_with(|| Arc::new(Semaphore::new(self.per_plugin)))
