@@ -57,12 +57,13 @@ use serde::Deserialize;
 
 pub use crate::webhook::{FailurePolicy, Webhooks};
 pub use grant::{
-    Grant, KindSet, MAX_SHARDS, NamespaceScope, Refusal, derived_finalizer_domain, reserved_key,
+    Grant, GrantError, KindSet, MAX_SHARDS, NamespaceScope, Refusal, derived_finalizer_domain,
+    reserved_key,
 };
-pub use kind::KindRef;
-pub use location::Location;
-pub use promotion::{Gate, GateFile};
-pub use quotas::Quotas;
+pub use kind::{KindRef, KindRefError};
+pub use location::{Location, LocationError};
+pub use promotion::{Gate, GateError, GateFile};
+pub use quotas::{Quotas, QuotasError};
 
 /// Namespaces `"*"` never covers: a grant must name them.
 pub const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
@@ -86,7 +87,28 @@ pub enum PolicyError {
         source: crate::yaml::Error,
     },
     #[error("invalid policy {path}: {reason}")]
-    Invalid { path: String, reason: String },
+    Invalid { path: String, reason: Invalid },
+}
+
+/// What is wrong with a policy file that parsed (shown in
+/// [`PolicyError::Invalid`]'s message, so not its source).
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    #[error("kind must be PluginPolicy, not {0}")]
+    Kind(String),
+    #[error("apiVersion must be kubeplug.io/v1alpha1, not {0}")]
+    ApiVersion(String),
+    #[error("defaultGrant has no path: a location belongs to one plugin's grant")]
+    DefaultGrantPath,
+    #[error("plugin {0} is granted twice")]
+    GrantedTwice(String),
+    /// Two grants name one file.
+    #[error("{} is also the location of plugin {other}", file.display())]
+    SharedFile { file: PathBuf, other: String },
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+    #[error(transparent)]
+    Quotas(#[from] QuotasError),
 }
 
 /// The policy file, as written.
@@ -154,21 +176,19 @@ impl Policy {
                     path: shown.clone(),
                     source,
                 })?;
-            let invalid = |reason: String| PolicyError::Invalid {
+            let invalid = |reason: Invalid| PolicyError::Invalid {
                 path: shown.clone(),
                 reason,
             };
             if let Some(kind) = &file.kind
                 && kind != "PluginPolicy"
             {
-                return Err(invalid(format!("kind must be PluginPolicy, not {kind}")));
+                return Err(invalid(Invalid::Kind(kind.clone())));
             }
             if let Some(v) = &file.api_version
                 && v != "kubeplug.io/v1alpha1"
             {
-                return Err(invalid(format!(
-                    "apiVersion must be kubeplug.io/v1alpha1, not {v}"
-                )));
+                return Err(invalid(Invalid::ApiVersion(v.clone())));
             }
             if let Some(strict) = file.strict {
                 policy.strict |= strict;
@@ -178,38 +198,35 @@ impl Policy {
             }
             quotas.extend(file.quotas);
             if let Some(g) = file.default_grant {
-                let g = g.into_grant().map_err(&invalid)?;
+                let g = g.into_grant().map_err(|e| invalid(e.into()))?;
                 if g.location != Location::Default {
-                    return Err(invalid(
-                        "defaultGrant has no path: a location belongs to one plugin's grant".into(),
-                    ));
+                    return Err(invalid(Invalid::DefaultGrantPath));
                 }
                 policy.default_grant = g;
             }
             for (name, g) in file.plugins {
                 if policy.plugins.contains_key(&name) {
-                    return Err(invalid(format!("plugin {name} is granted twice")));
+                    return Err(invalid(Invalid::GrantedTwice(name)));
                 }
                 policy
                     .plugins
-                    .insert(name, g.into_grant().map_err(&invalid)?);
+                    .insert(name, g.into_grant().map_err(|e| invalid(e.into()))?);
             }
         }
         policy.check_locations()?;
-        policy.quotas =
-            Quotas::default()
-                .merged(&quotas)
-                .map_err(|reason| PolicyError::Invalid {
-                    path: "quotas".into(),
-                    reason,
-                })?;
+        policy.quotas = Quotas::default()
+            .merged(&quotas)
+            .map_err(|e| PolicyError::Invalid {
+                path: "quotas".into(),
+                reason: e.into(),
+            })?;
         for (name, grant) in &policy.plugins {
             policy
                 .quotas
                 .merged(&grant.quota_overrides)
-                .map_err(|reason| PolicyError::Invalid {
+                .map_err(|e| PolicyError::Invalid {
                     path: format!("plugins.{name}.quotas"),
-                    reason,
+                    reason: e.into(),
                 })?;
         }
         Ok(policy)
@@ -320,7 +337,10 @@ impl Policy {
             {
                 return Err(PolicyError::Invalid {
                     path: format!("plugins.{name}.path"),
-                    reason: format!("{} is also the location of plugin {other}", file.display()),
+                    reason: Invalid::SharedFile {
+                        file: file.clone(),
+                        other: other.clone(),
+                    },
                 });
             }
         }
