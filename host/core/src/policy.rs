@@ -111,6 +111,38 @@ pub enum Invalid {
     Quotas(#[from] QuotasError),
 }
 
+/// Why no plugin may be served from a file in the plugin directory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    /// A live file at no plugin's location (`stem`'s is `location`).
+    #[error(
+        "no plugin is placed at {}: plugin {stem}'s file is {}{}; a file elsewhere is never served",
+        rel.display(),
+        location.describe(stem),
+        if *location == Location::Default {
+            " (or where its grant's path: says)"
+        } else {
+            " (its grant's path:)"
+        }
+    )]
+    NotPlaced {
+        rel: PathBuf,
+        stem: String,
+        location: Location,
+    },
+    /// A candidate not in a folder where plugin `name`'s live file may sit.
+    #[error(
+        "{} is not beside plugin {name}'s file ({}): a candidate stands in the same folder as the live file it would replace; it is never shadowed or previewed",
+        rel.display(),
+        location.describe(name)
+    )]
+    NotBeside {
+        rel: PathBuf,
+        name: String,
+        location: Location,
+    },
+}
+
 /// The policy file, as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -278,7 +310,7 @@ impl Policy {
     /// plugin directory, not a candidate): a grant whose `path:` is that
     /// file, else the plugin the file is named after if its location holds
     /// it. Otherwise why no plugin may be served from there.
-    pub fn bound_at(&self, rel: &Path) -> Result<String, String> {
+    pub fn bound_at(&self, rel: &Path) -> Result<String, PlacementError> {
         if let Some((name, _)) = self
             .plugins
             .iter()
@@ -291,21 +323,16 @@ impl Policy {
         if !matches!(location, Location::File(_)) && location.holds(stem, rel) {
             return Ok(stem.to_string());
         }
-        Err(format!(
-            "no plugin is placed at {}: plugin {stem}'s file is {}{}; a file elsewhere is never served",
-            rel.display(),
-            location.describe(stem),
-            if location == Location::Default {
-                " (or where its grant's path: says)"
-            } else {
-                " (its grant's path:)"
-            }
-        ))
+        Err(PlacementError::NotPlaced {
+            rel: rel.into(),
+            stem: stem.into(),
+            location,
+        })
     }
 
     /// The plugin a candidate `rel` (`<dir>/<name>.next.wasm`) is a version
     /// of, if it stands in a folder where that plugin's live file may sit.
-    pub fn candidate_at(&self, rel: &Path) -> Result<String, String> {
+    pub fn candidate_at(&self, rel: &Path) -> Result<String, PlacementError> {
         let name = rel
             .file_stem()
             .and_then(|s| s.to_str())
@@ -316,11 +343,11 @@ impl Policy {
         if location.folders(name).iter().any(|f| f == folder) {
             return Ok(name.to_string());
         }
-        Err(format!(
-            "{} is not beside plugin {name}'s file ({}): a candidate stands in the same folder as the live file it would replace; it is never shadowed or previewed",
-            rel.display(),
-            location.describe(name)
-        ))
+        Err(PlacementError::NotBeside {
+            rel: rel.into(),
+            name: name.into(),
+            location,
+        })
     }
 
     /// Two grants may not name one file.

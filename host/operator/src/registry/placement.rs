@@ -229,7 +229,8 @@ pub(super) fn place(root: &Root, policy: &Policy, files: &[PathBuf]) -> Vec<Plac
                 policy.candidate_at(rel).map(Place::Candidate)
             } else {
                 policy.bound_at(rel).map(Place::Live)
-            };
+            }
+            .map_err(|e| e.to_string());
             (path.clone(), place)
         })
         .collect();
