@@ -64,6 +64,11 @@ pub struct Authorizer {
     cache: DashMap<Key, (bool, Instant)>,
 }
 
+/// The API server did not answer a SubjectAccessReview.
+#[derive(Debug, thiserror::Error)]
+#[error("SubjectAccessReview failed: {0}")]
+pub struct AccessReviewError(pub kube::Error);
+
 impl Authorizer {
     pub fn new(client: kube::Client) -> Self {
         Authorizer {
@@ -73,7 +78,11 @@ impl Authorizer {
     }
 
     /// Ok(true) if RBAC allows `user` to do `what`.
-    pub async fn allowed(&self, user: &UserInfo, what: &Attributes) -> Result<bool, String> {
+    pub async fn allowed(
+        &self,
+        user: &UserInfo,
+        what: &Attributes,
+    ) -> Result<bool, AccessReviewError> {
         let key = Key::new(user, what);
         if let Some(entry) = self.cache.get(&key)
             && entry.1.elapsed() < TTL
@@ -103,7 +112,7 @@ impl Authorizer {
         let answer = api
             .create(&kube::api::PostParams::default(), &review)
             .await
-            .map_err(|e| format!("SubjectAccessReview failed: {e}"))?;
+            .map_err(AccessReviewError)?;
         let allowed = answer.status.is_some_and(|s| s.allowed);
         // Concurrent requests may each add one past the bound: it stays a
         // bound on memory all the same.

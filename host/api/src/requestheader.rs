@@ -38,36 +38,65 @@ pub struct UserInfo {
 pub const NAMESPACE: &str = "kube-system";
 pub const NAME: &str = "extension-apiserver-authentication";
 
+/// Why the front proxy's settings cannot be used (each message shows its
+/// cause, so none is a source).
+#[derive(Debug, thiserror::Error)]
+pub enum FrontProxyError {
+    #[error("cannot read ConfigMap {NAMESPACE}/{NAME}: {0}")]
+    Read(kube::Error),
+    #[error("no requestheader-client-ca-file: the API server has no front proxy configured")]
+    NoClientCa,
+    #[error("requestheader-client-ca-file: {0}")]
+    ClientCa(rustls::pki_types::pem::Error),
+    #[error("requestheader-client-ca-file holds no certificate")]
+    NoCertificate,
+    /// A list (its key) that is not a JSON array of strings.
+    #[error("{key}: {error}")]
+    List {
+        key: &'static str,
+        error: serde_json::Error,
+    },
+    #[error("requestheader-username-headers is empty")]
+    NoUsernameHeaders,
+}
+
+/// A request the front proxy does not vouch for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyUserError {
+    /// Its client certificate's common name is not an allowed proxy's.
+    #[error("client certificate with cn={0} is not an allowed front proxy")]
+    NotAllowed(String),
+    #[error("no user in the request headers")]
+    NoUser,
+}
+
 impl RequestHeader {
     /// Read the published settings.
-    pub async fn load(client: &kube::Client) -> Result<Self, String> {
+    pub async fn load(client: &kube::Client) -> Result<Self, FrontProxyError> {
         let api: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), NAMESPACE);
-        let cm = api
-            .get(NAME)
-            .await
-            .map_err(|e| format!("cannot read ConfigMap {NAMESPACE}/{NAME}: {e}"))?;
+        let cm = api.get(NAME).await.map_err(FrontProxyError::Read)?;
         Self::from_data(&cm.data.unwrap_or_default())
     }
 
     /// Parse the ConfigMap's data (lists are JSON arrays in strings).
-    pub fn from_data(data: &BTreeMap<String, String>) -> Result<Self, String> {
+    pub fn from_data(data: &BTreeMap<String, String>) -> Result<Self, FrontProxyError> {
         let pem = data
             .get("requestheader-client-ca-file")
             .filter(|p| !p.trim().is_empty())
-            .ok_or(
-                "no requestheader-client-ca-file: the API server has no front proxy configured",
-            )?;
+            .ok_or(FrontProxyError::NoClientCa)?;
         let client_ca = CertificateDer::pem_slice_iter(pem.as_bytes())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("requestheader-client-ca-file: {e}"))?;
+            .map_err(FrontProxyError::ClientCa)?;
         if client_ca.is_empty() {
-            return Err("requestheader-client-ca-file holds no certificate".into());
+            return Err(FrontProxyError::NoCertificate);
         }
-        let list = |key: &str| -> Result<Vec<String>, String> {
+        let list = |key: &'static str| -> Result<Vec<String>, FrontProxyError> {
             match data.get(key) {
                 None => Ok(Vec::new()),
                 Some(text) if text.trim().is_empty() => Ok(Vec::new()),
-                Some(text) => serde_json::from_str(text).map_err(|e| format!("{key}: {e}")),
+                Some(text) => {
+                    serde_json::from_str(text).map_err(|error| FrontProxyError::List { key, error })
+                }
             }
         };
         let header = RequestHeader {
@@ -79,7 +108,7 @@ impl RequestHeader {
             extra_prefixes: list("requestheader-extra-headers-prefix")?,
         };
         if header.username_headers.is_empty() {
-            return Err("requestheader-username-headers is empty".into());
+            return Err(FrontProxyError::NoUsernameHeaders);
         }
         Ok(header)
     }
@@ -88,13 +117,16 @@ impl RequestHeader {
     /// against [`Self::client_ca`]) has `proxy_name` as its subject's common
     /// name (one, read as kube-apiserver reads it: see
     /// [`crate::der::subject_common_name`]).
-    pub fn user(&self, proxy_name: Option<&str>, headers: &HeaderMap) -> Result<UserInfo, String> {
+    pub fn user(
+        &self,
+        proxy_name: Option<&str>,
+        headers: &HeaderMap,
+    ) -> Result<UserInfo, ProxyUserError> {
         if !self.allowed_names.is_empty()
             && !proxy_name.is_some_and(|n| self.allowed_names.iter().any(|a| a == n))
         {
-            return Err(format!(
-                "client certificate with cn={} is not an allowed front proxy",
-                proxy_name.unwrap_or_default()
+            return Err(ProxyUserError::NotAllowed(
+                proxy_name.unwrap_or_default().into(),
             ));
         }
         let first = |names: &[String]| {
@@ -104,7 +136,7 @@ impl RequestHeader {
                 .filter(|v| !v.is_empty())
                 .map(String::from)
         };
-        let name = first(&self.username_headers).ok_or("no user in the request headers")?;
+        let name = first(&self.username_headers).ok_or(ProxyUserError::NoUser)?;
         let groups = self
             .group_headers
             .iter()

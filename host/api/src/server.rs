@@ -65,7 +65,7 @@ const MAX_BODY: usize = 2 << 20;
 pub enum ServeError {
     /// kube-system's `extension-apiserver-authentication` is unreadable.
     #[error("the aggregated API needs the front proxy's settings: {0}")]
-    FrontProxy(String),
+    FrontProxy(crate::requestheader::FrontProxyError),
     /// The serving certificate or the front proxy's CA is unusable.
     #[error(transparent)]
     Tls(#[from] AcceptorError),
@@ -232,7 +232,7 @@ impl Server {
         let front_proxy = self.front_proxy.read().clone();
         let user = match front_proxy.user(proxy_name, req.headers()) {
             Ok(user) => user,
-            Err(why) => return failure(StatusCode::UNAUTHORIZED, "Unauthorized", why),
+            Err(why) => return failure(StatusCode::UNAUTHORIZED, "Unauthorized", why.to_string()),
         };
         let Some(route) = route(&path, &query) else {
             return failure(
@@ -325,7 +325,7 @@ impl Server {
                     return Err(failure(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         "InternalError",
-                        error,
+                        error.to_string(),
                     ));
                 }
             }
@@ -348,7 +348,7 @@ impl Server {
                 Err(failure(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "InternalError",
-                    error,
+                    error.to_string(),
                 ))
             }
         }

@@ -18,7 +18,7 @@ pub mod offline;
 use std::path::Path;
 
 use crate::contract::{LimitSettings, Limits};
-use crate::manifest::{ApiResource, Manifest, Mode};
+use crate::manifest::{ApiResource, BoundError, Manifest, Mode};
 use crate::policy::{Effective, Policy, Quotas, Refusal};
 
 pub use offline::Offline;
@@ -89,7 +89,7 @@ pub enum AdmitError {
     NoShardPods { plugin: String },
     /// The manifest's namespaces are outside the host's `--namespaces`.
     #[error("plugin {plugin} refused: {reason}")]
-    Namespaces { plugin: String, reason: String },
+    Namespaces { plugin: String, reason: BoundError },
 }
 
 impl AdmitError {

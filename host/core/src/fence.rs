@@ -36,6 +36,39 @@ use crate::manifest::{Manifest, Mode};
 use crate::policy::Effective;
 use crate::webhook::{ConversionCall, HOST_DOMAIN, host_key};
 
+/// A conversion review holding an object (`namespace/name`) outside the
+/// plugin's namespaces.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "plugin {plugin} converts objects in its own namespaces only, and {object} is outside them (its grant's namespaces): the review is refused and nothing of it is stored"
+)]
+pub struct ConversionScopeError {
+    pub plugin: String,
+    pub object: String,
+}
+
+/// A change (at a JSON pointer) that a mutation may not make.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MutationError {
+    /// A label or annotation (`what`) key in the host's domain.
+    #[error("{what} key {key:?} is the host's ({HOST_DOMAIN}/)")]
+    HostKey { what: &'static str, key: String },
+    /// A label or annotation key the grant's `decoratorKeys` do not allow.
+    #[error("{what} key {key:?} is not among the keys its grant allows (decoratorKeys)")]
+    KeyNotGranted { what: &'static str, key: String },
+    /// A field outside labels and annotations, no field being mutable.
+    #[error(
+        "{pointer} is outside metadata.labels and metadata.annotations (a decorator's mutation changes no field unless its grant names it under mutableFields)"
+    )]
+    NoField { pointer: String },
+    /// A field outside the mutable ones (dotted, without a leading dot).
+    #[error("{pointer} is outside {}, metadata.labels and metadata.annotations", fields.join(", "))]
+    Outside {
+        pointer: String,
+        fields: Vec<String>,
+    },
+}
+
 /// One plugin's fence: its grant and the manifest admitted under it.
 #[derive(Clone, Copy)]
 pub struct Fence<'a> {
@@ -72,7 +105,7 @@ impl<'a> Fence<'a> {
     /// namespaces: the CRD's one webhook is sent every namespace's objects,
     /// and what it answers is stored. Refused whole, so the API server
     /// stores none of it; the plugin is not called.
-    pub fn check_conversion(&self, call: &ConversionCall) -> Result<(), String> {
+    pub fn check_conversion(&self, call: &ConversionCall) -> Result<(), ConversionScopeError> {
         if !self.manifest.parent.namespaced {
             return Ok(());
         }
@@ -85,17 +118,17 @@ impl<'a> Fence<'a> {
         });
         match outside {
             None => Ok(()),
-            Some(object) => Err(format!(
-                "plugin {} converts objects in its own namespaces only, and {object} is outside them (its grant's namespaces): the review is refused and nothing of it is stored",
-                self.grant.plugin
-            )),
+            Some(object) => Err(ConversionScopeError {
+                plugin: self.grant.plugin.clone(),
+                object,
+            }),
         }
     }
 
     /// The JSON patch that turns `before` into `after`, if every change is
     /// one the plugin may make (see the module's doc), or the first it may
     /// not, with the reason.
-    pub fn mutation(&self, before: &Value, after: &Value) -> Result<Vec<Value>, String> {
+    pub fn mutation(&self, before: &Value, after: &Value) -> Result<Vec<Value>, MutationError> {
         crate::webhook::patch(before, after, |pointer| {
             self.may_mutate(pointer, before, after)
         })
@@ -110,7 +143,12 @@ impl<'a> Fence<'a> {
         }
     }
 
-    fn may_mutate(&self, pointer: &str, before: &Value, after: &Value) -> Result<(), String> {
+    fn may_mutate(
+        &self,
+        pointer: &str,
+        before: &Value,
+        after: &Value,
+    ) -> Result<(), MutationError> {
         let fields = self.mutable_fields();
         if fields.iter().any(|field| within(pointer, field)) {
             return Ok(());
@@ -131,7 +169,10 @@ impl<'a> Fence<'a> {
             };
             let what = &map["/metadata/".len()..];
             if let Some(key) = changed.iter().find(|k| host_key(k)) {
-                return Err(format!("{what} key {key:?} is the host's ({HOST_DOMAIN}/)"));
+                return Err(MutationError::HostKey {
+                    what,
+                    key: key.clone(),
+                });
             }
             // A decorator's keys (others' objects) are the grant's; a
             // composite plugin's kind is its own, and any key outside the
@@ -139,25 +180,26 @@ impl<'a> Fence<'a> {
             let keys_ruled = self.manifest.mode == Mode::Decorator
                 || !self.grant.grant.decorator_keys.is_empty();
             if keys_ruled && let Some(key) = changed.iter().find(|k| !self.grant.key_allowed(k)) {
-                return Err(format!(
-                    "{what} key {key:?} is not among the keys its grant allows (decoratorKeys)"
-                ));
+                return Err(MutationError::KeyNotGranted {
+                    what,
+                    key: key.clone(),
+                });
             }
             return Ok(());
         }
         if fields.is_empty() {
-            return Err(format!(
-                "{pointer} is outside metadata.labels and metadata.annotations (a decorator's mutation changes no field unless its grant names it under mutableFields)"
-            ));
+            return Err(MutationError::NoField {
+                pointer: pointer.into(),
+            });
         }
         let fields: Vec<String> = fields
             .iter()
             .map(|f| f.trim_start_matches('/').replace('/', "."))
             .collect();
-        Err(format!(
-            "{pointer} is outside {}, metadata.labels and metadata.annotations",
-            fields.join(", ")
-        ))
+        Err(MutationError::Outside {
+            pointer: pointer.into(),
+            fields,
+        })
     }
 }
 

@@ -167,35 +167,92 @@ pub const VERSION_BYTES: usize = 64;
 /// A version as the host accepts it: 1 to [`VERSION_BYTES`] ASCII letters,
 /// digits and `.`, `-`, `+`, `_`, starting with a letter or digit (semver,
 /// PEP 440 and image tags all fit).
-fn check_version(version: &str) -> Result<(), String> {
+fn check_version(version: &str) -> Result<(), ManifestError> {
     if version.is_empty() {
-        return Err("version must not be empty".into());
+        return Err(ManifestError::VersionEmpty);
     }
     if version.len() > VERSION_BYTES {
-        return Err(format!(
-            "version is {} bytes long; at most {VERSION_BYTES} are allowed (it becomes a metric label)",
-            version.len()
-        ));
+        return Err(ManifestError::VersionTooLong(version.len()));
     }
     let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+' | b'_');
     if !version.bytes().all(allowed) || !version.as_bytes()[0].is_ascii_alphanumeric() {
-        return Err(format!(
-            "version {version:?} may hold only ASCII letters, digits and . - + _, and must start with a letter or digit (e.g. 1.2.3-rc.1)"
-        ));
+        return Err(ManifestError::VersionChars(version.into()));
     }
     Ok(())
 }
 
-fn check_resource(what: &str, r: &ApiResource) -> Result<(), String> {
+fn check_resource(what: &'static str, r: &ApiResource) -> Result<(), ManifestError> {
     if r.version.is_empty() || r.kind.is_empty() || r.plural.is_empty() {
-        return Err(format!(
-            "{what} must name version, kind and plural (got {r:?})"
-        ));
+        return Err(ManifestError::Incomplete {
+            what,
+            resource: Box::new(r.clone()),
+        });
     }
     if r.plural != r.plural.to_lowercase() {
-        return Err(format!("{what} plural {:?} must be lowercase", r.plural));
+        return Err(ManifestError::PluralCase {
+            what,
+            plural: r.plural.clone(),
+        });
     }
     Ok(())
+}
+
+/// A manifest that breaks a host rule ([`Manifest::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    /// A name over 63 bytes (its length; the name is not quoted: a refusal
+    /// must not carry whatever a guest sends).
+    #[error("name is {0} bytes long; it must be a lowercase DNS label (at most 63)")]
+    NameTooLong(usize),
+    #[error("name {0:?} must be a lowercase DNS label")]
+    Name(String),
+    #[error("version must not be empty")]
+    VersionEmpty,
+    #[error(
+        "version is {0} bytes long; at most {VERSION_BYTES} are allowed (it becomes a metric label)"
+    )]
+    VersionTooLong(usize),
+    #[error(
+        "version {0:?} may hold only ASCII letters, digits and . - + _, and must start with a letter or digit (e.g. 1.2.3-rc.1)"
+    )]
+    VersionChars(String),
+    /// A resource (`what`: parent, child...) without version, kind or plural.
+    #[error("{what} must name version, kind and plural (got {resource:?})")]
+    Incomplete {
+        what: &'static str,
+        resource: Box<ApiResource>,
+    },
+    #[error("{what} plural {plural:?} must be lowercase")]
+    PluralCase { what: &'static str, plural: String },
+    #[error("a plugin may not create its own parent kind {0}")]
+    OwnParent(Box<ApiResource>),
+    #[error("related {0} needs at least one label to match")]
+    RelatedUnlabelled(Box<ApiResource>),
+    #[error("a composite plugin must declare at least one child kind")]
+    NoChildKind,
+    #[error("referenced kind {0} is named twice")]
+    ReferencedTwice(Box<ApiResource>),
+    #[error(
+        "{0} may be read metadata-only only as a related or referenced kind or a decorator's parent: the host compares children and a composite's parent whole"
+    )]
+    MetadataOnly(Box<ApiResource>),
+    #[error("namespace {0:?} is not a valid namespace name")]
+    Namespace(String),
+    #[error("finalizer {0:?} must be domain-qualified, e.g. example.com/cleanup")]
+    Finalizer(String),
+}
+
+/// Why a manifest cannot be served by a host bound to namespaces
+/// ([`Manifest::bound_to`]); `listed` is the host's `--namespaces`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BoundError {
+    #[error(
+        "its parent kind {parent} is cluster-scoped, and this host serves only namespaces {listed} (--namespaces)"
+    )]
+    ClusterScoped { parent: String, listed: String },
+    /// None of the namespaces it may act in (`wanted`) is served.
+    #[error("it may act in {wanted}, none of which this host serves (--namespaces {listed})")]
+    NoneServed { wanted: String, listed: String },
 }
 
 impl Manifest {
@@ -226,47 +283,38 @@ impl Manifest {
     }
 
     /// Enforce the host's rules on a manifest a plugin returned.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ManifestError> {
         if self.name.len() > 63 {
             // Not quoted: a refusal must not carry whatever a guest sends.
-            return Err(format!(
-                "name is {} bytes long; it must be a lowercase DNS label (at most 63)",
-                self.name.len()
-            ));
+            return Err(ManifestError::NameTooLong(self.name.len()));
         }
         if !is_dns_label(&self.name) {
-            return Err(format!(
-                "name {:?} must be a lowercase DNS label",
-                self.name
-            ));
+            return Err(ManifestError::Name(self.name.clone()));
         }
         check_version(&self.version)?;
         check_resource("parent", &self.parent)?;
         for child in &self.children {
             check_resource("child", child)?;
             if child.same_kind(&self.parent) {
-                return Err(format!(
-                    "a plugin may not create its own parent kind {child}"
-                ));
+                return Err(ManifestError::OwnParent(Box::new(child.clone())));
             }
         }
         for related in &self.related {
             check_resource("related", &related.resource)?;
             if related.match_labels.is_empty() {
-                return Err(format!(
-                    "related {} needs at least one label to match",
-                    related.resource
-                ));
+                return Err(ManifestError::RelatedUnlabelled(Box::new(
+                    related.resource.clone(),
+                )));
             }
         }
         // A decorator's children are its attachments: optional.
         if self.mode == Mode::Composite && self.children.is_empty() {
-            return Err("a composite plugin must declare at least one child kind".into());
+            return Err(ManifestError::NoChildKind);
         }
         for (i, kind) in self.references.iter().enumerate() {
             check_resource("referenced kind", kind)?;
             if self.references[..i].iter().any(|k| k.same_kind(kind)) {
-                return Err(format!("referenced kind {kind} is named twice"));
+                return Err(ManifestError::ReferencedTwice(Box::new(kind.clone())));
             }
         }
         for kind in &self.metadata_only {
@@ -274,20 +322,16 @@ impl Manifest {
                 || self.references.iter().any(|r| r.same_kind(kind));
             let decorated = self.mode == Mode::Decorator && self.parent.same_kind(kind);
             if !related && !decorated {
-                return Err(format!(
-                    "{kind} may be read metadata-only only as a related or referenced kind or a decorator's parent: the host compares children and a composite's parent whole"
-                ));
+                return Err(ManifestError::MetadataOnly(Box::new(kind.clone())));
             }
         }
         if let Some(ns) = self.namespaces.iter().find(|n| !is_dns_label(n)) {
-            return Err(format!("namespace {ns:?} is not a valid namespace name"));
+            return Err(ManifestError::Namespace(ns.clone()));
         }
         if let Some(f) = &self.finalizer
             && !f.contains('/')
         {
-            return Err(format!(
-                "finalizer {f:?} must be domain-qualified, e.g. example.com/cleanup"
-            ));
+            return Err(ManifestError::Finalizer(f.clone()));
         }
         Ok(())
     }
@@ -311,13 +355,13 @@ impl Manifest {
     /// its namespaces narrowed to those, or an error when none is left or
     /// its parents are cluster-scoped (a host bound to namespaces watches
     /// nothing cluster-wide).
-    pub fn bound_to(&self, bound: &[String]) -> Result<Manifest, String> {
+    pub fn bound_to(&self, bound: &[String]) -> Result<Manifest, BoundError> {
         let listed = bound.join(",");
         if !self.parent.namespaced {
-            return Err(format!(
-                "its parent kind {} is cluster-scoped, and this host serves only namespaces {listed} (--namespaces)",
-                self.parent
-            ));
+            return Err(BoundError::ClusterScoped {
+                parent: self.parent.to_string(),
+                listed,
+            });
         }
         let mut narrowed = self.clone();
         narrowed.namespaces = bound
@@ -334,9 +378,7 @@ impl Manifest {
             } else {
                 self.namespaces.join(",")
             };
-            return Err(format!(
-                "it may act in {wanted}, none of which this host serves (--namespaces {listed})"
-            ));
+            return Err(BoundError::NoneServed { wanted, listed });
         }
         Ok(narrowed)
     }
@@ -464,7 +506,7 @@ mod tests {
         let mut m = hostile();
         m.children
             .push(res("test.kubeplug.io", "v2", "Hostile", "hostilez", false));
-        let error = m.validate().unwrap_err();
+        let error = m.validate().unwrap_err().to_string();
         assert!(
             error.contains("may not create its own parent kind"),
             "{error}"
@@ -528,7 +570,7 @@ mod tests {
         assert_eq!(one.bound_to(&bound).unwrap().namespaces, vec!["team-a"]);
 
         one.namespaces = vec!["team-c".into()];
-        let refused = one.bound_to(&bound).unwrap_err();
+        let refused = one.bound_to(&bound).unwrap_err().to_string();
         assert!(
             refused.contains("team-c") && refused.contains("--namespaces"),
             "{refused}"
@@ -540,6 +582,7 @@ mod tests {
             cluster
                 .bound_to(&bound)
                 .unwrap_err()
+                .to_string()
                 .contains("cluster-scoped")
         );
     }
@@ -558,7 +601,7 @@ mod tests {
         assert!(m.reads_metadata_only(&pods) && !m.reads_metadata_only(&configmaps));
 
         m.metadata_only = vec![configmaps];
-        let error = m.validate().unwrap_err();
+        let error = m.validate().unwrap_err().to_string();
         assert!(
             error.contains("ConfigMap") && error.contains("compares children"),
             "{error}"
@@ -593,7 +636,7 @@ mod tests {
         m.version = "1".repeat(VERSION_BYTES);
         assert_eq!(m.validate(), Ok(()), "exactly the limit");
         m.version.push('0');
-        let error = m.validate().unwrap_err();
+        let error = m.validate().unwrap_err().to_string();
         assert!(
             error.contains("65 bytes") && error.contains("at most 64"),
             "{error}"
@@ -605,7 +648,7 @@ mod tests {
             assert!(m.validate().is_err(), "{bad:?}");
         }
         m.version = "x".repeat(1 << 20);
-        let error = m.validate().unwrap_err();
+        let error = m.validate().unwrap_err().to_string();
         assert!(error.len() < 200, "a refusal does not quote a long version");
     }
 
@@ -615,8 +658,11 @@ mod tests {
         m.name = "a".repeat(63);
         assert_eq!(m.validate(), Ok(()));
         m.name.push('a');
-        assert!(m.validate().unwrap_err().contains("DNS label"));
+        assert!(m.validate().unwrap_err().to_string().contains("DNS label"));
         m.name = "a".repeat(1 << 20);
-        assert!(m.validate().unwrap_err().len() < 200, "not quoted");
+        assert!(
+            m.validate().unwrap_err().to_string().len() < 200,
+            "not quoted"
+        );
     }
 }

@@ -58,12 +58,13 @@ use serde::Deserialize;
 
 pub use crate::webhook::{FailurePolicy, Webhooks};
 pub use grant::{
-    Grant, KindSet, MAX_SHARDS, NamespaceScope, Refusal, derived_finalizer_domain, reserved_key,
+    Grant, GrantError, KindSet, MAX_SHARDS, NamespaceScope, Refusal, derived_finalizer_domain,
+    reserved_key,
 };
-pub use kind::KindRef;
-pub use location::Location;
-pub use promotion::{Gate, GateFile};
-pub use quotas::Quotas;
+pub use kind::{KindRef, KindRefError};
+pub use location::{Location, LocationError};
+pub use promotion::{Gate, GateError, GateFile};
+pub use quotas::{Quotas, QuotasError};
 
 /// Namespaces `"*"` never covers: a grant must name them.
 pub const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
@@ -87,7 +88,60 @@ pub enum PolicyError {
         source: crate::yaml::Error,
     },
     #[error("invalid policy {path}: {reason}")]
-    Invalid { path: String, reason: String },
+    Invalid { path: String, reason: Invalid },
+}
+
+/// What is wrong with a policy file that parsed (shown in
+/// [`PolicyError::Invalid`]'s message, so not its source).
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    #[error("kind must be PluginPolicy, not {0}")]
+    Kind(String),
+    #[error("apiVersion must be kubeplug.io/v1alpha1, not {0}")]
+    ApiVersion(String),
+    #[error("defaultGrant has no path: a location belongs to one plugin's grant")]
+    DefaultGrantPath,
+    #[error("plugin {0} is granted twice")]
+    GrantedTwice(String),
+    /// Two grants name one file.
+    #[error("{} is also the location of plugin {other}", file.display())]
+    SharedFile { file: PathBuf, other: String },
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+    #[error(transparent)]
+    Quotas(#[from] QuotasError),
+}
+
+/// Why no plugin may be served from a file in the plugin directory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    /// A live file at no plugin's location (`stem`'s is `location`).
+    #[error(
+        "no plugin is placed at {}: plugin {stem}'s file is {}{}; a file elsewhere is never served",
+        rel.display(),
+        location.describe(stem),
+        if *location == Location::Default {
+            " (or where its grant's path: says)"
+        } else {
+            " (its grant's path:)"
+        }
+    )]
+    NotPlaced {
+        rel: PathBuf,
+        stem: String,
+        location: Location,
+    },
+    /// A candidate not in a folder where plugin `name`'s live file may sit.
+    #[error(
+        "{} is not beside plugin {name}'s file ({}): a candidate stands in the same folder as the live file it would replace; it is never shadowed or previewed",
+        rel.display(),
+        location.describe(name)
+    )]
+    NotBeside {
+        rel: PathBuf,
+        name: String,
+        location: Location,
+    },
 }
 
 /// The policy file, as written.
@@ -155,21 +209,19 @@ impl Policy {
                     path: shown.clone(),
                     source,
                 })?;
-            let invalid = |reason: String| PolicyError::Invalid {
+            let invalid = |reason: Invalid| PolicyError::Invalid {
                 path: shown.clone(),
                 reason,
             };
             if let Some(kind) = &file.kind
                 && kind != "PluginPolicy"
             {
-                return Err(invalid(format!("kind must be PluginPolicy, not {kind}")));
+                return Err(invalid(Invalid::Kind(kind.clone())));
             }
             if let Some(v) = &file.api_version
                 && v != "kubeplug.io/v1alpha1"
             {
-                return Err(invalid(format!(
-                    "apiVersion must be kubeplug.io/v1alpha1, not {v}"
-                )));
+                return Err(invalid(Invalid::ApiVersion(v.clone())));
             }
             if let Some(strict) = file.strict {
                 policy.strict |= strict;
@@ -179,38 +231,35 @@ impl Policy {
             }
             quotas.extend(file.quotas);
             if let Some(g) = file.default_grant {
-                let g = g.into_grant().map_err(&invalid)?;
+                let g = g.into_grant().map_err(|e| invalid(e.into()))?;
                 if g.location != Location::Default {
-                    return Err(invalid(
-                        "defaultGrant has no path: a location belongs to one plugin's grant".into(),
-                    ));
+                    return Err(invalid(Invalid::DefaultGrantPath));
                 }
                 policy.default_grant = g;
             }
             for (name, g) in file.plugins {
                 if policy.plugins.contains_key(&name) {
-                    return Err(invalid(format!("plugin {name} is granted twice")));
+                    return Err(invalid(Invalid::GrantedTwice(name)));
                 }
                 policy
                     .plugins
-                    .insert(name, g.into_grant().map_err(&invalid)?);
+                    .insert(name, g.into_grant().map_err(|e| invalid(e.into()))?);
             }
         }
         policy.check_locations()?;
-        policy.quotas =
-            Quotas::default()
-                .merged(&quotas)
-                .map_err(|reason| PolicyError::Invalid {
-                    path: "quotas".into(),
-                    reason,
-                })?;
+        policy.quotas = Quotas::default()
+            .merged(&quotas)
+            .map_err(|e| PolicyError::Invalid {
+                path: "quotas".into(),
+                reason: e.into(),
+            })?;
         for (name, grant) in &policy.plugins {
             policy
                 .quotas
                 .merged(&grant.quota_overrides)
-                .map_err(|reason| PolicyError::Invalid {
+                .map_err(|e| PolicyError::Invalid {
                     path: format!("plugins.{name}.quotas"),
-                    reason,
+                    reason: e.into(),
                 })?;
         }
         Ok(policy)
@@ -262,7 +311,7 @@ impl Policy {
     /// plugin directory, not a candidate): a grant whose `path:` is that
     /// file, else the plugin the file is named after if its location holds
     /// it. Otherwise why no plugin may be served from there.
-    pub fn bound_at(&self, rel: &Path) -> Result<String, String> {
+    pub fn bound_at(&self, rel: &Path) -> Result<String, PlacementError> {
         if let Some((name, _)) = self
             .plugins
             .iter()
@@ -275,21 +324,16 @@ impl Policy {
         if !matches!(location, Location::File(_)) && location.holds(stem, rel) {
             return Ok(stem.to_string());
         }
-        Err(format!(
-            "no plugin is placed at {}: plugin {stem}'s file is {}{}; a file elsewhere is never served",
-            rel.display(),
-            location.describe(stem),
-            if location == Location::Default {
-                " (or where its grant's path: says)"
-            } else {
-                " (its grant's path:)"
-            }
-        ))
+        Err(PlacementError::NotPlaced {
+            rel: rel.into(),
+            stem: stem.into(),
+            location,
+        })
     }
 
     /// The plugin a candidate `rel` (`<dir>/<name>.next.wasm`) is a version
     /// of, if it stands in a folder where that plugin's live file may sit.
-    pub fn candidate_at(&self, rel: &Path) -> Result<String, String> {
+    pub fn candidate_at(&self, rel: &Path) -> Result<String, PlacementError> {
         let name = rel
             .file_stem()
             .and_then(|s| s.to_str())
@@ -300,11 +344,11 @@ impl Policy {
         if location.folders(name).iter().any(|f| f == folder) {
             return Ok(name.to_string());
         }
-        Err(format!(
-            "{} is not beside plugin {name}'s file ({}): a candidate stands in the same folder as the live file it would replace; it is never shadowed or previewed",
-            rel.display(),
-            location.describe(name)
-        ))
+        Err(PlacementError::NotBeside {
+            rel: rel.into(),
+            name: name.into(),
+            location,
+        })
     }
 
     /// Two grants may not name one file.
@@ -321,7 +365,10 @@ impl Policy {
             {
                 return Err(PolicyError::Invalid {
                     path: format!("plugins.{name}.path"),
-                    reason: format!("{} is also the location of plugin {other}", file.display()),
+                    reason: Invalid::SharedFile {
+                        file: file.clone(),
+                        other: other.clone(),
+                    },
                 });
             }
         }

@@ -14,9 +14,10 @@
 
 use serde_json::Value;
 
-use crate::fence::Fence;
+use crate::fence::{ConversionScopeError, Fence, MutationError};
 use crate::webhook::{
-    self, AdmissionCall, ConversionCall, FailurePolicy, Operation, ReviewError, Verdict,
+    self, AdmissionCall, ConversionCall, ConvertedError, FailurePolicy, Operation, ReviewError,
+    Verdict, VerdictError,
 };
 
 /// What starts every message the host writes into a review for a plugin
@@ -32,14 +33,14 @@ pub enum Refusal {
     Call(String),
     /// A verdict over its quotas ([`webhook::check_verdict`]).
     #[error("answered with {0}")]
-    Verdict(String),
+    Verdict(VerdictError),
     /// A mutation its fence refuses ([`Fence::mutation`]).
     #[error("its mutation is refused by its fence: {0}")]
-    Mutation(String),
+    Mutation(MutationError),
     /// A conversion that is not the same objects at the desired version
     /// ([`webhook::check_converted`]).
     #[error("its conversion is refused by its fence: {0}")]
-    Conversion(String),
+    Conversion(ConvertedError),
 }
 
 impl Refusal {
@@ -235,7 +236,7 @@ pub enum ConversionAnswer {
     NotGranted(ReviewError),
     /// Refused before the plugin is asked: an object outside its
     /// namespaces ([`Fence::check_conversion`]).
-    OutOfScope(String),
+    OutOfScope(ConversionScopeError),
     /// The plugin failed, or its answer is refused.
     Failed(Refusal),
 }
@@ -282,7 +283,7 @@ impl ConversionAnswer {
         match self {
             ConversionAnswer::Converted(objects) => Ok(objects),
             ConversionAnswer::NotGranted(refused) => Err(refused.to_string()),
-            ConversionAnswer::OutOfScope(refused) => Err(refused),
+            ConversionAnswer::OutOfScope(refused) => Err(refused.to_string()),
             ConversionAnswer::Failed(refusal) => {
                 Err(format!("{HOST_PREFIX}{}", refusal.failed(plugin)))
             }

@@ -39,17 +39,23 @@ impl Default for RollbackSettings {
     }
 }
 
+/// Rollback settings that cannot mean anything.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RollbackSettingsError {
+    #[error("rollback.maxErrorRate must be between 0 and 1, got {0}")]
+    MaxErrorRate(f64),
+    #[error("rollback.calls must be at least 1")]
+    NoCalls,
+}
+
 impl RollbackSettings {
     /// Refuse settings that cannot mean anything.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RollbackSettingsError> {
         if !(0.0..=1.0).contains(&self.max_error_rate) || self.max_error_rate.is_nan() {
-            return Err(format!(
-                "rollback.maxErrorRate must be between 0 and 1, got {}",
-                self.max_error_rate
-            ));
+            return Err(RollbackSettingsError::MaxErrorRate(self.max_error_rate));
         }
         if self.calls == 0 {
-            return Err("rollback.calls must be at least 1".into());
+            return Err(RollbackSettingsError::NoCalls);
         }
         Ok(())
     }

@@ -140,6 +140,14 @@ pub fn narrows(grant: &Grant, related: &Related) -> bool {
         && related.parent_name_key().is_some()
 }
 
+/// A pod template whose labels (this JSON pointer) already hold the shard
+/// label: only the host sets it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{labels}")]
+pub struct ShardLabelSet {
+    pub labels: String,
+}
+
 /// A child (of type `ty`, as the manifest resolved it) with its pod template
 /// labelled with `shard`, so that the Pods it makes
 /// land in that shard's watch (see [`narrows`]). Kinds that make no Pods
@@ -149,7 +157,11 @@ pub fn narrows(grant: &Grant, related: &Related) -> bool {
 /// Caveat: a template whose label changes rolls its Pods; the label changes
 /// only when the parent moves to another shard, that is when the grant's
 /// shard count changes (or shardPods is first turned on).
-pub fn label_pod_template(child: &mut Value, ty: &ApiResource, shard: u16) -> Result<(), String> {
+pub fn label_pod_template(
+    child: &mut Value,
+    ty: &ApiResource,
+    shard: u16,
+) -> Result<(), ShardLabelSet> {
     let Some((_, _, path)) = POD_TEMPLATES
         .iter()
         .find(|(group, kind, _)| *group == ty.group && *kind == ty.kind)
@@ -172,7 +184,9 @@ pub fn label_pod_template(child: &mut Value, ty: &ApiResource, shard: u16) -> Re
         return Ok(());
     };
     if labels.contains_key(SHARD_LABEL) {
-        return Err(format!("{path}/metadata/labels"));
+        return Err(ShardLabelSet {
+            labels: format!("{path}/metadata/labels"),
+        });
     }
     labels.insert(SHARD_LABEL.into(), shard.to_string().into());
     Ok(())
@@ -371,7 +385,9 @@ mod tests {
         });
         assert_eq!(
             label_pod_template(&mut deploy, &typed("apps", "Deployment"), 3),
-            Err("/spec/template/metadata/labels".to_string())
+            Err(ShardLabelSet {
+                labels: "/spec/template/metadata/labels".to_string()
+            })
         );
     }
 }

@@ -238,19 +238,31 @@ pub enum Verdict {
     },
 }
 
+/// A verdict over its quotas.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerdictError {
+    #[error("{0} warnings (at most {MAX_WARNINGS})")]
+    Warnings(usize),
+    #[error("{0} causes (at most {MAX_CAUSES})")]
+    Causes(usize),
+    /// A warning or denial text (`what`) of `bytes` bytes.
+    #[error("a {what} of {bytes} bytes (at most {MAX_TEXT})")]
+    TooLong { what: &'static str, bytes: usize },
+}
+
 /// Refuse a verdict over its quotas: more warnings or causes, or longer
 /// texts, than the API server should be asked to carry for one write.
-pub fn check_verdict(verdict: &Verdict) -> Result<(), String> {
-    let long = |what: &str, t: &str| {
-        (t.len() > MAX_TEXT).then(|| format!("a {what} of {} bytes (at most {MAX_TEXT})", t.len()))
+pub fn check_verdict(verdict: &Verdict) -> Result<(), VerdictError> {
+    let long = |what: &'static str, t: &str| {
+        (t.len() > MAX_TEXT).then_some(VerdictError::TooLong {
+            what,
+            bytes: t.len(),
+        })
     };
     match verdict {
         Verdict::Allowed { warnings } => {
             if warnings.len() > MAX_WARNINGS {
-                return Err(format!(
-                    "{} warnings (at most {MAX_WARNINGS})",
-                    warnings.len()
-                ));
+                return Err(VerdictError::Warnings(warnings.len()));
             }
             if let Some(too_long) = warnings.iter().find_map(|w| long("warning", w)) {
                 return Err(too_long);
@@ -258,7 +270,7 @@ pub fn check_verdict(verdict: &Verdict) -> Result<(), String> {
         }
         Verdict::Denied { message, causes } => {
             if causes.len() > MAX_CAUSES {
-                return Err(format!("{} causes (at most {MAX_CAUSES})", causes.len()));
+                return Err(VerdictError::Causes(causes.len()));
             }
             if let Some(too_long) = std::iter::once(message)
                 .chain(causes.iter().flat_map(|(f, m)| [f, m]))
@@ -283,11 +295,11 @@ pub(crate) fn host_key(key: &str) -> bool {
 /// `after`, or why it is refused: one change that `may_change` refuses
 /// (the plugin's fence decides: [`crate::fence::Fence::mutation`]) refuses
 /// the whole answer. Lists are replaced whole.
-pub fn patch(
+pub fn patch<E>(
     before: &Value,
     after: &Value,
-    may_change: impl Fn(&str) -> Result<(), String>,
-) -> Result<Vec<Value>, String> {
+    may_change: impl Fn(&str) -> Result<(), E>,
+) -> Result<Vec<Value>, E> {
     let mut ops = Vec::new();
     for change in diff::diff(before, after, Fields::Both) {
         may_change(&change.path)?;
@@ -395,38 +407,60 @@ fn fixed_metadata(object: &Value) -> Value {
     meta
 }
 
+/// A conversion's answer that is not the same objects at the desired
+/// version. `at` names the object: `object <index> (<name>)`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertedError {
+    #[error("{answered} objects answered for {asked} asked")]
+    Count { answered: usize, asked: usize },
+    /// Answered at `api_version` (as JSON), not the desired one.
+    #[error("{at} is answered at {api_version}, not {desired}")]
+    ApiVersion {
+        at: String,
+        api_version: Value,
+        desired: String,
+    },
+    #[error("{at} changed kind to {kind}")]
+    Kind { at: String, kind: Value },
+    /// Changed fixed metadata at `field` (dotted, with its leading dot).
+    #[error(
+        "{at} changed metadata{field} (only labels and annotations outside {HOST_DOMAIN}/ may change)"
+    )]
+    Metadata { at: String, field: String },
+}
+
 /// Refuse a conversion's answer that is not the same objects at the
 /// desired version: a different count, kind, or fixed metadata (name,
 /// namespace, uid, resourceVersion, owners, the host's keys...).
-pub fn check_converted(call: &ConversionCall, converted: &[Value]) -> Result<(), String> {
+pub fn check_converted(call: &ConversionCall, converted: &[Value]) -> Result<(), ConvertedError> {
     if converted.len() != call.objects.len() {
-        return Err(format!(
-            "{} objects answered for {} asked",
-            converted.len(),
-            call.objects.len()
-        ));
+        return Err(ConvertedError::Count {
+            answered: converted.len(),
+            asked: call.objects.len(),
+        });
     }
     for (i, (before, after)) in call.objects.iter().zip(converted).enumerate() {
         let name = text(before, "/metadata/name");
         let at = || format!("object {i} ({name})");
         if after["apiVersion"].as_str() != Some(&call.desired_api_version) {
-            return Err(format!(
-                "{} is answered at {}, not {}",
-                at(),
-                after["apiVersion"],
-                call.desired_api_version
-            ));
+            return Err(ConvertedError::ApiVersion {
+                at: at(),
+                api_version: after["apiVersion"].clone(),
+                desired: call.desired_api_version.clone(),
+            });
         }
         if after["kind"] != before["kind"] {
-            return Err(format!("{} changed kind to {}", at(), after["kind"]));
+            return Err(ConvertedError::Kind {
+                at: at(),
+                kind: after["kind"].clone(),
+            });
         }
         let (was, is) = (fixed_metadata(before), fixed_metadata(after));
         if let Some(change) = diff::diff(&was, &is, Fields::Both).first() {
-            return Err(format!(
-                "{} changed metadata{} (only labels and annotations outside {HOST_DOMAIN}/ may change)",
-                at(),
-                change.path.replace('/', ".")
-            ));
+            return Err(ConvertedError::Metadata {
+                at: at(),
+                field: change.path.replace('/', "."),
+            });
         }
     }
     Ok(())

@@ -56,8 +56,19 @@ pub fn not_served(kind: &ApiResource, crd: Option<&CustomResourceDefinition>) ->
     }
 }
 
+/// A CustomResourceDefinition the API server has not established, as its
+/// condition says; reads after "CustomResourceDefinition <name> is".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotEstablished {
+    /// The condition is there and not true.
+    #[error("not Established: {reason}: {message}")]
+    Refused { reason: String, message: String },
+    #[error("not Established yet")]
+    Yet,
+}
+
 /// Ok if `crd` is `Established`, else what its condition says.
-pub fn established(crd: &CustomResourceDefinition) -> Result<(), String> {
+pub fn established(crd: &CustomResourceDefinition) -> Result<(), NotEstablished> {
     let condition = crd
         .status
         .as_ref()
@@ -65,12 +76,11 @@ pub fn established(crd: &CustomResourceDefinition) -> Result<(), String> {
         .and_then(|c| c.iter().find(|c| c.type_ == "Established"));
     match condition {
         Some(c) if c.status == "True" => Ok(()),
-        Some(c) => Err(format!(
-            "not Established: {}: {}",
-            c.reason.as_deref().unwrap_or("no reason"),
-            c.message.as_deref().unwrap_or("no message")
-        )),
-        None => Err("not Established yet".into()),
+        Some(c) => Err(NotEstablished::Refused {
+            reason: c.reason.as_deref().unwrap_or("no reason").into(),
+            message: c.message.as_deref().unwrap_or("no message").into(),
+        }),
+        None => Err(NotEstablished::Yet),
     }
 }
 

@@ -56,8 +56,8 @@ pub enum RenderError {
     #[error(transparent)]
     Fence(#[from] kubeplug_core::fence::Fenced),
     /// The objects read do not make a review.
-    #[error("{0}")]
-    Review(String),
+    #[error(transparent)]
+    Review(crate::webhook::admit::ReviewInputError),
     /// The live host would not ask the plugin this at all.
     #[error("the live host would not ask: {0}")]
     NotAsked(String),

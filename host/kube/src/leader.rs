@@ -86,24 +86,45 @@ impl LeaseSettings {
     }
 
     /// client-go's own checks: `duration > renew_deadline > 1.2 × retry`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), LeaseTimingError> {
         if self.duration <= self.renew_deadline {
-            return Err(format!(
-                "the lease duration ({:?}) must be longer than the renew deadline ({:?})",
-                self.duration, self.renew_deadline
-            ));
+            return Err(LeaseTimingError::DurationWithinDeadline {
+                duration: self.duration,
+                renew_deadline: self.renew_deadline,
+            });
         }
         if self.renew_deadline <= self.retry.mul_f64(1.2) {
-            return Err(format!(
-                "the renew deadline ({:?}) must be longer than 1.2 × the retry period ({:?})",
-                self.renew_deadline, self.retry
-            ));
+            return Err(LeaseTimingError::DeadlineWithinRetries {
+                renew_deadline: self.renew_deadline,
+                retry: self.retry,
+            });
         }
         if self.duration.as_secs() < 1 {
-            return Err("the lease duration must be at least 1 s".into());
+            return Err(LeaseTimingError::DurationUnderASecond);
         }
         Ok(())
     }
+}
+
+/// Leader election timings client-go would refuse ([`LeaseSettings::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseTimingError {
+    #[error(
+        "the lease duration ({duration:?}) must be longer than the renew deadline ({renew_deadline:?})"
+    )]
+    DurationWithinDeadline {
+        duration: Duration,
+        renew_deadline: Duration,
+    },
+    #[error(
+        "the renew deadline ({renew_deadline:?}) must be longer than 1.2 × the retry period ({retry:?})"
+    )]
+    DeadlineWithinRetries {
+        renew_deadline: Duration,
+        retry: Duration,
+    },
+    #[error("the lease duration must be at least 1 s")]
+    DurationUnderASecond,
 }
 
 /// One term of leadership: leading until `until` unless renewed.

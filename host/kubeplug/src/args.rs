@@ -219,7 +219,7 @@ impl RuntimeArgs {
 
 /// A size in bytes: a number, optionally with a binary suffix as Kubernetes
 /// quantities have them (`512Ki`, `64Mi`, `1Gi`; a trailing `B` is allowed).
-pub fn parse_bytes(text: &str) -> Result<usize, String> {
+pub fn parse_bytes(text: &str) -> Result<usize, BytesError> {
     let text = text.trim();
     let digits = text.trim_end_matches(|c: char| !c.is_ascii_digit());
     let suffix = &text[digits.len()..];
@@ -228,21 +228,27 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
         "Ki" => 10,
         "Mi" => 20,
         "Gi" => 30,
-        _ => {
-            return Err(format!(
-                "{text:?}: give bytes, or a number with Ki, Mi or Gi"
-            ));
-        }
+        _ => return Err(BytesError::NotBytes(text.into())),
     };
     let number: usize = digits
         .parse()
-        .map_err(|_| format!("{text:?}: give bytes, or a number with Ki, Mi or Gi"))?;
+        .map_err(|_| BytesError::NotBytes(text.into()))?;
     number
         .checked_mul(1 << shift)
-        .ok_or_else(|| format!("{text:?} is too large"))
+        .ok_or_else(|| BytesError::TooLarge(text.into()))
 }
 
-pub fn parse_bytes_u64(text: &str) -> Result<u64, String> {
+/// A flag's size that is not one ([`parse_bytes`]); the text as given,
+/// trimmed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BytesError {
+    #[error("{0:?}: give bytes, or a number with Ki, Mi or Gi")]
+    NotBytes(String),
+    #[error("{0:?} is too large")]
+    TooLarge(String),
+}
+
+pub fn parse_bytes_u64(text: &str) -> Result<u64, BytesError> {
     parse_bytes(text).map(|b| b as u64)
 }
 

@@ -173,16 +173,24 @@ impl Capture {
 
     /// Whether this is a capture file at all (a stray object would otherwise
     /// fail with a confusing missing-field error).
-    pub fn check_kind(&self) -> Result<(), String> {
+    pub fn check_kind(&self) -> Result<(), NotACapture> {
         if self.api_version == API_VERSION && self.kind == KIND {
             Ok(())
         } else {
-            Err(format!(
-                "expected apiVersion {API_VERSION}, kind {KIND}; found {} {}",
-                self.api_version, self.kind
-            ))
+            Err(NotACapture {
+                api_version: self.api_version.clone(),
+                kind: self.kind.clone(),
+            })
         }
     }
+}
+
+/// A file of another apiVersion or kind than a capture's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected apiVersion {API_VERSION}, kind {KIND}; found {api_version} {kind}")]
+pub struct NotACapture {
+    pub api_version: String,
+    pub kind: String,
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ pub enum LoadError {
     DoesNotFit(String),
     /// The manifest is well-formed WIT but breaks a host rule.
     #[error("invalid manifest: {0}")]
-    InvalidManifest(String),
+    InvalidManifest(kubeplug_core::manifest::ManifestError),
 }
 
 /// A typed error the plugin returned on purpose.

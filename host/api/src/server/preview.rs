@@ -27,7 +27,7 @@ use kubeplug_operator::serving::Serving;
 use serde_json::{Value, json};
 
 use super::Server;
-use crate::authorize::Attributes;
+use crate::authorize::{AccessReviewError, Attributes};
 use crate::group::{API_VERSION, GROUP};
 use crate::plugin;
 use crate::previews::{KIND, Preview, PreviewSpec};
@@ -151,7 +151,13 @@ impl Server {
         let withheld = self
             .unreadable(user, namespace, &serving)
             .await
-            .map_err(|error| failure(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", error))?;
+            .map_err(|error| {
+                failure(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalError",
+                    error.to_string(),
+                )
+            })?;
         // `spec.candidate: true`: run `<plugin>.next.wasm` instead of the
         // version serving, to see what an upgrade would change.
         let candidate = match spec["candidate"].as_bool() {
@@ -218,7 +224,7 @@ impl Server {
             Err(error) => Err(failure(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InternalError",
-                error,
+                error.to_string(),
             )),
         }
     }
@@ -230,7 +236,7 @@ impl Server {
         user: &UserInfo,
         namespace: &str,
         serving: &Serving,
-    ) -> Result<Vec<ApiResource>, String> {
+    ) -> Result<Vec<ApiResource>, AccessReviewError> {
         let (children, related) = serving.handed_kinds();
         let mut out: Vec<ApiResource> = Vec::new();
         let wanted = children

@@ -87,7 +87,8 @@ fn a_conversion_holding_another_namespaces_object_is_refused_whole() {
         .unwrap();
     let refused = fence
         .check_conversion(&conversion(&[("team-a", "x"), ("team-b", "theirs")]))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         refused,
         "plugin database converts objects in its own namespaces only, and team-b/theirs is outside them (its grant's namespaces): the review is refused and nothing of it is stored"
@@ -142,7 +143,7 @@ fn a_composite_plugins_mutation_may_change_spec_and_keys_outside_the_hosts() {
             "x.kubeplug.io/y",
         ),
     ] {
-        let refused = fence.mutation(&before, &after).unwrap_err();
+        let refused = fence.mutation(&before, &after).unwrap_err().to_string();
         assert!(refused.contains(why), "{refused} should say {why}");
     }
     let labelled =
@@ -152,6 +153,7 @@ fn a_composite_plugins_mutation_may_change_spec_and_keys_outside_the_hosts() {
         fence
             .mutation(&labelled, &unlabelled)
             .unwrap_err()
+            .to_string()
             .contains("kubeplug.io/shard")
     );
 }
@@ -186,12 +188,15 @@ fn a_decorators_mutation_changes_only_its_granted_keys_and_no_spec() {
     );
     let image = pod(json!({"app": "web"}), "evil:latest");
     assert_eq!(
-        fence.mutation(&before, &image).unwrap_err(),
+        fence.mutation(&before, &image).unwrap_err().to_string(),
         "/spec/containers is outside metadata.labels and metadata.annotations (a decorator's mutation changes no field unless its grant names it under mutableFields)"
     );
     let relabelled = pod(json!({"app": "other"}), "nginx:1.27");
     assert_eq!(
-        fence.mutation(&before, &relabelled).unwrap_err(),
+        fence
+            .mutation(&before, &relabelled)
+            .unwrap_err()
+            .to_string(),
         "labels key \"app\" is not among the keys its grant allows (decoratorKeys)"
     );
     // A field the grant names is the decorator's to change, nothing more.
@@ -208,7 +213,7 @@ fn a_decorators_mutation_changes_only_its_granted_keys_and_no_spec() {
     prioritised["spec"]["priorityClassName"] = json!("high");
     assert_eq!(fence.mutation(&before, &prioritised).unwrap().len(), 1);
     assert_eq!(
-        fence.mutation(&before, &image).unwrap_err(),
+        fence.mutation(&before, &image).unwrap_err().to_string(),
         "/spec/containers is outside spec.priorityClassName, metadata.labels and metadata.annotations"
     );
 }

@@ -3,7 +3,9 @@
 
 use serde::Deserialize;
 
-use super::{Effective, KindRef, Location, SYSTEM_NAMESPACES};
+use super::{
+    Effective, GateError, KindRef, KindRefError, Location, LocationError, SYSTEM_NAMESPACES,
+};
 use crate::manifest::{ApiResource, Manifest};
 use crate::webhook::{FailurePolicy, Webhook, Webhooks};
 
@@ -42,7 +44,7 @@ pub struct KindSet {
 }
 
 impl KindSet {
-    fn parse(list: &[String]) -> Result<Self, String> {
+    fn parse(list: &[String]) -> Result<Self, KindRefError> {
         let mut set = KindSet::default();
         for entry in list {
             if entry == "*" {
@@ -193,8 +195,47 @@ pub struct Grant {
     pub promotion: Option<super::Gate>,
 }
 
+/// A grant as written that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GrantError {
+    /// A `sha256:` pin that is not a digest.
+    #[error("sha256 pin {0:?} is not a hex SHA-256 digest")]
+    Sha256Pin(String),
+    /// A `signedBy` entry (its index) that is not one PEM public key.
+    #[error(
+        "signedBy[{0}] is not one PEM public key (-----BEGIN PUBLIC KEY----- ... -----END PUBLIC KEY-----, as `openssl pkey -pubout` writes it)"
+    )]
+    SignedBy(usize),
+    #[error(transparent)]
+    Location(#[from] LocationError),
+    /// A shard count outside `1..=MAX_SHARDS`.
+    #[error(
+        "shards: {0} is outside 1..={MAX_SHARDS} (the number of shards a plugin's parents are split into; 1 is not sharded)"
+    )]
+    Shards(i64),
+    /// An `admission:` entry that names no webhook.
+    #[error(
+        "admission: {0:?} is neither validate nor mutate (the admission webhooks the host serves for the plugin's parent kind)"
+    )]
+    Admission(String),
+    /// A `mutableFields:` entry outside `/spec`.
+    #[error(
+        "mutableFields: {0:?} is not a field under /spec (written as a JSON pointer, e.g. /spec/replicas): a mutation may change a parent's spec and the label and annotation keys decoratorKeys allows, nothing else"
+    )]
+    MutableField(String),
+    /// `shardPods: true` on an unsharded plugin.
+    #[error(
+        "shardPods: true needs shards: 2 or more (it narrows a sharded plugin's watch of its related Pods to its shards)"
+    )]
+    ShardPodsUnsharded,
+    #[error(transparent)]
+    Kind(#[from] KindRefError),
+    #[error(transparent)]
+    Promotion(#[from] GateError),
+}
+
 impl GrantFile {
-    pub(super) fn into_grant(self) -> Result<Grant, String> {
+    pub(super) fn into_grant(self) -> Result<Grant, GrantError> {
         let namespaces = match self.namespaces {
             None => NamespaceScope {
                 all: true,
@@ -214,7 +255,7 @@ impl GrantFile {
             .iter()
             .find(|d| d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
         {
-            return Err(format!("sha256 pin {bad:?} is not a hex SHA-256 digest"));
+            return Err(GrantError::Sha256Pin(bad.clone()));
         }
         let signed_by = self
             .signed_by
@@ -225,9 +266,7 @@ impl GrantFile {
             !(pem.starts_with("-----BEGIN PUBLIC KEY-----")
                 && pem.ends_with("-----END PUBLIC KEY-----"))
         }) {
-            return Err(format!(
-                "signedBy[{bad}] is not one PEM public key (-----BEGIN PUBLIC KEY----- ... -----END PUBLIC KEY-----, as `openssl pkey -pubout` writes it)"
-            ));
+            return Err(GrantError::SignedBy(bad));
         }
         let location = match &self.path {
             None => Location::Default,
@@ -238,11 +277,7 @@ impl GrantFile {
             Some(n) => u16::try_from(n)
                 .ok()
                 .filter(|n| (1..=MAX_SHARDS).contains(n))
-                .ok_or_else(|| {
-                    format!(
-                        "shards: {n} is outside 1..={MAX_SHARDS} (the number of shards a plugin's parents are split into; 1 is not sharded)"
-                    )
-                })?,
+                .ok_or(GrantError::Shards(n))?,
         };
         let mut webhooks = Webhooks {
             convert: self.conversion,
@@ -253,9 +288,7 @@ impl GrantFile {
                 "validate" => webhooks.validate = true,
                 "mutate" => webhooks.mutate = true,
                 other => {
-                    return Err(format!(
-                        "admission: {other:?} is neither validate nor mutate (the admission webhooks the host serves for the plugin's parent kind)"
-                    ));
+                    return Err(GrantError::Admission(other.into()));
                 }
             }
         }
@@ -265,14 +298,10 @@ impl GrantFile {
             .flatten()
             .find(|f| *f != "/spec" && !f.starts_with("/spec/"))
         {
-            return Err(format!(
-                "mutableFields: {bad:?} is not a field under /spec (written as a JSON pointer, e.g. /spec/replicas): a mutation may change a parent's spec and the label and annotation keys decoratorKeys allows, nothing else"
-            ));
+            return Err(GrantError::MutableField(bad.clone()));
         }
         if self.shard_pods && shards == 1 {
-            return Err(
-                "shardPods: true needs shards: 2 or more (it narrows a sharded plugin's watch of its related Pods to its shards)".into(),
-            );
+            return Err(GrantError::ShardPodsUnsharded);
         }
         Ok(Grant {
             location,

@@ -18,18 +18,26 @@ impl KindRef {
         }
     }
 
-    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, KindRefError> {
         let (kind, group) = text.split_once('.').unwrap_or((text, ""));
         if kind.is_empty() || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
-            return Err(format!(
-                "kind {text:?} must be written Kind.group (Kind for the core group), e.g. StatefulSet.apps"
-            ));
+            return Err(KindRefError { text: text.into() });
         }
         Ok(KindRef {
             group: group.into(),
             kind: kind.into(),
         })
     }
+}
+
+/// A kind in a grant not written `Kind.group`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "kind {text:?} must be written Kind.group (Kind for the core group), e.g. StatefulSet.apps"
+)]
+pub struct KindRefError {
+    /// The kind as written.
+    pub text: String,
 }
 
 impl std::fmt::Display for KindRef {

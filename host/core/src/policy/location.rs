@@ -27,12 +27,25 @@ pub enum Location {
     Folder(std::path::PathBuf),
 }
 
+/// A grant's `path:` that names no place the host would look.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "path {path:?} {why} (a file like team-a/db.wasm or a folder like team-a/, relative to the plugin directory)"
+)]
+pub struct LocationError {
+    /// The path as written.
+    pub path: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
 impl Location {
-    pub(super) fn parse(text: &str) -> Result<Self, String> {
-        let invalid = |why: &str| {
-            Err(format!(
-                "path {text:?} {why} (a file like team-a/db.wasm or a folder like team-a/, relative to the plugin directory)"
-            ))
+    pub(super) fn parse(text: &str) -> Result<Self, LocationError> {
+        let invalid = |why: &'static str| {
+            Err(LocationError {
+                path: text.into(),
+                why,
+            })
         };
         let (body, folder) = match text.strip_suffix('/') {
             Some(body) => (body, true),

@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use super::KindRef;
+use super::{KindRef, KindRefError};
 
 /// The promotion gate of a plugin (`promotion:` in its grant): while a new
 /// version's what-if breaks it, the version is kept out of service and the
@@ -36,14 +36,23 @@ pub struct GateFile {
     max_failed: usize,
 }
 
+/// A promotion gate that cannot mean anything.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GateError {
+    /// A share of parents outside 0..=100.
+    #[error("promotion.maxChangedPercent must be between 0 and 100, got {0}")]
+    MaxChangedPercent(f64),
+    /// A `noPrunes` kind not written `Kind.group`.
+    #[error("promotion.noPrunes: {0}")]
+    NoPrunes(KindRefError),
+}
+
 impl GateFile {
-    pub fn into_gate(self) -> Result<Gate, String> {
+    pub fn into_gate(self) -> Result<Gate, GateError> {
         if let Some(p) = self.max_changed_percent
             && !(0.0..=100.0).contains(&p)
         {
-            return Err(format!(
-                "promotion.maxChangedPercent must be between 0 and 100, got {p}"
-            ));
+            return Err(GateError::MaxChangedPercent(p));
         }
         let mut no_prunes = Vec::new();
         let mut any = false;
@@ -51,8 +60,7 @@ impl GateFile {
             if kind == "*" {
                 any = true;
             } else {
-                no_prunes
-                    .push(KindRef::parse(kind).map_err(|e| format!("promotion.noPrunes: {e}"))?);
+                no_prunes.push(KindRef::parse(kind).map_err(GateError::NoPrunes)?);
             }
         }
         Ok(Gate {

@@ -65,18 +65,23 @@ impl Default for Quotas {
     }
 }
 
+/// Quota overrides that are not quotas (an unknown key, a wrong type).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid quotas: {0}")]
+pub struct QuotasError(serde_json::Error);
+
 impl Quotas {
     /// These quotas with `overrides` (policy-file keys) applied.
     pub fn merged(
         &self,
         overrides: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Quotas, String> {
+    ) -> Result<Quotas, QuotasError> {
         let mut value = serde_json::to_value(self).expect("quotas serialize");
         let map = value.as_object_mut().expect("quotas are an object");
         for (k, v) in overrides {
             map.insert(k.clone(), v.clone());
         }
-        serde_json::from_value(value).map_err(|e| format!("invalid quotas: {e}"))
+        serde_json::from_value(value).map_err(QuotasError)
     }
 
     /// The per-call limits these quotas allow (a plugin's settings may

@@ -39,7 +39,7 @@ fn the_python_port_computes_patches_and_refusals_as_the_core_does() {
         let answered = match mutated(&fence, &case["before"], Some(&case["after"])) {
             AdmissionAnswer::Patched { patch } => Ok(patch),
             AdmissionAnswer::Unchanged => Ok(Vec::new()),
-            AdmissionAnswer::Failed(Refusal::Mutation(refused)) => Err(refused),
+            AdmissionAnswer::Failed(Refusal::Mutation(refused)) => Err(refused.to_string()),
             other => panic!("{}: {other:?}", case["name"]),
         };
         let recorded = match case.get("refused") {
@@ -64,7 +64,7 @@ fn the_python_port_checks_conversions_as_the_core_does() {
         let converted_objects = case["converted"].as_array().expect("converted").clone();
         let answered = match converted(&call, converted_objects) {
             ConversionAnswer::Converted(_) => None,
-            ConversionAnswer::Failed(Refusal::Conversion(refused)) => Some(refused),
+            ConversionAnswer::Failed(Refusal::Conversion(refused)) => Some(refused.to_string()),
             other => panic!("{}: {other:?}", case["name"]),
         };
         let recorded = case
@@ -76,21 +76,24 @@ fn the_python_port_checks_conversions_as_the_core_does() {
 
 #[test]
 fn a_failed_plugin_is_answered_by_its_grants_failure_policy() {
-    let failed = AdmissionAnswer::Failed(Refusal::Mutation("/status/x is outside".into()));
+    let failed = AdmissionAnswer::Failed(Refusal::Mutation(MutationError::Outside {
+        pointer: "/status/x".into(),
+        fields: vec!["spec".into()],
+    }));
     let fail = failed.response("db", FailurePolicy::Fail);
     assert!(!fail.allowed);
     let denial = fail.status.expect("a denial");
     assert_eq!((denial.code, denial.reason), (500, "InternalError"));
     assert_eq!(
         denial.message,
-        "kubeplug: plugin db failed: its mutation is refused by its fence: /status/x is outside"
+        "kubeplug: plugin db failed: its mutation is refused by its fence: /status/x is outside spec, metadata.labels and metadata.annotations"
     );
     let ignore = failed.response("db", FailurePolicy::Ignore);
     assert!(ignore.allowed && ignore.status.is_none());
     assert_eq!(
         ignore.warnings,
         [
-            "kubeplug: plugin db failed: its mutation is refused by its fence: /status/x is outside (allowed: failurePolicy Ignore in its grant)"
+            "kubeplug: plugin db failed: its mutation is refused by its fence: /status/x is outside spec, metadata.labels and metadata.annotations (allowed: failurePolicy Ignore in its grant)"
         ]
     );
     let over = validated(Verdict::Allowed {

@@ -94,7 +94,7 @@ fn a_mutation_becomes_a_json_patch_of_its_changes() {
         "metadata": {"name": "a", "labels": {"team": "a", "app.kubernetes.io/name": "a"}, "annotations": {"x": "1"}},
         "spec": {"image": "nginx:1.27", "replicas": 1}
     });
-    let ops = patch(&before, &after, |_| Ok(())).unwrap();
+    let ops = patch(&before, &after, |_| Ok::<(), String>(())).unwrap();
     assert_eq!(
         ops,
         vec![
@@ -105,7 +105,11 @@ fn a_mutation_becomes_a_json_patch_of_its_changes() {
             json!({"op": "add", "path": "/spec/replicas", "value": 1}),
         ]
     );
-    assert!(patch(&before, &before, |_| Ok(())).unwrap().is_empty());
+    assert!(
+        patch(&before, &before, |_| Ok::<(), String>(()))
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// One change the fence refuses refuses the whole answer: what the fence
@@ -133,11 +137,13 @@ fn a_verdict_over_its_quotas_is_refused() {
     assert!(
         check_verdict(&allowed(MAX_WARNINGS + 1, 1))
             .unwrap_err()
+            .to_string()
             .contains("warnings")
     );
     assert!(
         check_verdict(&allowed(1, MAX_TEXT + 1))
             .unwrap_err()
+            .to_string()
             .contains("warning of")
     );
     let denied = |causes: usize, len: usize| Verdict::Denied {
@@ -203,12 +209,14 @@ fn a_conversion_answer_must_be_the_same_objects_at_the_desired_version() {
     assert!(
         check_converted(&call, &[])
             .unwrap_err()
+            .to_string()
             .contains("0 objects answered for 1")
     );
     let at_v1 = db("v1", json!({"kubeplug.io/shard": "2"}));
     assert!(
         check_converted(&call, &[at_v1])
             .unwrap_err()
+            .to_string()
             .contains("not example.com/v2")
     );
     let mut renamed = good.clone();
@@ -216,6 +224,7 @@ fn a_conversion_answer_must_be_the_same_objects_at_the_desired_version() {
     assert!(
         check_converted(&call, &[renamed])
             .unwrap_err()
+            .to_string()
             .contains("metadata.name")
     );
     let mut new_uid = good.clone();
@@ -223,12 +232,14 @@ fn a_conversion_answer_must_be_the_same_objects_at_the_desired_version() {
     assert!(
         check_converted(&call, &[new_uid])
             .unwrap_err()
+            .to_string()
             .contains("metadata.uid")
     );
     let moved = db("v2", json!({"kubeplug.io/shard": "0"}));
     assert!(
         check_converted(&call, &[moved])
             .unwrap_err()
+            .to_string()
             .contains("kubeplug.io~1shard")
     );
     let mut kind = good;
@@ -236,6 +247,7 @@ fn a_conversion_answer_must_be_the_same_objects_at_the_desired_version() {
     assert!(
         check_converted(&call, &[kind])
             .unwrap_err()
+            .to_string()
             .contains("changed kind")
     );
 }

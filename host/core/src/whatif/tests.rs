@@ -187,6 +187,7 @@ fn gate(text: &str) -> Result<Gate, String> {
     serde_json::from_str::<GateFile>(text)
         .expect("a gate")
         .into_gate()
+        .map_err(|e| e.to_string())
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::outcome::{Call, Outcome};
+use super::outcome::{Call, ExpectError, Outcome};
 use crate::webhook::admit;
 use kubeplug_core::webhook::{AdmissionCall, Operation};
 use kubeplug_core::yaml;
@@ -40,8 +40,62 @@ pub enum FixtureError {
     Invalid {
         path: String,
         document: usize,
-        reason: String,
+        reason: CaseError,
     },
+}
+
+/// A document that is not a case (shown in [`FixtureError::Invalid`]'s
+/// message, so not its source).
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    /// Not the shape of a case (an unknown key, a wrong type).
+    #[error(transparent)]
+    Shape(serde_json::Error),
+    /// An input (named) the call is not given.
+    #[error("a {call} case takes no {input}")]
+    TakesNo { call: Call, input: &'static str },
+    #[error("now: {now:?} is not an RFC 3339 time: {error}")]
+    Now { now: String, error: jiff::Error },
+    #[error("entropy: expected 64 hex digits, got {0:?}")]
+    Entropy(String),
+    #[error("a {0} case needs a parent")]
+    NoParent(Call),
+    #[error("parent: expected an object")]
+    ParentNotObject,
+    #[error("parent.metadata: expected a mapping")]
+    ParentMetadata,
+    #[error("config: expected a mapping")]
+    Config,
+    /// A list (named) with something not an object.
+    #[error("{0}: expected a list of objects")]
+    NotObjects(&'static str),
+    #[error("a validate or mutate case needs an operation (create, update or delete)")]
+    NoOperation,
+    #[error("operation: expected create, update or delete, got {0:?}")]
+    Operation(String),
+    /// A review object (`key`) the operation (`named`) carries is missing;
+    /// `a` is the article before it.
+    #[error("{a} {named} case needs {key}")]
+    Needs {
+        a: &'static str,
+        named: String,
+        key: &'static str,
+    },
+    /// A review object (`key`) the operation (`named`) does not carry.
+    #[error("a {named} carries no {key} ({why})")]
+    CarriesNo {
+        named: String,
+        key: &'static str,
+        why: &'static str,
+    },
+    #[error(transparent)]
+    Review(#[from] admit::ReviewInputError),
+    #[error("a convert case needs objects")]
+    NoObjects,
+    #[error("a convert case needs the apiVersion to convert to")]
+    NoApiVersion,
+    #[error("expect: {0}")]
+    Expect(ExpectError),
 }
 
 /// One case, defaults filled in.
@@ -201,12 +255,12 @@ pub fn read_cases(path: &Path) -> Result<Vec<Case>, FixtureError> {
         if doc.is_null() {
             continue;
         }
-        let invalid = |reason: String| FixtureError::Invalid {
+        let invalid = |reason: CaseError| FixtureError::Invalid {
             path: path.display().to_string(),
             document: index + 1,
             reason,
         };
-        let written: Written = doc.to_typed().map_err(|e| invalid(e.to_string()))?;
+        let written: Written = doc.to_typed().map_err(|e| invalid(CaseError::Shape(e)))?;
         let default_name = if count > 1 {
             format!("{file_name}#{}", cases.len() + 1)
         } else {
@@ -222,33 +276,36 @@ fn case(
     default_name: String,
     file: &Path,
     document: usize,
-) -> Result<Case, String> {
+) -> Result<Case, CaseError> {
     let call = written.call;
     if let Some((input, _)) = written
         .inputs()
         .into_iter()
         .find(|(input, given)| *given && !takes(call, input))
     {
-        return Err(format!("a {call} case takes no {input}"));
+        return Err(CaseError::TakesNo { call, input });
     }
     let now = written.now.take().unwrap_or_else(|| DEFAULT_NOW.into());
     now.parse::<jiff::Timestamp>()
-        .map_err(|e| format!("now: {now:?} is not an RFC 3339 time: {e}"))?;
+        .map_err(|error| CaseError::Now {
+            now: now.clone(),
+            error,
+        })?;
     let entropy = match written.entropy.take() {
         None => default_entropy(),
         Some(hex_text) => match hex::decode(&hex_text) {
             Ok(bytes) if bytes.len() == 32 => bytes,
-            _ => return Err(format!("entropy: expected 64 hex digits, got {hex_text:?}")),
+            _ => return Err(CaseError::Entropy(hex_text)),
         },
     };
     let parent = match (call, written.parent.take()) {
         (Call::Reconcile | Call::Finalize, None) => {
-            return Err(format!("a {call} case needs a parent"));
+            return Err(CaseError::NoParent(call));
         }
         (_, parent) => parent.map(with_uid).transpose()?,
     };
     if written.config.as_ref().is_some_and(|c| !c.is_object()) {
-        return Err("config: expected a mapping".into());
+        return Err(CaseError::Config);
     }
     let observed = written.observed.take().unwrap_or_default();
     let related = written.related.take().unwrap_or_default();
@@ -259,7 +316,7 @@ fn case(
         ("cluster", &cluster),
     ] {
         if objects.iter().any(|o| !o.is_object()) {
-            return Err(format!("{what}: expected a list of objects"));
+            return Err(CaseError::NotObjects(what));
         }
     }
     let review = match call {
@@ -270,7 +327,7 @@ fn case(
         Call::Convert => Some(conversion(&mut written)?),
         _ => None,
     };
-    let expect = Outcome::expected(call, written.expect).map_err(|e| format!("expect: {e}"))?;
+    let expect = Outcome::expected(call, written.expect).map_err(CaseError::Expect)?;
     Ok(Case {
         name: written.name.unwrap_or(default_name),
         file: file.to_path_buf(),
@@ -291,13 +348,9 @@ fn case(
 
 /// The review of a `validate` or `mutate` case: its `operation`, the
 /// objects that operation carries, `user` and `dryRun`.
-fn review(written: &mut Written) -> Result<AdmissionCall, String> {
-    let named = written
-        .operation
-        .as_deref()
-        .ok_or("a validate or mutate case needs an operation (create, update or delete)")?;
-    let operation = admit::operation(named)
-        .ok_or_else(|| format!("operation: expected create, update or delete, got {named:?}"))?;
+fn review(written: &mut Written) -> Result<AdmissionCall, CaseError> {
+    let named = written.operation.as_deref().ok_or(CaseError::NoOperation)?;
+    let operation = admit::operation(named).ok_or_else(|| CaseError::Operation(named.into()))?;
     let (object, old_object) = admit::carries(operation);
     let a = if operation == Operation::Update {
         "an"
@@ -309,13 +362,23 @@ fn review(written: &mut Written) -> Result<AdmissionCall, String> {
         ("oldObject", old_object, written.old_object.is_some()),
     ] {
         match (carried, given) {
-            (true, false) => return Err(format!("{a} {named} case needs {key}")),
+            (true, false) => {
+                return Err(CaseError::Needs {
+                    a,
+                    named: named.into(),
+                    key,
+                });
+            }
             (false, true) => {
                 let why = match operation {
                     Operation::Delete => "the object deleted is oldObject",
                     _ => "nothing is stored before a create",
                 };
-                return Err(format!("a {named} carries no {key} ({why})"));
+                return Err(CaseError::CarriesNo {
+                    named: named.into(),
+                    key,
+                    why,
+                });
             }
             _ => {}
         }
@@ -330,18 +393,12 @@ fn review(written: &mut Written) -> Result<AdmissionCall, String> {
 }
 
 /// The objects and version of a `convert` case.
-fn conversion(written: &mut Written) -> Result<Conversion, String> {
-    let objects = written
-        .objects
-        .take()
-        .ok_or("a convert case needs objects")?;
+fn conversion(written: &mut Written) -> Result<Conversion, CaseError> {
+    let objects = written.objects.take().ok_or(CaseError::NoObjects)?;
     if objects.iter().any(|o| !o.is_object()) {
-        return Err("objects: expected a list of objects".into());
+        return Err(CaseError::NotObjects("objects"));
     }
-    let api_version = written
-        .api_version
-        .take()
-        .ok_or("a convert case needs the apiVersion to convert to")?;
+    let api_version = written.api_version.take().ok_or(CaseError::NoApiVersion)?;
     Ok(Conversion {
         objects,
         api_version,
@@ -351,15 +408,15 @@ fn conversion(written: &mut Written) -> Result<Conversion, String> {
 
 /// The parent as the host would hand it over: a stored object has a uid
 /// (the placeholder of `kubeplug render` when the file gives none).
-fn with_uid(mut parent: Value) -> Result<Value, String> {
+fn with_uid(mut parent: Value) -> Result<Value, CaseError> {
     let Some(object) = parent.as_object_mut() else {
-        return Err("parent: expected an object".into());
+        return Err(CaseError::ParentNotObject);
     };
     let metadata = object
         .entry("metadata")
         .or_insert_with(|| Value::Object(Map::new()));
     let Some(metadata) = metadata.as_object_mut() else {
-        return Err("parent.metadata: expected a mapping".into());
+        return Err(CaseError::ParentMetadata);
     };
     metadata
         .entry("uid")

@@ -129,6 +129,37 @@ pub fn events_value(events: &[Event]) -> Value {
         .collect()
 }
 
+/// A case's `expect` (or one field of it) that is not an answer of its
+/// call ([`Outcome::expected`], [`Outcome::set`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExpectError {
+    #[error("expected a mapping")]
+    NotAMapping,
+    #[error("unknown key {key:?} for a {call} case (expected one of {})", call.fields().join(", "))]
+    UnknownKey { key: String, call: Call },
+    /// A field (named) that holds a list with something not an object.
+    #[error("{0}: expected a list of objects")]
+    NotObjects(String),
+    #[error("parentPatch: unknown key {0:?}")]
+    PatchKey(String),
+    #[error("warnings: expected a list of strings")]
+    Warnings,
+    #[error("{field}: unexpected value {value}")]
+    Unexpected { field: String, value: Value },
+    #[error("error.kind: expected invalid-config, invalid-input or failed")]
+    ErrorKind,
+    #[error("error.message: expected a string")]
+    ErrorMessage,
+    #[error("error: unknown key {0:?}")]
+    ErrorKey(String),
+    #[error("denied.message: expected a string")]
+    DeniedMessage,
+    #[error("denied: unknown key {0:?}")]
+    DeniedKey(String),
+    #[error("denied.causes: expected a list of {{field, message}} strings")]
+    DeniedCauses,
+}
+
 /// An answer in canonical form (see the module doc).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -150,12 +181,12 @@ impl Outcome {
     /// A case's `expect` (absent or null: the empty answer), checked and
     /// made canonical. A validation's `allowed` goes without saying: it is
     /// true unless the case expects a denial or an error.
-    pub fn expected(call: Call, expect: Option<Value>) -> Result<Self, String> {
+    pub fn expected(call: Call, expect: Option<Value>) -> Result<Self, ExpectError> {
         let mut outcome = Outcome::empty(call);
         let given = match expect {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(given)) => given,
-            Some(_) => return Err("expected a mapping".into()),
+            Some(_) => return Err(ExpectError::NotAMapping),
         };
         if call == Call::Validate && !given.contains_key("allowed") {
             let refused = |key: &str| given.get(key).is_some_and(|v| !v.is_null());
@@ -164,10 +195,7 @@ impl Outcome {
         }
         for (key, value) in given {
             if !call.fields().contains(&key.as_str()) {
-                return Err(format!(
-                    "unknown key {key:?} for a {call} case (expected one of {})",
-                    call.fields().join(", ")
-                ));
+                return Err(ExpectError::UnknownKey { key, call });
             }
             outcome.set(&key, value)?;
         }
@@ -175,12 +203,12 @@ impl Outcome {
     }
 
     /// Set `field`, checking its shape; `null` is the empty answer.
-    pub fn set(&mut self, field: &str, value: Value) -> Result<(), String> {
+    pub fn set(&mut self, field: &str, value: Value) -> Result<(), ExpectError> {
         let value = match (field, value) {
             (_, Value::Null) => empty(field),
             ("children", Value::Array(mut children)) => {
                 if children.iter().any(|c| !c.is_object()) {
-                    return Err("children: expected a list of objects".into());
+                    return Err(ExpectError::NotObjects("children".into()));
                 }
                 children.sort_by_cached_key(child_key);
                 Value::Array(children)
@@ -191,7 +219,7 @@ impl Outcome {
                     .keys()
                     .find(|k| !matches!(k.as_str(), "labels" | "annotations"))
                 {
-                    return Err(format!("parentPatch: unknown key {key:?}"));
+                    return Err(ExpectError::PatchKey(key.clone()));
                 }
                 for part in ["labels", "annotations"] {
                     let entry = patch.entry(part).or_insert_with(|| json!({}));
@@ -205,21 +233,26 @@ impl Outcome {
             ("done" | "allowed", v @ Value::Bool(_)) => v,
             ("warnings", Value::Array(warnings)) => {
                 if warnings.iter().any(|w| !w.is_string()) {
-                    return Err("warnings: expected a list of strings".into());
+                    return Err(ExpectError::Warnings);
                 }
                 Value::Array(warnings)
             }
             ("denied", Value::Object(denied)) => check_denied(denied)?,
             ("patch" | "objects", Value::Array(items)) => {
                 if items.iter().any(|i| !i.is_object()) {
-                    return Err(format!("{field}: expected a list of objects"));
+                    return Err(ExpectError::NotObjects(field.into()));
                 }
                 Value::Array(items)
             }
             ("refused", v @ Value::String(_)) => v,
             ("status" | "manifest", v @ Value::Object(_)) => v,
             ("error", Value::Object(error)) => check_error(error)?,
-            (field, other) => return Err(format!("{field}: unexpected value {other}")),
+            (field, other) => {
+                return Err(ExpectError::Unexpected {
+                    field: field.into(),
+                    value: other,
+                });
+            }
         };
         self.fields.insert(field.to_string(), value);
         Ok(())
@@ -280,34 +313,34 @@ impl Outcome {
     }
 }
 
-fn check_error(error: Map<String, Value>) -> Result<Value, String> {
+fn check_error(error: Map<String, Value>) -> Result<Value, ExpectError> {
     let kind = error.get("kind").and_then(Value::as_str);
     if !matches!(kind, Some("invalid-config" | "invalid-input" | "failed")) {
-        return Err("error.kind: expected invalid-config, invalid-input or failed".into());
+        return Err(ExpectError::ErrorKind);
     }
     if !error.get("message").is_some_and(Value::is_string) {
-        return Err("error.message: expected a string".into());
+        return Err(ExpectError::ErrorMessage);
     }
     if let Some(key) = error
         .keys()
         .find(|k| !matches!(k.as_str(), "kind" | "message"))
     {
-        return Err(format!("error: unknown key {key:?}"));
+        return Err(ExpectError::ErrorKey(key.clone()));
     }
     Ok(Value::Object(error))
 }
 
 /// A denial: `message`, and `causes` (default none), each a `field` and a
 /// `message`.
-fn check_denied(mut denied: Map<String, Value>) -> Result<Value, String> {
+fn check_denied(mut denied: Map<String, Value>) -> Result<Value, ExpectError> {
     if !denied.get("message").is_some_and(Value::is_string) {
-        return Err("denied.message: expected a string".into());
+        return Err(ExpectError::DeniedMessage);
     }
     if let Some(key) = denied
         .keys()
         .find(|k| !matches!(k.as_str(), "message" | "causes"))
     {
-        return Err(format!("denied: unknown key {key:?}"));
+        return Err(ExpectError::DeniedKey(key.clone()));
     }
     let causes = denied.entry("causes").or_insert_with(|| json!([]));
     if causes.is_null() {
@@ -321,7 +354,7 @@ fn check_denied(mut denied: Map<String, Value>) -> Result<Value, String> {
         })
     };
     if !causes.as_array().is_some_and(|c| c.iter().all(cause_ok)) {
-        return Err("denied.causes: expected a list of {field, message} strings".into());
+        return Err(ExpectError::DeniedCauses);
     }
     Ok(Value::Object(denied))
 }
@@ -350,6 +383,7 @@ mod tests {
 
     fn expected(call: Call, yaml: &str) -> Result<Outcome, String> {
         Outcome::expected(call, kubeplug_core::yaml::from_str(yaml).unwrap())
+            .map_err(|e| e.to_string())
     }
 
     fn child(kind: &str, name: &str) -> Value {

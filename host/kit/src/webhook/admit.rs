@@ -48,6 +48,18 @@ pub fn carries(operation: Operation) -> (bool, bool) {
     }
 }
 
+/// Objects no review of a write could carry ([`review`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewInputError {
+    /// The object or old object (named) is not a JSON object.
+    #[error("the {0} is not a JSON object")]
+    NotAnObject(&'static str),
+    #[error("a review carries an object or an old object")]
+    NoObject,
+    #[error("the object has no apiVersion or kind")]
+    Untyped,
+}
+
 /// The review of a write: uid the placeholder, kind, namespace and name
 /// those of the object (of the old object on delete), the test user, not
 /// a dry run. The caller has checked which objects the operation carries.
@@ -55,16 +67,16 @@ pub fn review(
     operation: Operation,
     object: Option<Value>,
     old_object: Option<Value>,
-) -> Result<AdmissionCall, String> {
+) -> Result<AdmissionCall, ReviewInputError> {
     for (what, given) in [("object", &object), ("old object", &old_object)] {
         if given.as_ref().is_some_and(|o| !o.is_object()) {
-            return Err(format!("the {what} is not a JSON object"));
+            return Err(ReviewInputError::NotAnObject(what));
         }
     }
     let named = object
         .as_ref()
         .or(old_object.as_ref())
-        .ok_or("a review carries an object or an old object")?;
+        .ok_or(ReviewInputError::NoObject)?;
     let text = |pointer: &str| {
         named
             .pointer(pointer)
@@ -74,7 +86,7 @@ pub fn review(
     };
     let (api_version, kind) = (text("/apiVersion"), text("/kind"));
     if api_version.is_empty() || kind.is_empty() {
-        return Err("the object has no apiVersion or kind".into());
+        return Err(ReviewInputError::Untyped);
     }
     let (group, version) = match api_version.split_once('/') {
         Some((group, version)) => (group.to_string(), version.to_string()),
@@ -238,9 +250,13 @@ mod tests {
     #[test]
     fn a_review_needs_an_object_with_a_kind() {
         assert!(review(Operation::Create, None, None).is_err());
-        let error = review(Operation::Create, Some(json!({"metadata": {}})), None).unwrap_err();
+        let error = review(Operation::Create, Some(json!({"metadata": {}})), None)
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("apiVersion or kind"), "{error}");
-        let error = review(Operation::Update, Some(db()), Some(json!([]))).unwrap_err();
+        let error = review(Operation::Update, Some(db()), Some(json!([])))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("old object"), "{error}");
     }
 

@@ -24,12 +24,8 @@ const UNITS: &[(&str, f64)] = &[
 /// A Go duration (`time.ParseDuration`): one or more decimal numbers, each
 /// with a unit (`ns`, `us`, `ms`, `s`, `m`, `h`), e.g. `1h2m0.5s`; `0`
 /// alone needs no unit. Negative durations are refused: no flag takes one.
-pub fn parse(text: &str) -> Result<Duration, String> {
-    let wrong = || {
-        format!(
-            "{text:?} is not a duration: give a number with a unit, such as 30s, 2m, 1h30m or 500ms"
-        )
-    };
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    let wrong = || DurationError::NotADuration(text.into());
     let mut rest = text.trim();
     if rest == "0" {
         return Ok(Duration::ZERO);
@@ -53,30 +49,41 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         nanos += number * scale;
     }
     if !nanos.is_finite() || nanos > u64::MAX as f64 {
-        return Err(format!("{text:?} is too long a duration"));
+        return Err(DurationError::TooLong(text.into()));
     }
     Ok(Duration::from_nanos(nanos.round() as u64))
 }
 
+/// A flag's duration that is not one; the text as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("{0:?} is not a duration: give a number with a unit, such as 30s, 2m, 1h30m or 500ms")]
+    NotADuration(String),
+    #[error("{0:?} is too long a duration")]
+    TooLong(String),
+    #[error("{0:?}: a duration cannot be negative")]
+    Negative(String),
+}
+
 /// A duration, or a bare number of seconds (the flags that used to take
 /// seconds: `--api-timeout 30`, `--resync 600`).
-pub fn seconds_or_duration(text: &str) -> Result<Duration, String> {
+pub fn seconds_or_duration(text: &str) -> Result<Duration, DurationError> {
     bare_or_duration(text, 1.0)
 }
 
 /// A duration, or a bare number of milliseconds (the flags that used to
 /// take milliseconds: `--timeout 2000`, `--debounce 500`).
-pub fn millis_or_duration(text: &str) -> Result<Duration, String> {
+pub fn millis_or_duration(text: &str) -> Result<Duration, DurationError> {
     bare_or_duration(text, 1e-3)
 }
 
-fn bare_or_duration(text: &str, seconds_per_unit: f64) -> Result<Duration, String> {
+fn bare_or_duration(text: &str, seconds_per_unit: f64) -> Result<Duration, DurationError> {
     match text.trim().parse::<f64>() {
         Ok(number) if number.is_finite() && number >= 0.0 => {
             Duration::try_from_secs_f64(number * seconds_per_unit)
-                .map_err(|_| format!("{text:?} is too long a duration"))
+                .map_err(|_| DurationError::TooLong(text.into()))
         }
-        Ok(_) => Err(format!("{text:?}: a duration cannot be negative")),
+        Ok(_) => Err(DurationError::Negative(text.into())),
         Err(_) => parse(text),
     }
 }
@@ -87,9 +94,9 @@ fn bare_or_duration(text: &str, seconds_per_unit: f64) -> Result<Duration, Strin
 pub struct GoDuration(pub Duration);
 
 impl std::str::FromStr for GoDuration {
-    type Err = String;
+    type Err = DurationError;
 
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, DurationError> {
         seconds_or_duration(text).map(GoDuration)
     }
 }
@@ -153,7 +160,7 @@ mod tests {
         for wrong in ["", "s", "5", "1x", "-1s", "1s2", "1..5s", "ms5"] {
             assert!(parse(wrong).is_err(), "{wrong:?}");
         }
-        assert!(parse("5").unwrap_err().contains("30s, 2m"));
+        assert!(parse("5").unwrap_err().to_string().contains("30s, 2m"));
     }
 
     #[test]

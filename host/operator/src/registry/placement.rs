@@ -191,7 +191,21 @@ impl Layout {
 }
 
 /// A file found, with what it may be or why it may be nothing.
-pub(super) type Placed = (PathBuf, Result<Place, String>);
+pub(super) type Placed = (PathBuf, Result<Place, Misplaced>);
+
+/// Why a `.wasm` file found is no plugin's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Misplaced {
+    /// At no plugin's location, as the policy places them.
+    #[error(transparent)]
+    Policy(#[from] kubeplug_core::policy::PlacementError),
+    /// At plugin `0`'s nested default location while the top one holds a
+    /// file too.
+    #[error(
+        "plugin {0} is served from {0}.wasm: both of its default locations hold a file, and the top one wins (remove one, or bind the plugin with path: in its grant)"
+    )]
+    Shadowed(String),
+}
 
 /// What a `.wasm` path may be, from its location alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,7 +243,8 @@ pub(super) fn place(root: &Root, policy: &Policy, files: &[PathBuf]) -> Vec<Plac
                 policy.candidate_at(rel).map(Place::Candidate)
             } else {
                 policy.bound_at(rel).map(Place::Live)
-            };
+            }
+            .map_err(Misplaced::from);
             (path.clone(), place)
         })
         .collect();
@@ -246,10 +261,7 @@ pub(super) fn place(root: &Root, policy: &Policy, files: &[PathBuf]) -> Vec<Plac
                     .iter()
                     .any(|(p, q)| *p == top && q.as_ref() == Ok(&Place::Live(name.clone())));
             if shadowed {
-                let refusal = format!(
-                    "plugin {name} is served from {name}.wasm: both of its default locations hold a file, and the top one wins (remove one, or bind the plugin with path: in its grant)"
-                );
-                (path.clone(), Err(refusal))
+                (path.clone(), Err(Misplaced::Shadowed(name.clone())))
             } else {
                 (path.clone(), place.clone())
             }

@@ -47,7 +47,7 @@ impl Registry {
         for (path, place) in placed {
             present.push(path.clone());
             match place {
-                Err(reason) => self.misplaced(&path, reason),
+                Err(reason) => self.misplaced(&path, reason.to_string()),
                 Ok(Place::Live(name)) => live.push((path, name)),
                 Ok(Place::Candidate(name)) => candidates.push((path, name)),
             }

@@ -41,7 +41,7 @@ pub fn survey(
         .into_iter()
         .filter(|(_, place)| !matches!(place, Ok(Place::Candidate(_))))
         .map(|(path, place)| {
-            let read = place.and_then(|place| {
+            let read = place.map_err(|e| e.to_string()).and_then(|place| {
                 let candidate = layout.read(&path, &place)?;
                 Ok(Surveyed {
                     bound: candidate.bound,

@@ -41,7 +41,10 @@ fn scanned(layout: &Layout, policy: &Policy) -> Vec<(String, Result<Place, Strin
     assert!(!fresh);
     placed
         .into_iter()
-        .map(|(p, place)| (layout.root.rel(&p).display().to_string(), place))
+        .map(|(p, place)| {
+            let place = place.map_err(|e| e.to_string());
+            (layout.root.rel(&p).display().to_string(), place)
+        })
         .collect()
 }
 
@@ -279,7 +282,10 @@ fn settings_are_those_of_the_plugin_bound_to_the_file_never_of_the_file_name() {
     let policy = policy("plugins:\n  database: {path: team-a/engine.wasm}\n");
     let layout = layout(&plugins, Some(&settings));
     let placed = layout.scan(&policy).unwrap().0;
-    assert_eq!(placed, vec![(wasm.clone(), live("database"))]);
+    assert_eq!(
+        placed,
+        vec![(wasm.clone(), Ok(Place::Live("database".into())))]
+    );
     let read = layout.read(&wasm, &Place::Live("database".into())).unwrap();
     assert_eq!(
         read.settings.config,
