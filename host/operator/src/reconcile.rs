@@ -162,7 +162,7 @@ async fn add_finalizer(
 /// its events. A plan that writes nothing keeps its inputs' fingerprint, so
 /// the same inputs are not called again (see [`crate::fence::unchanged`]).
 pub(crate) async fn write(
-    plugin: &Plugin,
+    manifest: &Manifest,
     live: Live,
     sources: &Sources,
     writer: &Writer,
@@ -176,7 +176,6 @@ pub(crate) async fn write(
         decided,
     } = live;
     let plan = decided?;
-    let manifest = plugin.manifest();
     let parent = &inputs.parent;
     if !write_children(manifest, &plan, &parent_obj, sources, writer, fence, key).await? {
         return Ok(Outcome::default());
@@ -365,3 +364,6 @@ async fn finalize(
         .await?;
     Ok(Outcome::default())
 }
+
+#[cfg(test)]
+mod tests;
