@@ -74,10 +74,7 @@ fn plan(status: Option<Value>) -> Plan {
         answer: Default::default(),
         children: prepared
             .into_iter()
-            .map(|child| plan::Step {
-                child,
-                action: Action::Create,
-            })
+            .map(|child| plan::Step::new(services(), child, Action::Create))
             .collect(),
         prune: Vec::new(),
         status,
@@ -319,6 +316,49 @@ async fn a_child_whose_name_another_controller_holds_is_left_untouched_and_repor
         "nothing is written over the clash"
     );
     assert_eq!(parts.clashes(), 1);
+}
+
+#[tokio::test]
+async fn a_child_this_parent_controls_but_the_cache_lacks_is_updated_guarded_by_its_uid() {
+    let (parts, mut server) = Loop::new();
+    let writing = parts.write(plan(None));
+    let api = async {
+        let answer = expect_create(&mut server).await;
+        let exists = refusal(409, "Conflict", "the object has been modified", json!({}));
+        reply(answer, StatusCode::CONFLICT, exists);
+
+        let (sent, answer) = next(&mut server).await;
+        assert_eq!(
+            (sent.method, sent.path.as_str()),
+            (Method::GET, SERVICE_PATH)
+        );
+        let ours = json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "orders", "namespace": "shop", "uid": "ours", "resourceVersion": "9",
+                "ownerReferences": [{
+                    "apiVersion": "example.com/v1", "kind": "Database", "name": "orders",
+                    "uid": PARENT_UID, "controller": true,
+                }],
+            },
+        });
+        reply(answer, StatusCode::OK, ours.clone());
+
+        let (sent, answer) = next(&mut server).await;
+        assert_eq!(
+            (sent.method, sent.path.as_str()),
+            (Method::PATCH, SERVICE_PATH)
+        );
+        assert!(sent.query.contains("force=true"), "{}", sent.query);
+        assert_eq!(sent.body["metadata"]["uid"], "ours");
+        assert!(sent.body["metadata"].get("resourceVersion").is_none());
+        reply(answer, StatusCode::OK, ours);
+    };
+    let (outcome, ()) = tokio::join!(writing, api);
+    outcome.expect("written");
+    assert!(quiet(&mut server).await);
+    assert_eq!(parts.clashes(), 0);
 }
 
 /// Write a plan with a child and a status while the API server refuses the
