@@ -95,6 +95,11 @@ struct Loop {
 
 impl Loop {
     fn new() -> (Loop, ApiServer) {
+        Self::leading(Leadership::always())
+    }
+
+    /// The loop of a replica whose leadership of the plugin is `leadership`.
+    fn leading(leadership: Leadership) -> (Loop, ApiServer) {
         let (service, server) = mock::pair::<Request<Body>, Response<Body>>();
         let client = kube::Client::new(service, "default");
         let manifest = manifest();
@@ -103,7 +108,7 @@ impl Loop {
             &manifest.name,
             manifest.field_manager(),
             ApplyMetrics::default(),
-            Leadership::always(),
+            leadership,
         );
         let grant = Policy::default()
             .grant(&manifest.name)
@@ -522,5 +527,67 @@ async fn a_parent_patch_refused_with_a_conflict_waits_for_the_newer_version() {
     let (outcome, ()) = tokio::join!(writing, api);
     let outcome = outcome.expect("the newer version reconciles again");
     assert_eq!(outcome.requeue_after, None);
+    assert!(quiet(&mut server).await);
+}
+
+#[tokio::test]
+async fn a_create_only_child_that_exists_and_is_ours_is_never_applied_again() {
+    let (parts, mut server) = Loop::new();
+    let mut plan = plan(None);
+    let step = &mut plan.children[0];
+    step.child["metadata"]["annotations"][plan::CREATE_ONLY] = "true".into();
+    *step = plan::Step::new(services(), step.child.clone(), Action::CreateOnce);
+    let writing = parts.write(plan);
+    let api = async {
+        let (sent, answer) = next(&mut server).await;
+        let collection = "/api/v1/namespaces/shop/services";
+        assert_eq!(
+            (sent.method, sent.path.as_str()),
+            (Method::POST, collection)
+        );
+        assert!(sent.body["metadata"].get("resourceVersion").is_none());
+        let exists = refusal(
+            409,
+            "AlreadyExists",
+            "services \"orders\" already exists",
+            json!({"name": "orders", "kind": "services"}),
+        );
+        reply(answer, StatusCode::CONFLICT, exists);
+
+        let (sent, answer) = next(&mut server).await;
+        assert_eq!(
+            (sent.method, sent.path.as_str()),
+            (Method::GET, SERVICE_PATH)
+        );
+        let ours = json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "orders", "namespace": "shop", "uid": "ours", "resourceVersion": "9",
+                "ownerReferences": [{
+                    "apiVersion": "example.com/v1", "kind": "Database", "name": "orders",
+                    "uid": PARENT_UID, "controller": true,
+                }],
+            },
+        });
+        reply(answer, StatusCode::OK, ours);
+    };
+    let (outcome, ()) = tokio::join!(writing, api);
+    outcome.expect("already there is success");
+    assert!(
+        quiet(&mut server).await,
+        "created once, never applied again"
+    );
+    assert_eq!(parts.clashes(), 0);
+}
+
+#[tokio::test]
+async fn a_replica_that_does_not_lead_the_plugin_sends_nothing() {
+    let (parts, mut server) = Loop::leading(Leadership::never());
+    let error = parts
+        .write(plan(Some(json!({"phase": "Creating"}))))
+        .await
+        .expect_err("not written");
+    assert!(error.not_leader(), "{error:?}");
     assert!(quiet(&mut server).await);
 }
