@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::contract::{Desired, Finalized};
 use crate::fence::check_mode;
-use crate::manifest::Manifest;
+use crate::manifest::{ApiResource, Manifest};
 use crate::policy::Effective;
 use crate::shard::{SHARD_LABEL, is_stray, label_pod_template, shard_label_of};
 
@@ -132,7 +132,8 @@ pub fn children(
     parent: &Value,
     desired: &[Value],
 ) -> Result<Vec<Value>, FenceError> {
-    prepare(manifest, parent, desired, None)
+    let prepared = prepare(manifest, parent, desired, None)?;
+    Ok(prepared.into_iter().map(|(_, child)| child).collect())
 }
 
 /// How a sharded plugin's children are labelled: the shard, and whether
@@ -160,13 +161,14 @@ fn child_shard(grant: &Effective, parent: &Value) -> Option<ChildShard> {
     })
 }
 
-/// [`children`], labelled with `shard` when there is one.
+/// [`children`], labelled with `shard` when there is one, each with its
+/// declared resource.
 fn prepare(
     manifest: &Manifest,
     parent: &Value,
     desired: &[Value],
     shard: Option<ChildShard>,
-) -> Result<Vec<Value>, FenceError> {
+) -> Result<Vec<(ApiResource, Value)>, FenceError> {
     // A decorator's children (its attachments) pass the same checks as a
     // composite's: of a declared kind, in the decorated object's namespace,
     // owned by it.
@@ -256,7 +258,7 @@ fn prepare(
                 name: key.name,
             });
         }
-        out.push(child);
+        out.push((ty.clone(), child));
     }
     Ok(out)
 }
@@ -294,7 +296,7 @@ pub fn if_absent(prepared: &Value) -> Value {
 /// Check a `reconcile` answer against the plugin's fence and `grant`, before
 /// anything is written: the children exactly as they would be applied (a
 /// sharded plugin's labelled with their parent's shard, see
-/// [`SHARD_LABEL`]). The one fence check of a `reconcile` answer: [`decide`]
+/// [`SHARD_LABEL`]), each with its declared resource. The one fence check of a `reconcile` answer: [`decide`]
 /// makes it, and the live host, previews, shadows, `kubeplug render` and
 /// `kubeplug test` all decide through there.
 pub fn fence(
@@ -302,7 +304,7 @@ pub fn fence(
     grant: &Effective,
     parent: &Value,
     desired: &Desired,
-) -> Result<Vec<Value>, Fenced> {
+) -> Result<Vec<(ApiResource, Value)>, Fenced> {
     let fenced = |source| Fenced {
         plugin: manifest.name.clone(),
         source,
@@ -405,8 +407,12 @@ pub fn needs_apply(prepared: &Value, observed: Option<&Value>) -> bool {
 /// Observed children to delete: those this plugin labelled as its own that
 /// are not desired any more. Children of other plugins or of people are
 /// never pruned.
-pub fn prune<'a>(manifest: &Manifest, observed: &'a [Value], prepared: &[Value]) -> Vec<&'a Value> {
-    let wanted: BTreeSet<TypedKey> = prepared.iter().map(TypedKey::of).collect();
+pub fn prune<'a, 'p>(
+    manifest: &Manifest,
+    observed: &'a [Value],
+    prepared: impl IntoIterator<Item = &'p Value>,
+) -> Vec<&'a Value> {
+    let wanted: BTreeSet<TypedKey> = prepared.into_iter().map(TypedKey::of).collect();
     observed
         .iter()
         .filter(|o| {

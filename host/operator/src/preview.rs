@@ -16,7 +16,7 @@
 use serde_json::{Value, json};
 
 use crate::error::ReconcileError;
-use crate::inputs::{Inputs, Serves, child_type, plan};
+use crate::inputs::{Inputs, Serves, plan};
 use crate::serving::{Run, Serving};
 use kubeplug_core::fence::redact::Redaction;
 use kubeplug_core::manifest::ApiResource;
@@ -83,7 +83,6 @@ pub fn rbac_name(kind: &ApiResource) -> String {
 /// and parent patch it would write, the events it would record. The
 /// plugin's or the fence's refusal is an `Err`, as in a reconcile.
 pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, ReconcileError> {
-    let manifest = target.plugin.manifest();
     let namespace = parent_obj.metadata.namespace.clone().unwrap_or_default();
     let (
         Inputs {
@@ -97,8 +96,7 @@ pub async fn preview(target: &Target<'_>, parent_obj: &Object) -> Result<Value, 
     let masked = !target.withheld.is_empty();
     let mut children = Vec::new();
     for step in &plan.children {
-        let child = &step.child;
-        let ty = child_type(manifest, child);
+        let (child, ty) = (&step.child, &step.resource);
         let changes = match &step.action {
             Action::Update { live, .. } => diff(live, child),
             _ => Vec::new(),

@@ -162,7 +162,7 @@ async fn add_finalizer(
 /// its events. A plan that writes nothing keeps its inputs' fingerprint, so
 /// the same inputs are not called again (see [`crate::fence::unchanged`]).
 pub(crate) async fn write(
-    plugin: &Plugin,
+    manifest: &Manifest,
     live: Live,
     sources: &Sources,
     writer: &Writer,
@@ -176,9 +176,8 @@ pub(crate) async fn write(
         decided,
     } = live;
     let plan = decided?;
-    let manifest = plugin.manifest();
     let parent = &inputs.parent;
-    if !write_children(manifest, &plan, &parent_obj, sources, writer, fence, key).await? {
+    if !write_children(&plan, &parent_obj, sources, writer, fence, key).await? {
         return Ok(Outcome::default());
     }
     for gone in &plan.prune {
@@ -206,11 +205,11 @@ pub(crate) async fn write(
     })
 }
 
-/// Create or update the plan's children; false if the reconcile ends here
-/// (the parent's namespace is being deleted or is gone: the parent goes
-/// with it, so there is nothing left to converge).
+/// Create or update the plan's children, sending what each step holds;
+/// false if the reconcile ends here (the parent's namespace is being
+/// deleted or is gone: the parent goes with it, so there is nothing left to
+/// converge).
 async fn write_children(
-    manifest: &Manifest,
     plan: &Plan,
     parent_obj: &Object,
     sources: &Sources,
@@ -220,26 +219,24 @@ async fn write_children(
 ) -> Result<bool, ReconcileError> {
     let parent_uid = parent_obj.metadata.uid.clone().unwrap_or_default();
     for step in &plan.children {
-        let child = &step.child;
-        let ty = child_type(manifest, child);
+        let Some(sent) = &step.sent else {
+            continue;
+        };
+        let ty = &step.resource;
         let written = match &step.action {
             Action::Unchanged => continue,
             // Ours (controlled by this parent): update, guarded by its uid.
-            Action::Update { uid, .. } => {
-                writer
-                    .apply_child(ty, &plan::guarded(child, uid.as_deref()), true)
-                    .await
-            }
+            Action::Update { .. } => writer.apply_child(ty, sent, true).await,
             create @ (Action::Create | Action::CreateOnce) => {
                 let created = if *create == Action::CreateOnce {
-                    create_once(writer, ty, child, &parent_uid).await
+                    create_once(writer, step, sent, &parent_uid).await
                 } else {
-                    create_child(writer, ty, child, &parent_uid).await
+                    create_child(writer, step, sent, &parent_uid).await
                 };
                 match created {
                     Ok(Created::Applied(applied)) => Ok(*applied),
                     Ok(Created::Clash(owner)) => {
-                        clash(fence, writer, parent_obj, key, ty, child, &owner);
+                        clash(fence, writer, parent_obj, key, step, &owner);
                         continue;
                     }
                     Err(ReconcileError::Write(error)) => Err(error),
@@ -365,3 +362,6 @@ async fn finalize(
         .await?;
     Ok(Outcome::default())
 }
+
+#[cfg(test)]
+mod tests;

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{Fenced, TypedKey};
 use crate::contract::Desired;
-use crate::manifest::Manifest;
+use crate::manifest::{ApiResource, Manifest};
 use crate::policy::Effective;
 
 /// What one reconcile writes, decided from a checked answer.
@@ -51,12 +51,51 @@ impl Plan {
     }
 }
 
-/// One desired child and what to do about it.
+/// One desired child, what to do about it, and what that sends: all a
+/// write needs, so the operator's write loop sends what the plan holds and
+/// derives nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
-    /// The child exactly as it would be applied.
+    /// The child's declared resource (the manifest's entry for its kind):
+    /// where it is written.
+    pub resource: ApiResource,
+    /// The child exactly as it would be applied: what `render` prints and
+    /// a shadow compares.
     pub child: Value,
     pub action: Action,
+    /// The object sent for [`Step::action`]: the child as an apply that can
+    /// only create ([`super::if_absent`]) for [`Action::Create`], as it is
+    /// for [`Action::CreateOnce`] (a plain create), guarded by the observed
+    /// uid ([`super::guarded`]) for [`Action::Update`]; `None` for
+    /// [`Action::Unchanged`]: nothing is sent.
+    pub sent: Option<Value>,
+}
+
+impl Step {
+    /// The step of `action` on `child`, a prepared child (see
+    /// [`super::children`]) of the declared `resource`.
+    pub fn new(resource: ApiResource, child: Value, action: Action) -> Step {
+        let sent = match &action {
+            Action::Create => Some(super::if_absent(&child)),
+            Action::CreateOnce => Some(child.clone()),
+            Action::Update { uid, .. } => Some(super::guarded(&child, uid.as_deref())),
+            Action::Unchanged => None,
+        };
+        Step {
+            resource,
+            child,
+            action,
+            sent,
+        }
+    }
+
+    /// The child as an update of the object of its name whose uid is
+    /// `uid`: sent when its create is refused because that object exists
+    /// and this parent controls it (made earlier, not in the cache yet).
+    /// The one write a plan cannot hold: the uid is known only then.
+    pub fn update_of(&self, uid: Option<&str>) -> Value {
+        super::guarded(&self.child, uid)
+    }
 }
 
 /// What to do about a desired child, given the observed ones.
@@ -103,13 +142,13 @@ pub fn decide(
 ) -> Result<Plan, Fenced> {
     let prepared = super::fence(manifest, grant, parent, &answer)?;
     let by_key: HashMap<TypedKey, &Value> = observed.iter().map(|o| (TypedKey::of(o), o)).collect();
-    let prune = super::prune(manifest, observed, &prepared)
+    let prune = super::prune(manifest, observed, prepared.iter().map(|(_, child)| child))
         .into_iter()
         .cloned()
         .collect();
     let children = prepared
         .into_iter()
-        .map(|child| {
+        .map(|(resource, child)| {
             let create_only = super::create_only(&child);
             let action = match by_key.get(&TypedKey::of(&child)) {
                 None if create_only => Action::CreateOnce,
@@ -122,7 +161,7 @@ pub fn decide(
                     live: (*live).clone(),
                 },
             };
-            Step { child, action }
+            Step::new(resource, child, action)
         })
         .collect();
     let status =

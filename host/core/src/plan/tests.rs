@@ -11,7 +11,7 @@ use crate::manifest::{ApiResource, Manifest, Mode};
 
 const PARENT_UID: &str = "6f1c1b2e-0000-4000-8000-000000000001";
 
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+pub(super) fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: group.into(),
         version: version.into(),
@@ -332,7 +332,8 @@ fn fenced_children(grant: &crate::policy::Effective, parent: &Value) -> Vec<Valu
         children: vec![service("orders"), service("orders-replicas")],
         ..Desired::default()
     };
-    fence(&composite(), grant, parent, &desired).expect("passes the fence")
+    let children = fence(&composite(), grant, parent, &desired).expect("passes the fence");
+    children.into_iter().map(|(_, child)| child).collect()
 }
 
 #[test]
@@ -411,7 +412,7 @@ fn with_shard_pods_the_pod_templates_carry_the_shard_and_without_they_are_untouc
     };
     let template = |grant: &crate::policy::Effective, parent: &Value| {
         let children = fence(&composite(), grant, parent, &desired).expect("passes");
-        children[0]["spec"]["template"]["metadata"]["labels"].clone()
+        children[0].1["spec"]["template"]["metadata"]["labels"].clone()
     };
     let pods = grant(
         "plugins:\n  database:\n    parent: [Database.example.com]\n    shards: 4\n    shardPods: true\n",

@@ -2,6 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::contract::Desired;
+use crate::manifest::ApiResource;
 use crate::plan::Step;
 use crate::policy::GateFile;
 
@@ -14,6 +15,14 @@ fn plan(children: Vec<Step>, prune: Vec<Value>, status: Option<Value>) -> Plan {
         parent_patch: None,
         requeue_after: None,
     }
+}
+
+/// A step of `action` on `child`, declared as a resource named after its kind.
+fn step(child: Value, action: Action) -> Step {
+    let kind = child["kind"].as_str().unwrap_or_default().to_string();
+    let plural = format!("{}s", kind.to_lowercase());
+    let resource = ApiResource::new("", "v1", &kind, &plural, true);
+    Step::new(resource, child, action)
 }
 
 fn sts(image: &str) -> Value {
@@ -65,12 +74,9 @@ fn fields_name_list_items_by_index_and_odd_keys_in_brackets() {
 #[test]
 fn a_tally_counts_each_parent_once_per_kind_and_field() {
     let mut tally = Tally::default();
-    let update = |image: &str| Step {
-        child: sts(image),
-        action: Action::Update {
-            uid: None,
-            live: sts("postgres:16"),
-        },
+    let update = |image: &str| {
+        let live = sts("postgres:16");
+        step(sts(image), Action::Update { uid: None, live })
     };
     let parent = json!({"status": {"phase": "Running"}});
     for name in ["a/one", "a/two"] {
@@ -81,10 +87,7 @@ fn a_tally_counts_each_parent_once_per_kind_and_field() {
             &plan(vec![update("mirror/postgres:16")], vec![], None),
         );
     }
-    let same = Step {
-        child: sts("postgres:16"),
-        action: Action::Unchanged,
-    };
+    let same = step(sts("postgres:16"), Action::Unchanged);
     tally.plan(
         "a/three",
         &database(),
@@ -97,10 +100,7 @@ fn a_tally_counts_each_parent_once_per_kind_and_field() {
         &database(),
         &parent,
         &plan(
-            vec![Step {
-                child: svc.clone(),
-                action: Action::Create,
-            }],
+            vec![step(svc.clone(), Action::Create)],
             vec![sts("postgres:16")],
             Some(json!({"phase": "Pending"})),
         ),
@@ -172,10 +172,7 @@ fn an_update_that_only_drops_fields_says_so() {
         &database(),
         &json!({}),
         &plan(
-            vec![Step {
-                child: desired,
-                action: Action::Update { uid: None, live },
-            }],
+            vec![step(desired, Action::Update { uid: None, live })],
             vec![],
             None,
         ),
@@ -274,10 +271,7 @@ fn a_summary_names_no_key_a_value_could_have_built() {
         &database(),
         &json!({"status": {"phase": "Running"}}),
         &plan(
-            vec![Step {
-                child: desired,
-                action: Action::Update { uid: None, live },
-            }],
+            vec![step(desired, Action::Update { uid: None, live })],
             vec![],
             Some(json!({"hunter2": 1, "swordfish": 2})),
         ),

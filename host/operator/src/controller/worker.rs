@@ -109,7 +109,7 @@ async fn reconcile_once(
         );
         shadow.submit(job, &fence.metrics);
     }
-    reconcile::write(plugin, live, sources, writer, fence, key).await
+    reconcile::write(plugin.manifest(), live, sources, writer, fence, key).await
 }
 
 /// Forget what is kept per parent for `key` (deleted, or no longer this

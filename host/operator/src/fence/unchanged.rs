@@ -76,6 +76,13 @@ impl Fingerprint {
         Self::of_parts(plugin.digest(), plugin.config(), grant, request)
     }
 
+    /// The fingerprint of `request` alone (no plugin, no grant): for tests
+    /// that build a reconcile's decision without a Wasm engine.
+    #[cfg(test)]
+    pub(crate) fn of_request(request: &Request) -> Fingerprint {
+        Self::of_parts("", "", &[0; 32], request)
+    }
+
     fn of_parts(digest: &str, config: &str, grant: &[u8; 32], request: &Request) -> Fingerprint {
         let mut h = Sha256::new();
         for part in [digest, config] {

@@ -4,6 +4,7 @@
 //! never written.
 
 use super::*;
+use kubeplug_core::plan::Step;
 use kubeplug_kube::owner::controller_of;
 
 /// What became of a child the parent does not control yet.
@@ -15,28 +16,29 @@ pub(super) enum Created {
 }
 
 /// Create a child the parent does not control yet, never overwriting,
-/// adopting or pruning an object it does not control. The create is an
-/// apply that can only create ([`plan::if_absent`]): if an object of that
-/// name exists, made by anyone at any time before the request lands, the API
-/// server refuses it and nothing is written. That object is then read: one
-/// this parent controls (not in the cache yet) is updated, guarded by its
-/// uid; any other is a clash.
+/// adopting or pruning an object it does not control. The create (`sent`)
+/// is an apply that can only create ([`plan::if_absent`]): if an object of
+/// that name exists, made by anyone at any time before the request lands,
+/// the API server refuses it and nothing is written. That object is then
+/// read: one this parent controls (not in the cache yet) is updated, guarded
+/// by its uid ([`Step::update_of`]); any other is a clash.
 pub(super) async fn create_child(
     writer: &Writer,
-    ty: &kubeplug_core::manifest::ApiResource,
-    child: &Value,
+    step: &Step,
+    sent: &Value,
     parent_uid: &str,
 ) -> Result<Created, ReconcileError> {
-    match writer.apply_child(ty, &plan::if_absent(child), false).await {
+    let ty = &step.resource;
+    match writer.apply_child(ty, sent, false).await {
         Ok(applied) => return Ok(Created::Applied(Box::new(applied))),
         Err(error) if error.conflict() => {}
         Err(error) => return Err(error.into()),
     }
-    let live = existing(writer, ty, child).await?;
+    let live = existing(writer, ty, &step.child).await?;
     match controller_of(&live.metadata) {
         Some(owner) if owner.uid == parent_uid => {
-            let guarded = plan::guarded(child, live.metadata.uid.as_deref());
-            let applied = writer.apply_child(ty, &guarded, true).await?;
+            let update = step.update_of(live.metadata.uid.as_deref());
+            let applied = writer.apply_child(ty, &update, true).await?;
             Ok(Created::Applied(Box::new(applied)))
         }
         owner => Ok(Created::Clash(
@@ -45,20 +47,22 @@ pub(super) async fn create_child(
     }
 }
 
-/// Create a create-only child with a plain create. "Already exists" is
-/// success when this parent controls the object (created earlier, by this
-/// replica or another, perhaps before a restart): it is never re-applied, so
-/// a generated password never rotates, whatever any cache said.
+/// Create a create-only child (`sent`) with a plain create. "Already
+/// exists" is success when this parent controls the object (created
+/// earlier, by this replica or another, perhaps before a restart): it is
+/// never re-applied, so a generated password never rotates, whatever any
+/// cache said.
 pub(super) async fn create_once(
     writer: &Writer,
-    ty: &kubeplug_core::manifest::ApiResource,
-    child: &Value,
+    step: &Step,
+    sent: &Value,
     parent_uid: &str,
 ) -> Result<Created, ReconcileError> {
-    if let Some(created) = writer.create_child(ty, child).await? {
+    let ty = &step.resource;
+    if let Some(created) = writer.create_child(ty, sent).await? {
         return Ok(Created::Applied(Box::new(created)));
     }
-    let live = existing(writer, ty, child).await?;
+    let live = existing(writer, ty, &step.child).await?;
     match controller_of(&live.metadata) {
         Some(owner) if owner.uid == parent_uid => Ok(Created::Applied(Box::new(live))),
         owner => Ok(Created::Clash(
@@ -95,11 +99,10 @@ pub(super) fn clash(
     writer: &Writer,
     parent: &Object,
     parent_key: &ObjectKey,
-    ty: &kubeplug_core::manifest::ApiResource,
-    child: &Value,
+    step: &Step,
     owner: &Option<String>,
 ) {
-    let key = TypedKey::of(child);
+    let (ty, key) = (&step.resource, TypedKey::of(&step.child));
     let by = owner
         .as_deref()
         .map_or("no controller".to_string(), |o| format!("controller {o}"));

@@ -1,4 +1,5 @@
 use super::*;
+use kubeplug_core::manifest::ApiResource;
 use kubeplug_runtime::Request;
 
 fn sts(image: &str) -> Value {
@@ -17,9 +18,11 @@ fn desired(status: Value) -> Desired {
 fn decided(answer: &Desired, children: &[Value]) -> Decision {
     let children = children
         .iter()
-        .map(|child| kubeplug_core::plan::Step {
-            child: child.clone(),
-            action: kubeplug_core::plan::Action::Create,
+        .map(|child| {
+            let kind = child["kind"].as_str().unwrap_or_default();
+            let resource = ApiResource::new("", "v1", kind, "", true);
+            let create = kubeplug_core::plan::Action::Create;
+            kubeplug_core::plan::Step::new(resource, child.clone(), create)
         })
         .collect();
     Ok(Plan {

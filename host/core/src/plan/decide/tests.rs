@@ -10,7 +10,7 @@ use super::*;
 use crate::contract::MetadataPatch;
 use crate::plan::tests::{
     as_served, composite, decorator, events, grant, observed_child, parent, parent_in_shard, pod,
-    prepared, service, sharded,
+    prepared, resource, service, sharded,
 };
 use crate::plan::{CREATE_ONLY, FenceError, PLUGIN_LABEL};
 use crate::shard::SHARD_LABEL;
@@ -56,10 +56,11 @@ fn a_child_not_observed_is_created_as_it_would_be_applied() {
     let plan = plan(&[], answer(vec![service("db")]));
     assert_eq!(
         plan.children,
-        [Step {
-            child: prepared(service("db")),
-            action: Action::Create,
-        }]
+        [Step::new(
+            resource("", "v1", "Service", "services"),
+            prepared(service("db")),
+            Action::Create,
+        )]
     );
     assert_eq!(plan.children[0].action.label(), "create");
 }
@@ -93,6 +94,37 @@ fn an_observed_child_that_differs_is_updated_guarded_by_its_uid() {
         }
     );
     assert_eq!(plan.children[0].action.label(), "update");
+}
+
+#[test]
+fn each_step_holds_its_declared_resource_and_the_object_exactly_as_sent() {
+    let (db, once) = (service("db"), create_only(service("once")));
+    let mut before = service("old");
+    before["spec"]["clusterIP"] = "10.0.0.7".into();
+    let updated = as_served(&prepared(before));
+    let same = as_served(&prepared(service("same")));
+    let children = vec![db.clone(), once.clone(), service("old"), service("same")];
+    let plan = plan(&[updated, same], answer(children));
+    let services = resource("", "v1", "Service", "services");
+    assert!(plan.children.iter().all(|step| step.resource == services));
+    let sent: Vec<_> = plan.children.iter().map(|step| step.sent.clone()).collect();
+    let uid = Some("c0ffee00-0000-4000-8000-000000000002");
+    assert_eq!(
+        sent,
+        [
+            // An apply that can only create.
+            Some(crate::plan::if_absent(&prepared(db))),
+            // A plain create of the child as prepared.
+            Some(prepared(once)),
+            // An apply guarded by the observed uid.
+            Some(crate::plan::guarded(&prepared(service("old")), uid)),
+            // Nothing.
+            None,
+        ]
+    );
+    let update_of = plan.children[0].update_of(Some("ours"));
+    assert_eq!(update_of["metadata"]["uid"], "ours");
+    assert!(update_of["metadata"].get("resourceVersion").is_none());
 }
 
 #[test]
