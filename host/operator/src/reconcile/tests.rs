@@ -66,6 +66,32 @@ fn service() -> Value {
     })
 }
 
+/// The Service `orders` as the API server holds it: `uid`, controlled by
+/// the Database `(name, uid)`.
+fn stored_service(uid: &str, (owner, owner_uid): (&str, &str)) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "orders", "namespace": "shop", "uid": uid, "resourceVersion": "9",
+            "ownerReferences": [{
+                "apiVersion": "example.com/v1", "kind": "Database", "name": owner,
+                "uid": owner_uid, "controller": true,
+            }],
+        },
+    })
+}
+
+/// The next request is the GET of the Service `orders`: answer `stored`.
+async fn answer_get(server: &mut ApiServer, stored: Value) {
+    let (sent, answer) = next(server).await;
+    assert_eq!(
+        (sent.method, sent.path.as_str()),
+        (Method::GET, SERVICE_PATH)
+    );
+    reply(answer, StatusCode::OK, stored);
+}
+
 /// A plan creating the Service `orders`, as `decide` makes it for a parent
 /// that controls no child yet, with `status` to write.
 fn plan(status: Option<Value>) -> Plan {
@@ -279,23 +305,8 @@ async fn a_child_whose_name_another_controller_holds_is_left_untouched_and_repor
         );
         reply(answer, StatusCode::CONFLICT, exists);
 
-        let (sent, answer) = next(&mut server).await;
-        assert_eq!(
-            (sent.method, sent.path.as_str()),
-            (Method::GET, SERVICE_PATH)
-        );
-        let theirs = json!({
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {
-                "name": "orders", "namespace": "shop", "uid": "theirs", "resourceVersion": "9",
-                "ownerReferences": [{
-                    "apiVersion": "example.com/v1", "kind": "Database", "name": "billing",
-                    "uid": "another-parent", "controller": true,
-                }],
-            },
-        });
-        reply(answer, StatusCode::OK, theirs);
+        let theirs = stored_service("theirs", ("billing", "another-parent"));
+        answer_get(&mut server, theirs).await;
     };
     let (outcome, ()) = tokio::join!(writing, api);
     let outcome = outcome.expect("a clash does not fail the reconcile");
@@ -332,23 +343,8 @@ async fn a_child_this_parent_controls_but_the_cache_lacks_is_updated_guarded_by_
         let exists = refusal(409, "Conflict", "the object has been modified", json!({}));
         reply(answer, StatusCode::CONFLICT, exists);
 
-        let (sent, answer) = next(&mut server).await;
-        assert_eq!(
-            (sent.method, sent.path.as_str()),
-            (Method::GET, SERVICE_PATH)
-        );
-        let ours = json!({
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {
-                "name": "orders", "namespace": "shop", "uid": "ours", "resourceVersion": "9",
-                "ownerReferences": [{
-                    "apiVersion": "example.com/v1", "kind": "Database", "name": "orders",
-                    "uid": PARENT_UID, "controller": true,
-                }],
-            },
-        });
-        reply(answer, StatusCode::OK, ours.clone());
+        let ours = stored_service("ours", ("orders", PARENT_UID));
+        answer_get(&mut server, ours.clone()).await;
 
         let (sent, answer) = next(&mut server).await;
         assert_eq!(
@@ -554,23 +550,8 @@ async fn a_create_only_child_that_exists_and_is_ours_is_never_applied_again() {
         );
         reply(answer, StatusCode::CONFLICT, exists);
 
-        let (sent, answer) = next(&mut server).await;
-        assert_eq!(
-            (sent.method, sent.path.as_str()),
-            (Method::GET, SERVICE_PATH)
-        );
-        let ours = json!({
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {
-                "name": "orders", "namespace": "shop", "uid": "ours", "resourceVersion": "9",
-                "ownerReferences": [{
-                    "apiVersion": "example.com/v1", "kind": "Database", "name": "orders",
-                    "uid": PARENT_UID, "controller": true,
-                }],
-            },
-        });
-        reply(answer, StatusCode::OK, ours);
+        let ours = stored_service("ours", ("orders", PARENT_UID));
+        answer_get(&mut server, ours).await;
     };
     let (outcome, ()) = tokio::join!(writing, api);
     outcome.expect("already there is success");
