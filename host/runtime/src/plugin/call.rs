@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, Trap};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use super::{Caller, Spent, State};
 use crate::bindings;
@@ -28,8 +29,9 @@ struct Ended {
     budget_short: Option<Short>,
     /// Whether the instance was made (a failure before is the host's).
     instantiated: bool,
-    /// The guest's stderr, where a Rust panic prints.
-    printed: Option<Vec<u8>>,
+    /// The guest's stderr, where a Rust panic prints: the pipe itself (a
+    /// handle), read only if the call trapped.
+    stderr: Option<MemoryOutputPipe>,
     /// The message the guest logged as its error before it trapped.
     last_error: Option<String>,
 }
@@ -92,11 +94,7 @@ impl Caller {
             memory_cap_hit: limiter.memory_cap_hit,
             budget_short: limiter.budget_short.clone(),
             instantiated,
-            printed: store
-                .data()
-                .wasi
-                .as_ref()
-                .map(|w| w.stderr.contents().to_vec()),
+            stderr: store.data().wasi.as_ref().map(|w| w.stderr.clone()),
             last_error: store.data_mut().last_error.take(),
         };
         let reservation = store.data_mut().limiter.take_reservation();
@@ -247,13 +245,10 @@ impl Caller {
                 message: format!("{error:#}"),
             };
         }
+        let printed = ended.stderr.map(|pipe| pipe.contents());
         CallError::Trap {
             plugin,
-            message: trap_message(
-                &error,
-                ended.printed.as_deref(),
-                ended.last_error.as_deref(),
-            ),
+            message: trap_message(&error, printed.as_deref(), ended.last_error.as_deref()),
         }
     }
 
