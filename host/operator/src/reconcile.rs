@@ -219,19 +219,19 @@ async fn write_children(
 ) -> Result<bool, ReconcileError> {
     let parent_uid = parent_obj.metadata.uid.clone().unwrap_or_default();
     for step in &plan.children {
-        let Some(sent) = &step.sent else {
+        let Some(sent) = step.sent() else {
             continue;
         };
         let ty = &step.resource;
         let written = match &step.action {
             Action::Unchanged => continue,
             // Ours (controlled by this parent): update, guarded by its uid.
-            Action::Update { .. } => writer.apply_child(ty, sent, true).await,
+            Action::Update { .. } => writer.apply_child(ty, &sent, true).await,
             create @ (Action::Create | Action::CreateOnce) => {
                 let created = if *create == Action::CreateOnce {
-                    create_once(writer, step, sent, &parent_uid).await
+                    create_once(writer, step, &sent, &parent_uid).await
                 } else {
-                    create_child(writer, step, sent, &parent_uid).await
+                    create_child(writer, step, &sent, &parent_uid).await
                 };
                 match created {
                     Ok(Created::Applied(applied)) => Ok(*applied),

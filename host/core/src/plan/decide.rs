@@ -51,9 +51,9 @@ impl Plan {
     }
 }
 
-/// One desired child, what to do about it, and what that sends: all a
-/// write needs, so the operator's write loop sends what the plan holds and
-/// derives nothing.
+/// One desired child, what to do about it, and what that sends
+/// ([`Step::sent`]): all a write needs, so the operator's write loop sends
+/// what the plan says and derives nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     /// The child's declared resource (the manifest's entry for its kind):
@@ -63,29 +63,31 @@ pub struct Step {
     /// a shadow compares.
     pub child: Value,
     pub action: Action,
-    /// The object sent for [`Step::action`]: the child as an apply that can
-    /// only create ([`super::if_absent`]) for [`Action::Create`], as it is
-    /// for [`Action::CreateOnce`] (a plain create), guarded by the observed
-    /// uid ([`super::guarded`]) for [`Action::Update`]; `None` for
-    /// [`Action::Unchanged`]: nothing is sent.
-    pub sent: Option<Value>,
 }
 
 impl Step {
     /// The step of `action` on `child`, a prepared child (see
     /// [`super::children`]) of the declared `resource`.
     pub fn new(resource: ApiResource, child: Value, action: Action) -> Step {
-        let sent = match &action {
-            Action::Create => Some(super::if_absent(&child)),
-            Action::CreateOnce => Some(child.clone()),
-            Action::Update { uid, .. } => Some(super::guarded(&child, uid.as_deref())),
-            Action::Unchanged => None,
-        };
         Step {
             resource,
             child,
             action,
-            sent,
+        }
+    }
+
+    /// The object sent for [`Step::action`]: the child as an apply that can
+    /// only create ([`super::if_absent`]) for [`Action::Create`], as it is
+    /// for [`Action::CreateOnce`] (a plain create), guarded by the observed
+    /// uid ([`super::guarded`]) for [`Action::Update`]; `None` for
+    /// [`Action::Unchanged`]: nothing is sent. Made when the write is, not
+    /// when the plan is: previews, shadows and what-ifs never send it.
+    pub fn sent(&self) -> Option<Value> {
+        match &self.action {
+            Action::Create => Some(super::if_absent(&self.child)),
+            Action::CreateOnce => Some(self.child.clone()),
+            Action::Update { uid, .. } => Some(super::guarded(&self.child, uid.as_deref())),
+            Action::Unchanged => None,
         }
     }
 

@@ -134,7 +134,6 @@ impl Job {
                         .iter()
                         .map(|step| {
                             value_bytes(&step.child)
-                                + step.sent.as_ref().map_or(0, value_bytes)
                                 + match &step.action {
                                     kubeplug_core::plan::Action::Update { live, .. } => {
                                         value_bytes(live)

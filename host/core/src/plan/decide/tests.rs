@@ -107,7 +107,7 @@ fn each_step_holds_its_declared_resource_and_the_object_exactly_as_sent() {
     let plan = plan(&[updated, same], answer(children));
     let services = resource("", "v1", "Service", "services");
     assert!(plan.children.iter().all(|step| step.resource == services));
-    let sent: Vec<_> = plan.children.iter().map(|step| step.sent.clone()).collect();
+    let sent: Vec<_> = plan.children.iter().map(|step| step.sent()).collect();
     let uid = Some("c0ffee00-0000-4000-8000-000000000002");
     assert_eq!(
         sent,
